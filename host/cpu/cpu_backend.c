@@ -1,0 +1,301 @@
+/*
+ * cpu_backend.c - the native backend: the reference and the fallback.
+ *
+ * Work is split into tasks of consecutive rays that the context's thread
+ * pool hands out. A task validates and prepares its rays (so a batch is
+ * read from memory once), then, for every-box modes, walks the boxes in
+ * blocks that stay in the L1 cache while every ray of the task is tested
+ * against them (cache blocking: one pass over the boxes serves many rays).
+ * Each ray's answer depends only on that ray, so results do not depend on
+ * the thread count (R10).
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../threadpool.h"
+#include "scan.h"
+
+#define RAYS_PER_TASK_MAX 64    /* rays sharing one walk over the boxes */
+#define BOX_BLOCK 1024          /* 24 KiB of box planes: fits L1 */
+#define PAIRS_PER_TASK 2048     /* pairs: ~112 KiB of input per task */
+#define SMALL_JOB_TESTS 262144  /* below this, waking threads costs more */
+
+typedef struct worker_scratch {
+    rb_ray_prep prep[RAYS_PER_TASK_MAX];
+    float best_t[RAYS_PER_TASK_MAX];
+    int32_t best_box[RAYS_PER_TASK_MAX];
+    uint8_t done[RAYS_PER_TASK_MAX];
+    uint32_t idx[BOX_BLOCK];
+} worker_scratch;
+
+typedef struct cpu_backend {
+    rb_backend base;
+    rb_context *ctx;
+    const rb_scan_kernels *k;
+    unsigned workers;
+    worker_scratch *scratch; /* one per worker */
+    char cpu_name[128];
+} cpu_backend;
+
+typedef struct cpu_run {
+    cpu_backend *be;
+    const rb_job *job;
+    rb_results *res;
+    size_t per_task;
+    /* Lowest invalid element seen, as index * 2 + (1 for a box). */
+    atomic_uint_fast64_t bad;
+} cpu_run;
+
+static void note_bad(cpu_run *run, size_t index, rb_element_kind kind)
+{
+    uint64_t code = (uint64_t)index * 2 + (kind == RB_ELEMENT_BOX);
+    uint64_t cur = atomic_load(&run->bad);
+    while (code < cur && !atomic_compare_exchange_weak(&run->bad, &cur, code))
+        ;
+}
+
+/* Inserts (box, t_enter, t_exit) into a list sorted by (t_enter, box) that
+ * holds *stored of at most cap entries. Boxes arrive in ascending order, so
+ * an equal t_enter goes after the entries already there. */
+static void list_insert(rb_list_hit *list, uint32_t *stored, uint32_t cap,
+                        int32_t box, float t_enter, float t_exit)
+{
+    uint32_t n = *stored;
+    if (n == cap && !(t_enter < list[n - 1].t_enter))
+        return;
+    uint32_t pos = n;
+    while (pos > 0 && t_enter < list[pos - 1].t_enter)
+        pos--;
+    uint32_t last = n < cap ? n : cap - 1;
+    memmove(&list[pos + 1], &list[pos], (last - pos) * sizeof *list);
+    list[pos] = (rb_list_hit){box, t_enter, t_exit};
+    if (n < cap)
+        *stored = n + 1;
+}
+
+static void scan_group(cpu_run *run, worker_scratch *w, size_t begin,
+                       size_t n)
+{
+    const rb_job *job = run->job;
+    const rb_boxset *b = job->boxes;
+    const rb_scan_kernels *k = run->be->k;
+    rb_results *res = run->res;
+
+    for (size_t r = 0; r < n; r++) {
+        w->best_t[r] = INFINITY;
+        w->best_box[r] = -1;
+        w->done[r] = 0;
+        if (res->counts)
+            res->counts[begin + r] = 0;
+    }
+    uint32_t stored[RAYS_PER_TASK_MAX] = {0};
+
+    for (size_t blk = 0; blk < b->stride; blk += BOX_BLOCK) {
+        size_t blk_end = blk + BOX_BLOCK < b->stride ? blk + BOX_BLOCK
+                                                     : b->stride;
+        for (size_t r = 0; r < n; r++) {
+            const rb_ray_prep *p = &w->prep[r];
+            switch (job->mode) {
+            case RB_MODE_COUNT:
+                res->counts[begin + r] += k->count(p, b, blk, blk_end);
+                break;
+            case RB_MODE_ANY:
+                if (!w->done[r])
+                    w->done[r] = (uint8_t)k->any(p, b, blk, blk_end);
+                break;
+            case RB_MODE_NEAREST:
+                k->nearest(p, b, blk, blk_end, &w->best_t[r],
+                           &w->best_box[r]);
+                break;
+            case RB_MODE_ALL: {
+                size_t m = k->hits(p, b, blk, blk_end, w->idx);
+                rb_list_hit *list = res->list + (begin + r) * job->max_hits;
+                for (size_t h = 0; h < m; h++) {
+                    float lo[3], hi[3], te, tx;
+                    for (int a = 0; a < 3; a++) {
+                        lo[a] = rb_boxset_lo(b, a)[w->idx[h]];
+                        hi[a] = rb_boxset_hi(b, a)[w->idx[h]];
+                    }
+                    rb_slab_hit(p, lo, hi, &te, &tx);
+                    list_insert(list, &stored[r], job->max_hits,
+                                (int32_t)w->idx[h], te, tx);
+                }
+                res->counts[begin + r] += (uint32_t)m;
+                break;
+            }
+            case RB_MODE_PAIRS:
+                break;
+            }
+        }
+        if (job->mode == RB_MODE_ANY) {
+            size_t open = 0;
+            for (size_t r = 0; r < n; r++)
+                open += !w->done[r];
+            if (open == 0)
+                break;
+        }
+    }
+
+    for (size_t r = 0; r < n; r++) {
+        size_t i = begin + r;
+        if (job->mode == RB_MODE_ANY) {
+            res->any[i] = w->done[r];
+        } else if (job->mode == RB_MODE_NEAREST) {
+            int32_t j = w->best_box[r];
+            if (j < 0) {
+                rb_hit_miss(&res->hits[i]);
+                continue;
+            }
+            float lo[3], hi[3];
+            for (int a = 0; a < 3; a++) {
+                lo[a] = rb_boxset_lo(b, a)[j];
+                hi[a] = rb_boxset_hi(b, a)[j];
+            }
+            rb_slab_full(&w->prep[r], lo, hi, &res->hits[i]);
+            res->hits[i].box = j;
+        }
+    }
+}
+
+static void cpu_task(void *arg, size_t task, unsigned worker)
+{
+    cpu_run *run = arg;
+    const rb_job *job = run->job;
+    size_t begin = task * run->per_task;
+    size_t end = begin + run->per_task;
+    if (end > job->n_rays)
+        end = job->n_rays;
+    /* An earlier element is already known bad: this task cannot matter. */
+    if ((uint64_t)begin * 2 > atomic_load_explicit(&run->bad,
+                                                   memory_order_relaxed))
+        return;
+
+    if (job->mode == RB_MODE_PAIRS) {
+        rb_element_kind kind = RB_ELEMENT_NONE;
+        size_t bad = run->be->k->pairs(job->rays, job->pair_boxes, job->dims,
+                                       begin, end, run->res->hits, &kind);
+        if (bad < end)
+            note_bad(run, bad, kind);
+        return;
+    }
+    worker_scratch *w = &run->be->scratch[worker];
+    size_t bad = rb_prep_rays(job->rays, job->dims, begin, end, w->prep);
+    if (bad < end) {
+        note_bad(run, bad, RB_ELEMENT_RAY);
+        return;
+    }
+    scan_group(run, w, begin, end - begin);
+}
+
+static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
+                       rb_results *res, rb_bad_input *bad)
+{
+    cpu_backend *be = (cpu_backend *)self;
+    (void)ctx;
+    cpu_run run = {.be = be, .job = job, .res = res};
+    atomic_init(&run.bad, UINT64_MAX);
+
+    size_t boxes = job->mode == RB_MODE_PAIRS ? 1 : job->boxes->n;
+    int small = (uint64_t)job->n_rays * (boxes ? boxes : 1) <
+                SMALL_JOB_TESTS;
+    if (job->mode == RB_MODE_PAIRS) {
+        run.per_task = PAIRS_PER_TASK;
+    } else {
+        /* Enough tasks for the threads to balance, few enough rays per
+         * task that each walk over the boxes serves many rays. */
+        size_t per = job->n_rays / ((size_t)be->workers * 8);
+        run.per_task = per < 1 ? 1 : per > RAYS_PER_TASK_MAX
+                                           ? RAYS_PER_TASK_MAX
+                                           : per;
+    }
+    size_t tasks = (job->n_rays + run.per_task - 1) / run.per_task;
+    if (small) {
+        for (size_t t = 0; t < tasks; t++)
+            cpu_task(&run, t, 0);
+    } else {
+        rb_pool_run(be->ctx->pool, tasks, cpu_task, &run);
+    }
+
+    res->info.chunks = tasks;
+    rb_copy_str(res->info.device, sizeof res->info.device, be->cpu_name);
+    uint64_t code = atomic_load(&run.bad);
+    if (code != UINT64_MAX) {
+        bad->index = code / 2;
+        bad->element = (code & 1) ? RB_ELEMENT_BOX : RB_ELEMENT_RAY;
+        return RB_EINPUT;
+    }
+    return RB_OK;
+}
+
+static void cpu_describe(const rb_backend *self, rb_backend_info *out)
+{
+    const cpu_backend *be = (const cpu_backend *)self;
+    rb_copy_str(out->backend, sizeof out->backend, "cpu");
+    rb_copy_str(out->device, sizeof out->device, be->cpu_name);
+    rb_copy_str(out->platform, sizeof out->platform, "native");
+    rb_copy_str(out->driver, sizeof out->driver, "libraybox "
+                                                 RB_VERSION_STRING);
+    rb_copy_str(out->simd, sizeof out->simd, be->k->simd);
+    out->exact_division = 1;
+    out->denormals = 1;
+    out->compute_units = rb_online_cpus();
+    out->threads = be->workers;
+}
+
+static void cpu_destroy(rb_backend *self)
+{
+    cpu_backend *be = (cpu_backend *)self;
+    rb_free(be->ctx, be->scratch);
+    rb_free(be->ctx, be);
+}
+
+static const struct rb_backend_ops cpu_ops = {
+    .name = "cpu",
+    .run = cpu_run_job,
+    .describe = cpu_describe,
+    .destroy = cpu_destroy,
+};
+
+static void read_cpu_name(char *out, size_t cap)
+{
+    rb_copy_str(out, cap, "native CPU");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f)
+        return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) == 0) {
+            char *v = strchr(line, ':');
+            if (v) {
+                v++;
+                while (*v == ' ' || *v == '\t')
+                    v++;
+                v[strcspn(v, "\n")] = '\0';
+                rb_copy_str(out, cap, v);
+            }
+            break;
+        }
+    }
+    fclose(f);
+}
+
+int rb_cpu_backend_create(rb_context *ctx, rb_backend **out)
+{
+    *out = NULL;
+    cpu_backend *be = rb_calloc(ctx, sizeof *be, 64);
+    if (!be)
+        return RB_ENOMEM;
+    be->base.ops = &cpu_ops;
+    be->ctx = ctx;
+    be->k = rb_scan_pick();
+    be->workers = rb_pool_size(ctx->pool);
+    be->scratch = rb_alloc(ctx, sizeof(worker_scratch) * be->workers, 64);
+    if (!be->scratch) {
+        rb_free(ctx, be);
+        return RB_ENOMEM;
+    }
+    read_cpu_name(be->cpu_name, sizeof be->cpu_name);
+    *out = &be->base;
+    return RB_OK;
+}

@@ -1,0 +1,157 @@
+/*
+ * internal.h - what the host library's modules share: the context, the
+ * backend table, prepared boxes and the job a backend runs. Not installed.
+ */
+#ifndef RB_INTERNAL_H
+#define RB_INTERNAL_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raybox.h"
+#include "slab.h"
+
+struct rb_pool;
+
+/* Every-box scans read boxes as six float arrays (structure of arrays) so
+ * that SIMD lanes hold consecutive boxes. The arrays are padded to a
+ * multiple of RB_BOX_PAD with boxes no ray can hit (min = +inf, max = -inf:
+ * their entry distance is +inf on every axis, R5 then rejects them). */
+#define RB_BOX_PAD 16
+
+typedef struct rb_boxset {
+    size_t n;        /* real boxes */
+    size_t stride;   /* floats per array: n rounded up to RB_BOX_PAD */
+    float *data;     /* lo_x, lo_y, lo_z, hi_x, hi_y, hi_z, each `stride` */
+    uint64_t uid;    /* unique per content version; device caches key on it */
+} rb_boxset;
+
+static inline const float *rb_boxset_lo(const rb_boxset *b, int axis)
+{
+    return b->data + (size_t)axis * b->stride;
+}
+
+static inline const float *rb_boxset_hi(const rb_boxset *b, int axis)
+{
+    return b->data + (size_t)(3 + axis) * b->stride;
+}
+
+/* A validated query as backends see it. Every-box modes get prepared boxes;
+ * rays (and the boxes of pairs) arrive raw and each backend validates them
+ * chunk by chunk with rb_check_rays/rb_check_boxes before computing the
+ * chunk, so that a batch is read from memory once. */
+typedef struct rb_job {
+    rb_mode mode;
+    unsigned dims;
+    const void *rays;
+    size_t n_rays;
+    const void *pair_boxes;     /* pairs only: raw boxes, n_rays of them */
+    const rb_boxset *boxes;     /* every-box modes */
+    uint32_t max_hits;
+} rb_job;
+
+/* Where the first invalid element of a chunk is. index == UINT64_MAX: none. */
+typedef struct rb_bad_input {
+    uint64_t index;
+    rb_element_kind element;
+} rb_bad_input;
+
+typedef struct rb_backend rb_backend;
+
+/* The backend table. run() computes a job into results (which rb_intersect
+ * has checked); on RB_EINPUT it fills *bad with the lowest invalid element.
+ * describe() fills the static parts of rb_backend_info. */
+struct rb_backend_ops {
+    const char *name;
+    int (*run)(rb_backend *self, rb_context *ctx, const rb_job *job,
+               rb_results *results, rb_bad_input *bad);
+    void (*describe)(const rb_backend *self, rb_backend_info *out);
+    void (*destroy)(rb_backend *self);
+};
+
+struct rb_backend {
+    const struct rb_backend_ops *ops;
+};
+
+struct rb_context {
+    rb_allocator alloc;
+    rb_context_options opt;      /* strings not kept: see cache_dir/kernel_dir */
+    char *cache_dir;             /* owned copies, may be NULL */
+    char *kernel_dir;
+    struct rb_pool *pool;        /* host threads: CPU backend and validation */
+    rb_backend *cpu;             /* always present: reference and fallback */
+    rb_backend *cl;              /* NULL unless OpenCL serves */
+    rb_backend *active;          /* cpu or cl */
+    char skipped[256];           /* why OpenCL is not active (auto) */
+    rb_error err;
+    char *build_log;             /* owned, "" when none */
+    rb_boxset scratch_boxes;     /* grow-only, for queries with inline boxes */
+    size_t scratch_cap;          /* floats allocated in scratch_boxes.data */
+};
+
+/* ---- memory (alloc.c): every host allocation goes through ctx->alloc. */
+void *rb_alloc(rb_context *ctx, size_t size, size_t align);
+void *rb_calloc(rb_context *ctx, size_t size, size_t align);
+void rb_free(rb_context *ctx, void *ptr);
+char *rb_strdup(rb_context *ctx, const char *s);
+void rb_allocator_default(rb_allocator *out);
+/* The allocator alone, for objects that outlive a context (scenes). */
+void *rb_alloc_with(const rb_allocator *a, size_t size, size_t align);
+void rb_free_with(const rb_allocator *a, void *ptr);
+
+/* ---- errors (context.c) */
+int rb_fail(rb_context *ctx, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void rb_clear_error(rb_context *ctx);
+void rb_set_build_log(rb_context *ctx, const char *log);
+/* Re-checks the invalid element `bad` (a ray of `rays` or a box of
+ * `boxes`, records of `dims`) to fill ctx->err with its field and reason;
+ * returns RB_EINPUT. */
+int rb_report_bad_input(rb_context *ctx, unsigned dims, const void *rays,
+                        const void *boxes, const rb_bad_input *bad);
+
+/* ---- validation (validate.c), SPEC R6 after the R7 flush. */
+/* First invalid ray in [begin, end), or end when all are valid. */
+size_t rb_check_rays(const void *rays, unsigned dims, size_t begin,
+                     size_t end);
+size_t rb_check_boxes(const void *boxes, unsigned dims, size_t begin,
+                      size_t end);
+/* Validates and prepares rays [begin, end) into out[0 .. end-begin).
+ * Returns the first invalid index (out is then partly written) or end. */
+size_t rb_prep_rays(const void *rays, unsigned dims, size_t begin,
+                    size_t end, rb_ray_prep *out);
+/* A box's flushed corners in 3D (2D boxes get z in [0, 0]). */
+void rb_box_corners(const void *boxes, unsigned dims, size_t i, float lo[3],
+                    float hi[3]);
+/* Describes why element i is invalid: the field (-1 if none) and a reason
+ * such as "tmin is NaN". Returns 0 if the element is valid. */
+int rb_describe_ray(const void *rays, unsigned dims, size_t i, int *field,
+                    char *reason, size_t len);
+int rb_describe_box(const void *boxes, unsigned dims, size_t i, int *field,
+                    char *reason, size_t len);
+
+/* ---- prepared boxes (boxset.c) */
+/* Validates boxes and (re)fills *set; grows set->data with ctx's allocator
+ * when *cap (floats) is too small. On RB_EINPUT ctx->err names the box. */
+int rb_boxset_build(rb_context *ctx, rb_boxset *set, size_t *cap,
+                    const void *boxes, unsigned dims, size_t n);
+uint64_t rb_next_uid(void);
+
+/* ---- scenes (scene.c) */
+const rb_boxset *rb_scene_boxset(const rb_scene *scene);
+unsigned rb_scene_dims(const rb_scene *scene);
+
+/* ---- backends */
+int rb_cpu_backend_create(rb_context *ctx, rb_backend **out);
+/* Creates the OpenCL backend on the device the options select. On failure
+ * returns RB_ENODEV/RB_EBUILD/RB_EDEVICE with a reason in why. */
+int rb_cl_backend_create(rb_context *ctx, int want_gpu_only, rb_backend **out,
+                         char *why, size_t why_len);
+
+/* ---- small helpers */
+double rb_now_ms(void);
+unsigned rb_online_cpus(void);
+void rb_copy_str(char *dst, size_t cap, const char *src);
+
+#endif /* RB_INTERNAL_H */

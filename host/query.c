@@ -1,0 +1,150 @@
+/*
+ * query.c - rb_intersect: checks the query's shape, prepares the boxes of
+ * every-box modes, runs the active backend and, when an OpenCL launch
+ * fails, the CPU backend (R8 makes their answers identical).
+ */
+#include <string.h>
+
+#include "internal.h"
+
+static int check_query(rb_context *ctx, const rb_query *q,
+                       const rb_results *r)
+{
+    if (!rb_mode_name(q->mode))
+        return rb_fail(ctx, RB_EINVAL, "unknown mode %d", (int)q->mode);
+    if (q->dims != 2 && q->dims != 3)
+        return rb_fail(ctx, RB_EINVAL, "dims must be 2 or 3, not %u",
+                       q->dims);
+    if (q->n_rays > INT32_MAX)
+        return rb_fail(ctx, RB_EINVAL, "%zu rays: at most %d per query",
+                       q->n_rays, INT32_MAX);
+    if (q->n_rays && !q->rays)
+        return rb_fail(ctx, RB_EINVAL, "rays is NULL");
+    if (r->capacity < q->n_rays)
+        return rb_fail(ctx, RB_EINVAL,
+                       "results hold %zu rays, the query has %zu",
+                       r->capacity, q->n_rays);
+    if (q->mode == RB_MODE_PAIRS) {
+        if (q->scene)
+            return rb_fail(ctx, RB_EINVAL, "pairs mode takes boxes, not a "
+                                           "scene");
+        if (q->n_boxes != q->n_rays)
+            return rb_fail(ctx, RB_EINVAL,
+                           "pairs mode needs as many boxes as rays "
+                           "(%zu rays, %zu boxes)",
+                           q->n_rays, q->n_boxes);
+    } else if (q->scene) {
+        if (rb_scene_dims(q->scene) != q->dims)
+            return rb_fail(ctx, RB_EINVAL,
+                           "the scene has %u dims, the query %u",
+                           rb_scene_dims(q->scene), q->dims);
+    } else if (q->n_boxes > INT32_MAX) {
+        return rb_fail(ctx, RB_EINVAL, "%zu boxes: at most %d per query",
+                       q->n_boxes, INT32_MAX);
+    }
+    if (!q->scene && q->n_boxes && !q->boxes)
+        return rb_fail(ctx, RB_EINVAL, "boxes is NULL");
+
+    int missing = 0;
+    switch (q->mode) {
+    case RB_MODE_PAIRS:
+    case RB_MODE_NEAREST:
+        missing = !r->hits;
+        break;
+    case RB_MODE_ANY:
+        missing = !r->any;
+        break;
+    case RB_MODE_COUNT:
+        missing = !r->counts;
+        break;
+    case RB_MODE_ALL:
+        if (q->max_hits == 0)
+            return rb_fail(ctx, RB_EINVAL, "all mode needs max_hits >= 1");
+        if (q->n_rays && q->max_hits > SIZE_MAX / sizeof(rb_list_hit) /
+                                           q->n_rays)
+            return rb_fail(ctx, RB_EINVAL, "n_rays * max_hits overflows");
+        missing = !r->counts || !r->list;
+        break;
+    }
+    if (missing && q->n_rays)
+        return rb_fail(ctx, RB_EINVAL, "the output array for %s mode is "
+                                       "NULL",
+                       rb_mode_name(q->mode));
+    return RB_OK;
+}
+
+static int is_device_failure(int rc)
+{
+    return rc == RB_EDEVICE || rc == RB_EDEVMEM || rc == RB_EBUILD;
+}
+
+int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
+{
+    if (!ctx)
+        return RB_EINVAL;
+    rb_clear_error(ctx);
+    if (!q || !r)
+        return rb_fail(ctx, RB_EINVAL, "query or results is NULL");
+    double t0 = rb_now_ms();
+    memset(&r->info, 0, sizeof r->info);
+    int rc = check_query(ctx, q, r);
+    if (rc)
+        return rc;
+
+    rb_job job = {
+        .mode = q->mode,
+        .dims = q->dims,
+        .rays = q->rays,
+        .n_rays = q->n_rays,
+        .max_hits = q->max_hits,
+    };
+    size_t n_boxes;
+    if (q->mode == RB_MODE_PAIRS) {
+        job.pair_boxes = q->boxes;
+        n_boxes = 1;
+    } else if (q->scene) {
+        job.boxes = rb_scene_boxset(q->scene);
+        n_boxes = job.boxes->n;
+    } else {
+        /* Boxes are checked before any ray: a bad box fails every ray. */
+        rc = rb_boxset_build(ctx, &ctx->scratch_boxes, &ctx->scratch_cap,
+                             q->boxes, q->dims, q->n_boxes);
+        if (rc)
+            return rc;
+        job.boxes = &ctx->scratch_boxes;
+        n_boxes = q->n_boxes;
+    }
+
+    rb_backend *b = ctx->active;
+    rb_bad_input bad = {UINT64_MAX, RB_ELEMENT_NONE};
+    rc = b->ops->run(b, ctx, &job, r, &bad);
+    if (is_device_failure(rc) && b != ctx->cpu && ctx->opt.cpu_fallback) {
+        char reason[sizeof r->info.fallback_reason];
+        rb_copy_str(reason, sizeof reason, ctx->err.message);
+        rb_clear_error(ctx);
+        bad.index = UINT64_MAX;
+        b = ctx->cpu;
+        rc = b->ops->run(b, ctx, &job, r, &bad);
+        r->info.fell_back = 1;
+        rb_copy_str(r->info.fallback_reason, sizeof r->info.fallback_reason,
+                    reason);
+    }
+    if (rc == RB_EINPUT)
+        return rb_report_bad_input(ctx, q->dims, q->rays, q->boxes, &bad);
+    if (rc)
+        return rc;
+    rb_copy_str(r->info.backend, sizeof r->info.backend, b->ops->name);
+    r->info.slab_tests = (uint64_t)q->n_rays * n_boxes;
+    r->info.elapsed_ms = rb_now_ms() - t0;
+    return RB_OK;
+}
+
+void rb_intersect_one(const rb_ray *ray, const rb_box *box, rb_hit *out)
+{
+    rb_ray_prep p;
+    float lo[3], hi[3];
+    rb_prep_ray3(ray, &p);
+    rb_box_corners(box, 3, 0, lo, hi);
+    rb_slab_full(&p, lo, hi, out);
+    out->box = out->hit ? 0 : -1;
+}

@@ -1,0 +1,152 @@
+/* threadpool.c - see threadpool.h. */
+#include "threadpool.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "internal.h"
+
+#define RB_POOL_MAX_THREADS 256
+
+struct rb_pool {
+    rb_allocator alloc;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;     /* a new job or stop */
+    pthread_cond_t done;     /* a worker finished its share */
+    pthread_t threads[RB_POOL_MAX_THREADS];
+    unsigned n_threads;      /* background threads */
+    unsigned generation;     /* bumped for every job */
+    unsigned finished;       /* background threads done with this job */
+    int stop;
+    rb_task_fn fn;
+    void *arg;
+    size_t n_tasks;
+    atomic_size_t next;
+};
+
+static void pool_drain(struct rb_pool *pool, unsigned worker)
+{
+    for (;;) {
+        size_t task = atomic_fetch_add_explicit(&pool->next, 1,
+                                                memory_order_relaxed);
+        if (task >= pool->n_tasks)
+            return;
+        pool->fn(pool->arg, task, worker);
+    }
+}
+
+struct worker_start {
+    struct rb_pool *pool;
+    unsigned index;
+};
+
+static void *pool_worker(void *p)
+{
+    struct rb_pool *pool = ((struct worker_start *)p)->pool;
+    unsigned index = ((struct worker_start *)p)->index;
+    unsigned seen = 0;
+
+    pthread_mutex_lock(&pool->lock);
+    pool->finished++; /* tells create() this thread has read its start */
+    pthread_cond_signal(&pool->done);
+    for (;;) {
+        while (pool->generation == seen && !pool->stop)
+            pthread_cond_wait(&pool->wake, &pool->lock);
+        if (pool->stop)
+            break;
+        seen = pool->generation;
+        pthread_mutex_unlock(&pool->lock);
+        pool_drain(pool, index);
+        pthread_mutex_lock(&pool->lock);
+        if (++pool->finished == pool->n_threads)
+            pthread_cond_signal(&pool->done);
+    }
+    pthread_mutex_unlock(&pool->lock);
+    return NULL;
+}
+
+int rb_pool_create(const rb_allocator *alloc, unsigned threads,
+                   struct rb_pool **out)
+{
+    *out = NULL;
+    struct rb_pool *pool = rb_alloc_with(alloc, sizeof *pool, 64);
+    if (!pool)
+        return RB_ENOMEM;
+    *pool = (struct rb_pool){.alloc = *alloc};
+    pthread_mutex_init(&pool->lock, NULL);
+    pthread_cond_init(&pool->wake, NULL);
+    pthread_cond_init(&pool->done, NULL);
+    atomic_init(&pool->next, 0);
+    if (threads < 1)
+        threads = 1;
+    if (threads > RB_POOL_MAX_THREADS)
+        threads = RB_POOL_MAX_THREADS;
+
+    for (unsigned i = 1; i < threads; i++) {
+        struct worker_start start = {pool, i};
+        pthread_mutex_lock(&pool->lock);
+        pool->finished = 0;
+        if (pthread_create(&pool->threads[pool->n_threads], NULL, pool_worker,
+                           &start) != 0) {
+            pthread_mutex_unlock(&pool->lock);
+            break; /* run with the threads we have */
+        }
+        pool->n_threads++;
+        while (pool->finished == 0)
+            pthread_cond_wait(&pool->done, &pool->lock);
+        pthread_mutex_unlock(&pool->lock);
+    }
+    *out = pool;
+    return RB_OK;
+}
+
+void rb_pool_destroy(struct rb_pool *pool)
+{
+    if (!pool)
+        return;
+    pthread_mutex_lock(&pool->lock);
+    pool->stop = 1;
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->lock);
+    for (unsigned i = 0; i < pool->n_threads; i++)
+        pthread_join(pool->threads[i], NULL);
+    pthread_cond_destroy(&pool->wake);
+    pthread_cond_destroy(&pool->done);
+    pthread_mutex_destroy(&pool->lock);
+    rb_allocator alloc = pool->alloc;
+    rb_free_with(&alloc, pool);
+}
+
+unsigned rb_pool_size(const struct rb_pool *pool)
+{
+    return pool->n_threads + 1;
+}
+
+void rb_pool_run(struct rb_pool *pool, size_t n_tasks, rb_task_fn fn,
+                 void *arg)
+{
+    if (n_tasks == 0)
+        return;
+    if (n_tasks == 1 || pool->n_threads == 0) {
+        for (size_t t = 0; t < n_tasks; t++)
+            fn(arg, t, 0);
+        return;
+    }
+    pthread_mutex_lock(&pool->lock);
+    pool->fn = fn;
+    pool->arg = arg;
+    pool->n_tasks = n_tasks;
+    atomic_store(&pool->next, 0);
+    pool->finished = 0;
+    pool->generation++;
+    pthread_cond_broadcast(&pool->wake);
+    pthread_mutex_unlock(&pool->lock);
+
+    pool_drain(pool, 0);
+
+    pthread_mutex_lock(&pool->lock);
+    while (pool->finished < pool->n_threads)
+        pthread_cond_wait(&pool->done, &pool->lock);
+    pthread_mutex_unlock(&pool->lock);
+}

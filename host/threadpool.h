@@ -1,0 +1,31 @@
+/*
+ * threadpool.h - a fixed pool of worker threads, created once per context.
+ *
+ * rb_pool_run() hands out task numbers 0..n-1 through an atomic counter to
+ * the workers and to the calling thread, and returns when all are done.
+ * Results must not depend on which thread ran a task (SPEC R10).
+ * One rb_pool_run() at a time per pool (the owning context's thread).
+ */
+#ifndef RB_THREADPOOL_H
+#define RB_THREADPOOL_H
+
+#include <stddef.h>
+
+#include "raybox.h"
+
+struct rb_pool;
+
+/* worker is in [0, rb_pool_size()): per-thread scratch can be indexed by it. */
+typedef void (*rb_task_fn)(void *arg, size_t task, unsigned worker);
+
+/* threads counts the caller; 1 means no extra threads. If a thread cannot be
+ * started the pool runs with fewer. Returns RB_ENOMEM if the pool itself
+ * cannot be allocated. */
+int rb_pool_create(const rb_allocator *alloc, unsigned threads,
+                   struct rb_pool **out);
+void rb_pool_destroy(struct rb_pool *pool);
+unsigned rb_pool_size(const struct rb_pool *pool);
+void rb_pool_run(struct rb_pool *pool, size_t n_tasks, rb_task_fn fn,
+                 void *arg);
+
+#endif /* RB_THREADPOOL_H */

@@ -1,0 +1,220 @@
+/*
+ * validate.c - SPEC R6 (invalid input is refused) after R7 (subnormals are
+ * flushed). The checks are written so that NaN fails them: a comparison
+ * with NaN is false, so "|x| <= FLT_MAX" means finite and "tmax > -inf"
+ * means neither NaN nor -inf.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+static inline int finite_f(float x)
+{
+    return fabsf(x) <= FLT_MAX;
+}
+
+static inline int range_ok(float tmin, float tmax)
+{
+    return finite_f(tmin) && tmax > -INFINITY &&
+           rb_flush(tmin) <= rb_flush(tmax);
+}
+
+static inline int ray3_ok(const rb_ray *r)
+{
+    int ok = 1;
+    for (int a = 0; a < 3; a++)
+        ok &= finite_f(r->origin[a]) & finite_f(r->dir[a]);
+    return ok && range_ok(r->tmin, r->tmax);
+}
+
+static inline int ray2_ok(const rb_ray2 *r)
+{
+    int ok = 1;
+    for (int a = 0; a < 2; a++)
+        ok &= finite_f(r->origin[a]) & finite_f(r->dir[a]);
+    return ok && range_ok(r->tmin, r->tmax);
+}
+
+static inline int box_ok(const float *lo, const float *hi, int axes)
+{
+    int ok = 1;
+    for (int a = 0; a < axes; a++)
+        ok &= finite_f(lo[a]) & finite_f(hi[a]);
+    for (int a = 0; a < axes && ok; a++)
+        ok &= rb_flush(lo[a]) <= rb_flush(hi[a]);
+    return ok;
+}
+
+size_t rb_check_rays(const void *rays, unsigned dims, size_t begin,
+                     size_t end)
+{
+    if (dims == 3) {
+        const rb_ray *r = rays;
+        for (size_t i = begin; i < end; i++)
+            if (!ray3_ok(&r[i]))
+                return i;
+    } else {
+        const rb_ray2 *r = rays;
+        for (size_t i = begin; i < end; i++)
+            if (!ray2_ok(&r[i]))
+                return i;
+    }
+    return end;
+}
+
+size_t rb_check_boxes(const void *boxes, unsigned dims, size_t begin,
+                      size_t end)
+{
+    if (dims == 3) {
+        const rb_box *b = boxes;
+        for (size_t i = begin; i < end; i++)
+            if (!box_ok(b[i].min, b[i].max, 3))
+                return i;
+    } else {
+        const rb_box2 *b = boxes;
+        for (size_t i = begin; i < end; i++)
+            if (!box_ok(b[i].min, b[i].max, 2))
+                return i;
+    }
+    return end;
+}
+
+size_t rb_prep_rays(const void *rays, unsigned dims, size_t begin,
+                    size_t end, rb_ray_prep *out)
+{
+    if (dims == 3) {
+        const rb_ray *r = rays;
+        for (size_t i = begin; i < end; i++) {
+            if (!ray3_ok(&r[i]))
+                return i;
+            rb_prep_ray3(&r[i], &out[i - begin]);
+        }
+    } else {
+        const rb_ray2 *r = rays;
+        for (size_t i = begin; i < end; i++) {
+            if (!ray2_ok(&r[i]))
+                return i;
+            rb_prep_ray2(&r[i], &out[i - begin]);
+        }
+    }
+    return end;
+}
+
+void rb_box_corners(const void *boxes, unsigned dims, size_t i, float lo[3],
+                    float hi[3])
+{
+    if (dims == 3) {
+        const rb_box *b = (const rb_box *)boxes + i;
+        for (int a = 0; a < 3; a++) {
+            lo[a] = rb_flush(b->min[a]);
+            hi[a] = rb_flush(b->max[a]);
+        }
+    } else {
+        const rb_box2 *b = (const rb_box2 *)boxes + i;
+        for (int a = 0; a < 2; a++) {
+            lo[a] = rb_flush(b->min[a]);
+            hi[a] = rb_flush(b->max[a]);
+        }
+        lo[2] = 0.0f;
+        hi[2] = 0.0f;
+    }
+}
+
+static const char *const axis_names[] = {"x", "y", "z"};
+
+static const char *nonfinite_word(float x)
+{
+    return isnan(x) ? "NaN" : (x > 0 ? "+inf" : "-inf");
+}
+
+int rb_describe_ray(const void *rays, unsigned dims, size_t i, int *field,
+                    char *reason, size_t len)
+{
+    float v[8];
+    int axes = dims == 3 ? 3 : 2;
+    if (dims == 3) {
+        const rb_ray *r = (const rb_ray *)rays + i;
+        for (int a = 0; a < 3; a++) {
+            v[a] = r->origin[a];
+            v[3 + a] = r->dir[a];
+        }
+        v[6] = r->tmin;
+        v[7] = r->tmax;
+    } else {
+        const rb_ray2 *r = (const rb_ray2 *)rays + i;
+        for (int a = 0; a < 2; a++) {
+            v[a] = r->origin[a];
+            v[2 + a] = r->dir[a];
+        }
+        v[4] = r->tmin;
+        v[5] = r->tmax;
+    }
+    int f_tmin = 2 * axes, f_tmax = 2 * axes + 1;
+    for (int f = 0; f < 2 * axes; f++) {
+        if (!finite_f(v[f])) {
+            *field = f;
+            snprintf(reason, len, "%s %s is %s", f < axes ? "origin" : "dir",
+                     axis_names[f % axes], nonfinite_word(v[f]));
+            return 1;
+        }
+    }
+    float tmin = v[f_tmin], tmax = v[f_tmax];
+    if (!finite_f(tmin)) {
+        *field = f_tmin;
+        snprintf(reason, len, "tmin is %s", nonfinite_word(tmin));
+        return 1;
+    }
+    if (!(tmax > -INFINITY)) {
+        *field = f_tmax;
+        snprintf(reason, len, "tmax is %s", nonfinite_word(tmax));
+        return 1;
+    }
+    if (!(rb_flush(tmin) <= rb_flush(tmax))) {
+        *field = f_tmin;
+        snprintf(reason, len, "tmin (%.9g) > tmax (%.9g)", (double)tmin,
+                 (double)tmax);
+        return 1;
+    }
+    *field = -1;
+    if (len)
+        reason[0] = '\0';
+    return 0;
+}
+
+int rb_describe_box(const void *boxes, unsigned dims, size_t i, int *field,
+                    char *reason, size_t len)
+{
+    int axes = dims == 3 ? 3 : 2;
+    const float *lo, *hi;
+    if (dims == 3) {
+        lo = ((const rb_box *)boxes)[i].min;
+        hi = ((const rb_box *)boxes)[i].max;
+    } else {
+        lo = ((const rb_box2 *)boxes)[i].min;
+        hi = ((const rb_box2 *)boxes)[i].max;
+    }
+    for (int f = 0; f < 2 * axes; f++) {
+        float x = f < axes ? lo[f] : hi[f - axes];
+        if (!finite_f(x)) {
+            *field = f;
+            snprintf(reason, len, "%s %s is %s", f < axes ? "min" : "max",
+                     axis_names[f % axes], nonfinite_word(x));
+            return 1;
+        }
+    }
+    for (int a = 0; a < axes; a++) {
+        if (!(rb_flush(lo[a]) <= rb_flush(hi[a]))) {
+            *field = a;
+            snprintf(reason, len, "min %s (%.9g) > max %s (%.9g)",
+                     axis_names[a], (double)lo[a], axis_names[a],
+                     (double)hi[a]);
+            return 1;
+        }
+    }
+    *field = -1;
+    if (len)
+        reason[0] = '\0';
+    return 0;
+}

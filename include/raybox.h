@@ -1,0 +1,375 @@
+/*
+ * raybox.h - the one public header of libraybox.
+ *
+ * libraybox answers "which boxes does each of these rays hit, and where" for
+ * batches of rays, on an OpenCL device or on the native multi-threaded CPU
+ * backend. The numeric contract is SPEC section 2 (R1-R10): every backend
+ * returns bit-identical results for the same query.
+ *
+ * Threads: an rb_context may be used by one thread at a time (it owns a
+ * thread pool, device queues and grow-only buffers). Different contexts may
+ * be used concurrently. An rb_scene is immutable while a query that reads it
+ * runs; rb_scene_set/rb_scene_append must not race with queries on the same
+ * scene (copy the scene for copy-on-write updates, see rb_scene_clone).
+ *
+ * Errors: every fallible call returns RB_OK (0) or a negative RB_E* status.
+ * Details (the offending element, an OpenCL build log) are kept in the
+ * context and read with rb_context_error(); there is no global error state.
+ *
+ * Ownership: inputs are borrowed for the duration of a call; outputs go to
+ * caller arrays whose capacity the caller states. Functions named *_create
+ * return objects the caller releases with the matching *_destroy, which
+ * accepts NULL.
+ */
+#ifndef RAYBOX_H
+#define RAYBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RB_VERSION_MAJOR 0
+#define RB_VERSION_MINOR 1
+#define RB_VERSION_PATCH 0
+#define RB_VERSION_STRING "0.1.0"
+
+/* ------------------------------------------------------------------------
+ * Status codes: X(name, value, short_name, description)
+ */
+#define RB_STATUS_MAP(X)                                                       \
+    X(RB_OK, 0, "ok", "success")                                               \
+    X(RB_EINVAL, -1, "invalid_argument",                                       \
+      "invalid argument (NULL pointer, unknown mode, bad count or capacity)")  \
+    X(RB_ENOMEM, -2, "out_of_memory", "out of host memory")                    \
+    X(RB_EINPUT, -3, "invalid_input",                                          \
+      "a ray or box value breaks SPEC R6; rb_context_error() names it")       \
+    X(RB_ENODEV, -4, "no_device", "no usable device for the chosen backend")   \
+    X(RB_EDEVICE, -5, "device_error", "an OpenCL call failed")                 \
+    X(RB_EBUILD, -6, "build_failed", "the OpenCL program failed to build")     \
+    X(RB_EDEVMEM, -7, "device_out_of_memory",                                  \
+      "the device could not allocate the buffers for this batch")              \
+    X(RB_ELIMIT, -8, "over_limit", "the request is over a configured limit")   \
+    X(RB_EIO, -9, "io_error", "a file could not be read or written")
+
+typedef enum rb_status {
+#define RB_X_ENUM(name, value, short_name, text) name = value,
+    RB_STATUS_MAP(RB_X_ENUM)
+#undef RB_X_ENUM
+} rb_status;
+
+/* Short machine name ("invalid_input") and one-line description of a status.
+ * Unknown values give "unknown" / "unknown status". Never NULL. */
+const char *rb_status_name(int status);
+const char *rb_status_str(int status);
+
+/* ------------------------------------------------------------------------
+ * Plain records. Their layout matches the OpenCL kernels byte for byte.
+ *
+ * A ray is p(t) = origin + t*dir for t in [tmin, tmax]; dir need not be unit
+ * length and may be zero (a point-in-box test). tmax may be +INFINITY.
+ * A box is closed: {p : min_i <= p_i <= max_i}; flat and point boxes are
+ * legal. 2D records are the same without z; faces are then only x/y.
+ */
+typedef struct rb_ray {
+    float origin[3];
+    float dir[3];
+    float tmin;
+    float tmax;
+} rb_ray;
+
+typedef struct rb_box {
+    float min[3];
+    float max[3];
+} rb_box;
+
+typedef struct rb_ray2 {
+    float origin[2];
+    float dir[2];
+    float tmin;
+    float tmax;
+} rb_ray2;
+
+typedef struct rb_box2 {
+    float min[2];
+    float max[2];
+} rb_box2;
+
+/* Faces (SPEC R3): the plane that decides t_enter or t_exit. */
+typedef enum rb_face {
+    RB_FACE_NONE = 0,
+    RB_FACE_NEG_X = 1,
+    RB_FACE_POS_X = 2,
+    RB_FACE_NEG_Y = 3,
+    RB_FACE_POS_Y = 4,
+    RB_FACE_NEG_Z = 5,
+    RB_FACE_POS_Z = 6
+} rb_face;
+
+/* "-x", "+x", ... for a face, NULL for RB_FACE_NONE or an unknown value. */
+const char *rb_face_name(int face);
+
+/* One answer of the pairs and nearest modes. A miss has hit = 0, box = -1,
+ * t_enter = t_exit = +INFINITY and both faces RB_FACE_NONE. For a hit,
+ * t_exit is +INFINITY when the ray never leaves the box before tmax = +inf. */
+typedef struct rb_hit {
+    float t_enter;
+    float t_exit;
+    int32_t box;       /* nearest: box index; pairs: the ray's own index */
+    uint8_t hit;       /* 0 or 1 */
+    uint8_t face;      /* rb_face of t_enter; NONE when p(tmin) is inside */
+    uint8_t exit_face; /* rb_face of t_exit; NONE when tmax cut the ray */
+    uint8_t reserved;  /* always 0 */
+} rb_hit;
+
+/* One entry of an `all` list. */
+typedef struct rb_list_hit {
+    int32_t box;
+    float t_enter;
+    float t_exit;
+} rb_list_hit;
+
+/* ------------------------------------------------------------------------
+ * Context: picks and owns a backend.
+ */
+typedef enum rb_backend_kind {
+    RB_BACKEND_AUTO = 0, /* an OpenCL GPU or accelerator if any, else CPU */
+    RB_BACKEND_CPU = 1,  /* the native multi-threaded backend */
+    RB_BACKEND_OPENCL = 2 /* any OpenCL device, CPU devices (PoCL) included */
+} rb_backend_kind;
+
+/* "auto", "cpu", "opencl"; NULL for an unknown value. */
+const char *rb_backend_kind_name(int kind);
+/* Parses "auto", "cpu" or "opencl"; returns RB_EINVAL for anything else. */
+int rb_backend_kind_parse(const char *text, rb_backend_kind *out);
+
+/* Host memory hooks. alloc returns memory aligned to at least `align` (a
+ * power of two, at most 4096) or NULL; free accepts NULL. Every host
+ * allocation libraybox makes for a context goes through these. */
+typedef struct rb_allocator {
+    void *(*alloc)(void *user, size_t size, size_t align);
+    void (*free)(void *user, void *ptr);
+    void *user;
+} rb_allocator;
+
+typedef struct rb_context_options {
+    rb_backend_kind backend;
+    /* OpenCL device: index in rb_devices_list() order, or -1 to choose.
+     * device_name, when not NULL, picks the first device whose name contains
+     * it (case-insensitive); it wins over device_index. */
+    int device_index;
+    const char *device_name;
+    /* CPU backend (and host-side preparation) threads; 0 = all online CPUs. */
+    unsigned threads;
+    /* OpenCL: most device memory one query may hold, in bytes; 0 = half of
+     * CL_DEVICE_GLOBAL_MEM_SIZE. Batches are split into chunks that fit. */
+    uint64_t memory_budget;
+    /* OpenCL: largest single buffer, in bytes; 0 = CL_DEVICE_MAX_MEM_ALLOC_SIZE.
+     * A smaller value forces more, smaller chunks (used by tests). */
+    uint64_t max_buffer_bytes;
+    /* OpenCL: when a launch fails, run the query on the CPU backend instead
+     * and say so in rb_run_info. Default 1. */
+    int cpu_fallback;
+    /* OpenCL program binary cache directory. NULL = $RAYBOX_CACHE_DIR, else
+     * $XDG_CACHE_HOME/raybox, else $HOME/.cache/raybox. "" disables it. */
+    const char *cache_dir;
+    /* Directory to load the kernels/ .cl files from instead of the embedded
+     * copies. NULL = $RAYBOX_KERNEL_DIR if set, else the embedded ones. */
+    const char *kernel_dir;
+    /* NULL = malloc/free. Copied; must outlive the context. */
+    const rb_allocator *allocator;
+} rb_context_options;
+
+typedef struct rb_context rb_context;
+
+/* Fills defaults: AUTO backend, device -1, all threads, fallback on. */
+void rb_context_options_init(rb_context_options *opt);
+
+/* Creates a context. opt may be NULL for defaults. With RB_BACKEND_AUTO a
+ * context is always created (the CPU backend cannot fail to exist) and the
+ * reason OpenCL was skipped is in rb_backend_info.skipped. With
+ * RB_BACKEND_OPENCL it fails with RB_ENODEV or RB_EBUILD when no device can
+ * serve; *out is then NULL and, if err_text is not NULL, a message is copied
+ * there (err_len bytes at most, NUL-terminated). */
+int rb_context_create(const rb_context_options *opt, rb_context **out,
+                      char *err_text, size_t err_len);
+void rb_context_destroy(rb_context *ctx);
+
+typedef struct rb_backend_info {
+    char backend[16];   /* "cpu" or "opencl" */
+    char device[128];   /* device name; for cpu, the processor model */
+    char platform[128]; /* OpenCL platform, "native" for cpu */
+    char driver[64];    /* CL_DRIVER_VERSION, or the library version */
+    char simd[16];      /* cpu: "avx2" or "scalar"; opencl: "" */
+    int is_gpu;
+    int exact_division; /* 1 if 1/x is correctly rounded (R8) */
+    int denormals;      /* 1 if float32 denormals are kept (R7/R8) */
+    unsigned compute_units;
+    unsigned threads;   /* cpu: worker threads */
+    uint64_t global_mem;
+    uint64_t max_buffer_bytes;
+    char skipped[256];  /* auto: why OpenCL was not used; "" otherwise */
+} rb_backend_info;
+
+int rb_context_info(const rb_context *ctx, rb_backend_info *out);
+
+/* Where a rejected input is. field is the index within the element's JSON
+ * array form: ray [ox,oy,oz,dx,dy,dz,tmin,tmax] (2D [ox,oy,dx,dy,tmin,tmax]),
+ * box [minx,miny,minz,maxx,maxy,maxz] (2D [minx,miny,maxx,maxy]). */
+typedef enum rb_element_kind {
+    RB_ELEMENT_NONE = 0,
+    RB_ELEMENT_RAY = 1,
+    RB_ELEMENT_BOX = 2
+} rb_element_kind;
+
+typedef struct rb_error {
+    int status;               /* the status of the failed call */
+    rb_element_kind element;  /* for RB_EINPUT */
+    uint64_t index;           /* ray or box index */
+    int field;                /* see above; -1 when the element as a whole */
+    char message[512];        /* one line, e.g. "ray 17: tmin is NaN" */
+} rb_error;
+
+/* The error of the last failed call on ctx (status RB_OK if none). Valid
+ * until the next call on ctx. Never NULL for a non-NULL ctx. */
+const rb_error *rb_context_error(const rb_context *ctx);
+/* The OpenCL build log of the last failed build, "" if none. */
+const char *rb_context_build_log(const rb_context *ctx);
+
+/* ------------------------------------------------------------------------
+ * Devices.
+ */
+typedef struct rb_device_desc {
+    int index;             /* the value for rb_context_options.device_index */
+    char name[128];
+    char platform[128];
+    char vendor[128];
+    char driver[64];
+    char version[128];     /* CL_DEVICE_VERSION */
+    char type[16];         /* "gpu", "cpu", "accelerator", "other" */
+    unsigned compute_units;
+    uint64_t global_mem;
+    uint64_t max_alloc;
+    int exact_division;
+    int denormals;
+} rb_device_desc;
+
+/* Lists every OpenCL device through the ICD loader. Writes at most cap
+ * entries to out (out may be NULL when cap is 0) and the total to *count.
+ * No OpenCL platform is not an error: *count is 0 and, when why is not
+ * NULL, the reason is copied there. */
+int rb_devices_list(rb_device_desc *out, size_t cap, size_t *count,
+                    char *why, size_t why_len);
+
+/* ------------------------------------------------------------------------
+ * Scenes: a stored, validated box set (and later its hierarchy), so that
+ * repeated queries neither resend nor re-prepare it. A scene is owned by the
+ * caller, not by a context, and can be queried from any context.
+ */
+typedef struct rb_scene rb_scene;
+
+typedef struct rb_scene_stats {
+    unsigned dims;
+    uint64_t boxes;
+    uint64_t version;     /* 1 at creation, +1 for every successful change */
+    float bounds_min[3];  /* +inf.. for an empty scene */
+    float bounds_max[3];  /* -inf.. for an empty scene */
+    uint64_t host_bytes;  /* memory held by the scene */
+} rb_scene_stats;
+
+/* Creates a scene from n boxes (rb_box when dims == 3, rb_box2 when 2),
+ * validated (R6: an invalid box returns RB_EINPUT and names it through
+ * ctx) and flushed (R7). ctx supplies the allocator and error slot. */
+int rb_scene_create(rb_context *ctx, unsigned dims, const void *boxes,
+                    size_t n, rb_scene **out);
+void rb_scene_destroy(rb_scene *scene);
+/* A deep copy (version kept), for copy-on-write updates. */
+int rb_scene_clone(rb_context *ctx, const rb_scene *scene, rb_scene **out);
+/* Replaces boxes[indices[k]] with boxes[k] for k < n. Everything is checked
+ * first (indices in range, values valid); on error nothing changes. */
+int rb_scene_set(rb_context *ctx, rb_scene *scene, const uint32_t *indices,
+                 const void *boxes, size_t n);
+/* Appends n boxes; on error nothing changes. */
+int rb_scene_append(rb_context *ctx, rb_scene *scene, const void *boxes,
+                    size_t n);
+void rb_scene_stats_get(const rb_scene *scene, rb_scene_stats *out);
+/* Copies box i (in the scene's dims) to *out; RB_EINVAL if out of range. */
+int rb_scene_box(const rb_scene *scene, size_t i, void *out);
+
+/* ------------------------------------------------------------------------
+ * Queries (SPEC section 3).
+ */
+typedef enum rb_mode {
+    RB_MODE_PAIRS = 0,   /* ray i against box i */
+    RB_MODE_NEAREST = 1, /* the box with the least t_enter (ties: lowest index) */
+    RB_MODE_ANY = 2,     /* is any box hit within [tmin, tmax] */
+    RB_MODE_COUNT = 3,   /* how many boxes are hit */
+    RB_MODE_ALL = 4      /* every hit, sorted by (t_enter, box), at most max_hits */
+} rb_mode;
+
+/* "pairs", "nearest", ...; NULL for an unknown value. */
+const char *rb_mode_name(int mode);
+int rb_mode_parse(const char *text, rb_mode *out);
+
+typedef struct rb_query {
+    rb_mode mode;
+    unsigned dims;        /* 3: rb_ray/rb_box records; 2: rb_ray2/rb_box2 */
+    const void *rays;     /* n_rays records */
+    size_t n_rays;
+    const void *boxes;    /* n_boxes records; ignored when scene is set */
+    size_t n_boxes;
+    const rb_scene *scene; /* every-box modes only; its dims must match */
+    uint32_t max_hits;    /* RB_MODE_ALL: list length per ray, >= 1 */
+} rb_query;
+
+/* What ran a query. */
+typedef struct rb_run_info {
+    char backend[16];      /* "cpu" or "opencl" */
+    char device[128];
+    int fell_back;         /* 1 if OpenCL failed and the CPU answered */
+    char fallback_reason[256];
+    uint64_t slab_tests;   /* ray-box tests the query stands for */
+    uint64_t chunks;       /* launches (OpenCL) or tiles (CPU) */
+    double elapsed_ms;     /* whole call */
+    double kernel_ms;      /* OpenCL: sum of kernel times (profiling); cpu: 0 */
+} rb_run_info;
+
+/* Caller-owned outputs; only the arrays the mode uses are read:
+ *   pairs, nearest: hits[n_rays]
+ *   any:            any[n_rays]        (0 or 1)
+ *   count:          counts[n_rays]     (boxes hit per ray)
+ *   all:            counts[n_rays]     (every hit, may exceed max_hits),
+ *                   list[n_rays * max_hits]: ray i's hits, sorted, start at
+ *                   list[i * max_hits]; min(counts[i], max_hits) are valid;
+ *                   the list was truncated when counts[i] > max_hits.
+ * capacity is the number of rays the arrays can hold (list: capacity *
+ * max_hits entries). On error the arrays' contents are unspecified. */
+typedef struct rb_results {
+    rb_hit *hits;
+    uint8_t *any;
+    uint32_t *counts;
+    rb_list_hit *list;
+    size_t capacity;
+    rb_run_info info;      /* filled by rb_intersect */
+} rb_results;
+
+/* Runs a query. Returns RB_EINVAL for a malformed query (unknown mode, bad
+ * dims, pairs with n_rays != n_boxes, missing output array, capacity below
+ * n_rays, max_hits 0 in all mode, n_rays or n_boxes above INT32_MAX),
+ * RB_EINPUT for an invalid ray or box (SPEC R6; the error names the element
+ * with the lowest index; boxes of every-box modes are checked first),
+ * RB_ENOMEM, or a device status when OpenCL failed and fallback is off. */
+int rb_intersect(rb_context *ctx, const rb_query *query, rb_results *results);
+
+/* The exact semantics of one ray against one box (SPEC section 2): the
+ * scalar reference every backend is tested against. Inputs must be valid
+ * (R6); subnormals are flushed here (R7). */
+void rb_intersect_one(const rb_ray *ray, const rb_box *box, rb_hit *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RAYBOX_H */
