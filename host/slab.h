@@ -13,6 +13,11 @@
  * lowest axis win ties (R3). A hit needs t_enter <= t_exit and a finite
  * t_enter (R5).
  *
+ * Reported distances get "+ 0.0f": it turns -0 (from 0 * -inv, or a user's
+ * tmin of -0) into +0 and changes nothing else, so that t is never -0 on any
+ * path (the scans below start E at tmin and would keep +0 where the full
+ * form keeps -0).
+ *
  * This file must be compiled without FMA contraction (-ffp-contract=off):
  * (b - o) * inv has to round twice, as it does on every OpenCL device.
  */
@@ -91,8 +96,8 @@ static inline void rb_slab_full(const rb_ray_prep *r, const float lo[3],
             xf = (uint8_t)(2 + 2 * a - s);
         }
     }
-    float t_enter = e >= r->tmin ? e : r->tmin;
-    float t_exit = x <= r->tmax ? x : r->tmax;
+    float t_enter = (e >= r->tmin ? e : r->tmin) + 0.0f;
+    float t_exit = (x <= r->tmax ? x : r->tmax) + 0.0f;
     int hit = t_enter <= t_exit && t_enter < INFINITY;
     out->reserved = 0;
     if (hit) {
@@ -125,8 +130,8 @@ static inline int rb_slab_hit(const rb_ray_prep *r, const float lo[3],
         e = n > e ? n : e;
         x = f < x ? f : x;
     }
-    *t_enter = e;
-    *t_exit = x;
+    *t_enter = e + 0.0f;
+    *t_exit = x + 0.0f;
     return e <= x && e < INFINITY;
 }
 

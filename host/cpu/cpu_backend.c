@@ -20,6 +20,7 @@
 #define BOX_BLOCK 1024          /* 24 KiB of box planes: fits L1 */
 #define PAIRS_PER_TASK 2048     /* pairs: ~112 KiB of input per task */
 #define SMALL_JOB_TESTS 262144  /* below this, waking threads costs more */
+#define STREAM_OUT_BYTES (32u << 20) /* pairs output beyond any cache */
 
 typedef struct worker_scratch {
     rb_ray_prep prep[RAYS_PER_TASK_MAX];
@@ -173,8 +174,10 @@ static void cpu_task(void *arg, size_t task, unsigned worker)
 
     if (job->mode == RB_MODE_PAIRS) {
         rb_element_kind kind = RB_ELEMENT_NONE;
+        int stream = job->n_rays * sizeof(rb_hit) >= STREAM_OUT_BYTES;
         size_t bad = run->be->k->pairs(job->rays, job->pair_boxes, job->dims,
-                                       begin, end, run->res->hits, &kind);
+                                       begin, end, run->res->hits, stream,
+                                       &kind);
         if (bad < end)
             note_bad(run, bad, kind);
         return;

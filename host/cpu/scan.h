@@ -29,9 +29,11 @@ typedef struct rb_scan_kernels {
     /* Pairs: rays[i] against boxes[i] for i in [begin, end) (raw records
      * of `dims`), answers to out[i]. Returns end, or the first i whose ray
      * or box is invalid (then out is partly written). *bad_kind tells
-     * which of the two was invalid (the ray wins at the same index). */
+     * which of the two was invalid (the ray wins at the same index).
+     * stream_out asks for stores that bypass the cache: for outputs much
+     * larger than the cache, which nobody reads soon. */
     size_t (*pairs)(const void *rays, const void *boxes, unsigned dims,
-                    size_t begin, size_t end, rb_hit *out,
+                    size_t begin, size_t end, rb_hit *out, int stream_out,
                     rb_element_kind *bad_kind);
 } rb_scan_kernels;
 
@@ -46,7 +48,7 @@ const rb_scan_kernels *rb_scan_pick(void);
 
 /* Shared by every table: pairs for one index with full validation. */
 size_t rb_pairs_scalar(const void *rays, const void *boxes, unsigned dims,
-                       size_t begin, size_t end, rb_hit *out,
+                       size_t begin, size_t end, rb_hit *out, int stream_out,
                        rb_element_kind *bad_kind);
 
 #endif /* RB_CPU_SCAN_H */

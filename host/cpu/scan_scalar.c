@@ -92,9 +92,10 @@ static size_t hits_scalar(const rb_ray_prep *r, const rb_boxset *b,
 }
 
 size_t rb_pairs_scalar(const void *rays, const void *boxes, unsigned dims,
-                       size_t begin, size_t end, rb_hit *out,
+                       size_t begin, size_t end, rb_hit *out, int stream_out,
                        rb_element_kind *bad_kind)
 {
+    (void)stream_out;
     for (size_t i = begin; i < end; i++) {
         rb_ray_prep p;
         if (rb_prep_rays(rays, dims, i, i + 1, &p) != i + 1) {
