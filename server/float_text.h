@@ -15,7 +15,8 @@
 #define RB_FLOAT_TEXT_MAX 24
 
 /* Writes a decimal text that strtof reads back to the same float32, bit for
- * bit: the shortest of the %.6g, %.7g, %.8g and %.9g forms that does, and
+ * bit: the shortest of the %.6g, %.7g, %.8g and %.9g forms that does
+ * (from %.1g for subnormals), and
  * returns its length (out is NUL-terminated). The same x always gives the
  * same bytes.
  * Integral values get a ".0" ("4.0"), -0 is "-0.0", exponents are short

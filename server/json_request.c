@@ -61,7 +61,8 @@ int rbj_fail(rbj_parser *p, int status, int member, long long index,
     e->pointer[0] = '\0';
     if (member >= 0 && member < M_COUNT) {
         size_t at = strlen(rbj_member_names[member]) + 1;
-        snprintf(e->pointer, sizeof e->pointer, "/%s", rbj_member_names[member]);
+        snprintf(e->pointer, sizeof e->pointer, "/%s",
+                 rbj_member_names[member]);
         if (index >= 0)
             at += (size_t)snprintf(e->pointer + at, sizeof e->pointer - at,
                                    "/%lld", index);
@@ -209,8 +210,9 @@ static int wrong_type(rbj_parser *p, const char *got)
     case ST_VALUE:
         return rbj_fail(p, 422, (int)p->member, -1, -1,
                         "expected %s, got %s", members[p->member].expect, got);
-    case ST_LIST:
-        return rbj_fail(p, 422, (int)p->member, (long long)p->index, -1,
+    case ST_LIST: /* about the next element */
+        return rbj_fail(p, 422, (int)p->member,
+                        (long long)p->lists[p->member].n, -1,
                         "expected an array of numbers, got %s", got);
     case ST_ELEM:
         return rbj_fail(p, 422, (int)p->member, (long long)p->index,
@@ -584,6 +586,7 @@ void rbj_parser_destroy(rbj_parser *p)
         mem_free(p, p->lists[m].index);
     }
     mem_free(p, p->scratch);
+    mem_free(p, p->carry);
     mem_free(p, p);
 }
 
@@ -597,8 +600,10 @@ static void syntax_error(rbj_parser *p, uint64_t offset, const char *what)
     int len = (int)strcspn(text, "\n");
     int inside = p->state == ST_VALUE || p->state == ST_LIST ||
                  p->state == ST_ELEM;
-    rbj_fail(p, 400, inside ? (int)p->member : M_COUNT,
-             p->state == ST_ELEM ? (long long)p->index : -1,
+    long long index = p->state == ST_ELEM   ? (long long)p->index
+                      : p->state == ST_LIST ? (long long)p->lists[p->member].n
+                                            : -1;
+    rbj_fail(p, 400, inside ? (int)p->member : M_COUNT, index,
              p->state == ST_ELEM ? (int)p->field : -1, "%s at byte %llu: %.*s",
              what, (unsigned long long)offset, len, text);
     p->err.offset = offset;
@@ -606,19 +611,101 @@ static void syntax_error(rbj_parser *p, uint64_t offset, const char *what)
         yajl_free_error(p->yajl, msg);
 }
 
+static void parse_piece(rbj_parser *p, const char *data, size_t len)
+{
+    if (!len || p->err.status)
+        return;
+    if (yajl_parse(p->yajl, (const unsigned char *)data, len) ==
+        yajl_status_error)
+        syntax_error(p, p->fed + yajl_get_bytes_consumed(p->yajl),
+                     "malformed JSON");
+    p->fed += len;
+}
+
+static int carry_append(rbj_parser *p, const char *data, size_t len)
+{
+    if (p->carry_len + len > p->carry_cap) {
+        size_t cap = 2 * (p->carry_len + len);
+        if (mem_grow(p, (void **)&p->carry, p->carry_len, cap))
+            return fail_oom(p), -1;
+        p->carry_cap = cap;
+    }
+    memcpy(p->carry + p->carry_len, data, len);
+    p->carry_len += len;
+    return 0;
+}
+
+static int word_char(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+           c == '-' || c == '+' || c == '.';
+}
+
+/* Follows token boundaries over data (see rbj_parser_feed): returns the
+ * offsets just after the first and the last byte after which no token is
+ * open (len + 1 when there is none). */
+static void scan_tokens(rbj_parser *p, const char *data, size_t len,
+                        size_t *first_safe, size_t *last_safe)
+{
+    rbj_lex lx = p->lex;
+    *first_safe = *last_safe = len + 1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)data[i];
+        switch (lx) {
+        case LX_OUT:
+            lx = c == '"' ? LX_STRING : word_char(c) ? LX_WORD : LX_OUT;
+            if (!p->nonblank)
+                p->nonblank = c != ' ' && c != '\t' && c != '\r' &&
+                              c != '\n';
+            break;
+        case LX_STRING:
+            lx = c == '\\' ? LX_ESCAPE : c == '"' ? LX_OUT : LX_STRING;
+            break;
+        case LX_ESCAPE:
+            lx = LX_STRING;
+            break;
+        case LX_WORD:
+            /* The byte that ends a word goes with it (yajl looks ahead);
+             * a quote right after a word starts a string at once. */
+            lx = word_char(c) ? LX_WORD : c == '"' ? LX_STRING : LX_OUT;
+            break;
+        }
+        if (lx == LX_OUT) {
+            if (*first_safe > len)
+                *first_safe = i + 1;
+            *last_safe = i + 1;
+        }
+    }
+    p->lex = lx;
+}
+
+/* yajl's error offsets depend on where the calls split a token (a token
+ * it had to buffer is counted differently), so pieces go to yajl only at
+ * token boundaries: an unfinished token (with, for numbers and literals,
+ * the byte after it) waits in p->carry for the rest. Errors therefore do
+ * not depend on how the body was chunked; nothing else changes. */
 int rbj_parser_feed(rbj_parser *p, const void *data, size_t len)
 {
     if (p->err.status || p->ready)
         return -1;
     const char *c = data;
-    for (size_t i = 0; i < len && !p->nonblank; i++)
-        p->nonblank = c[i] != ' ' && c[i] != '\t' && c[i] != '\r' &&
-                      c[i] != '\n';
-    yajl_status st = yajl_parse(p->yajl, data, len);
-    if (st == yajl_status_error)
-        syntax_error(p, p->fed + yajl_get_bytes_consumed(p->yajl),
-                     "malformed JSON");
-    p->fed += len;
+    size_t first, last;
+    scan_tokens(p, c, len, &first, &last);
+    if (last > len) { /* no boundary in this chunk */
+        carry_append(p, c, len);
+        return p->err.status ? -1 : 0;
+    }
+    if (p->carry_len) {
+        if (carry_append(p, c, first))
+            return -1;
+        parse_piece(p, p->carry, p->carry_len);
+        p->carry_len = 0;
+    } else {
+        first = 0;
+    }
+    parse_piece(p, c + first, last - first);
+    if (!p->err.status)
+        carry_append(p, c + last, len - last);
     return p->err.status ? -1 : 0;
 }
 
@@ -631,6 +718,10 @@ int rbj_parser_finish(rbj_parser *p)
         p->err.offset = p->fed;
         return -1;
     }
+    parse_piece(p, p->carry, p->carry_len);
+    p->carry_len = 0;
+    if (p->err.status)
+        return -1;
     yajl_status st = yajl_complete_parse(p->yajl);
     if (st == yajl_status_error)
         syntax_error(p, p->fed, "body cut short");

@@ -36,6 +36,10 @@ typedef enum rbj_state {
     ST_FAILED
 } rbj_state;
 
+/* Token boundaries, as far as chunking needs them: outside a token, in a
+ * string (or just after its backslash), in a number or literal. */
+typedef enum rbj_lex { LX_OUT, LX_STRING, LX_ESCAPE, LX_WORD } rbj_lex;
+
 /* The elements of one list member, each in a fixed slot of `width`
  * floats (a whole rb_ray or rb_box) whatever the dims turn out to be. */
 typedef struct rbj_list {
@@ -53,7 +57,10 @@ struct rbj_parser {
     rb_allocator alloc;
     yajl_handle yajl;
     int nonblank;          /* anything but white space fed yet */
-    uint64_t fed;          /* bytes fed before the current chunk */
+    uint64_t fed;          /* bytes handed to yajl so far */
+    rbj_lex lex;           /* token state at the end of the bytes fed */
+    char *carry;           /* an unfinished token, waiting for its end */
+    size_t carry_len, carry_cap;
     rbj_state state;
     rbj_member member;     /* the member being read */
     unsigned seen;         /* bit per member already read */
