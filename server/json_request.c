@@ -624,6 +624,8 @@ static void parse_piece(rbj_parser *p, const char *data, size_t len)
 
 static int carry_append(rbj_parser *p, const char *data, size_t len)
 {
+    if (!len)
+        return 0;
     if (p->carry_len + len > p->carry_cap) {
         size_t cap = 2 * (p->carry_len + len);
         if (mem_grow(p, (void **)&p->carry, p->carry_len, cap))
