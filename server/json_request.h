@@ -32,7 +32,8 @@
  *          while streaming, before memory grows past the limit;
  *     422  well-formed but invalid: unknown or repeated member, wrong type,
  *          wrong arity, nesting too deep, unknown mode, dims not 2 or 3,
- *          max_hits < 1, "boxes" with "scene", pairs count mismatch,
+ *          max_hits < 1, "boxes" with "scene", a scene id that is empty
+ *          or longer than 128 bytes, pairs count mismatch,
  *          request-level tmin/tmax breaking R6, a number beyond float32,
  *          a "set" index that is not a non-negative integer;
  *     500  out of memory.

@@ -94,8 +94,9 @@ int rbj_fail(rbj_parser *p, int status, int member, long long index,
              int field, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 
-/* Numbers a ray carries in the given dims (6 or 8; 2D: 4 or 6) and the
- * field of its tmax; boxes 6 (2D 4); "set" elements one more. */
+/* The most numbers an element of list m has in the given dims: a ray 8
+ * (2D 6; 6 and 4 without its range), a box 6 (2D 4), a "set" entry one
+ * more than a box; and whether `arity` numbers are a valid element. */
 unsigned rbj_max_numbers(rbj_member m, unsigned dims);
 int rbj_arity_ok(rbj_member m, unsigned dims, unsigned arity);
 /* "a 3D ray has 6 or 8 numbers" for messages. */
