@@ -1,0 +1,39 @@
+/*
+ * float_text.h - float32 <-> JSON number text, exactly (SPEC section 4:
+ * "numbers are written so that parsing them as float32 gives back the exact
+ * float32 result").
+ *
+ * Both directions use the C locale whatever the process locale is, and are
+ * safe to call from any thread.
+ */
+#ifndef RB_FLOAT_TEXT_H
+#define RB_FLOAT_TEXT_H
+
+#include <stddef.h>
+
+/* Longest text rb_float_format writes, NUL included ("-1.17549435e-38"). */
+#define RB_FLOAT_TEXT_MAX 24
+
+/* Writes a decimal text that strtof reads back to the same float32, bit for
+ * bit: the shortest of the %.6g, %.7g, %.8g and %.9g forms that does
+ * (from %.1g for subnormals), and
+ * returns its length (out is NUL-terminated). The same x always gives the
+ * same bytes.
+ * Integral values get a ".0" ("4.0"), -0 is "-0.0", exponents are short
+ * ("1e-7", "3.4028235e38"). A non-finite x writes "null": JSON has no
+ * literal for it, and callers are expected to have mapped it already. */
+size_t rb_float_format(float x, char out[RB_FLOAT_TEXT_MAX]);
+
+/* Converts a NUL-terminated JSON number text (its grammar is the caller's
+ * business: yajl checked it) to the nearest float32, rounding once (strtof,
+ * never strtod and a cast). Returns 0; -1 when the value is beyond
+ * float32's range (1e39), since JSON cannot carry infinity; -2 when the
+ * text is not wholly a number. Underflow to a subnormal or a signed zero is
+ * not an error; -0 stays -0. */
+int rb_float_parse(const char *text, float *out);
+
+/* Writes ms with three decimals ("0.412") for timing fields; returns the
+ * length, like snprintf. */
+size_t rb_ms_format(double ms, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,752 @@
+/*
+ * json_request.c - the streaming half of the request parser: yajl
+ * callbacks that check each token against the schema as it arrives and
+ * append numbers to the record lists. See json_request.h for the contract.
+ *
+ * The schema is flat (root object, lists of number arrays), so the state
+ * is one enum plus the member, element and field being read; any deeper
+ * nesting is refused at once, which also keeps yajl's own stack small
+ * whatever the body holds.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "float_text.h"
+#include "json_request_impl.h"
+#include "json_text.h"
+
+const char *const rbj_member_names[M_COUNT] = {
+    [M_MODE] = "mode",   [M_DIMS] = "dims",         [M_RAYS] = "rays",
+    [M_BOXES] = "boxes", [M_SCENE] = "scene",       [M_TMIN] = "tmin",
+    [M_TMAX] = "tmax",   [M_MAX_HITS] = "max_hits", [M_SET] = "set",
+    [M_APPEND] = "append"};
+
+/* Which bodies take which member, and what its value must be. */
+#define B(body) (1u << (body))
+static const struct {
+    unsigned bodies;
+    const char *expect;
+} members[M_COUNT] = {
+    [M_MODE] = {B(RBJ_INTERSECT), "a string"},
+    [M_DIMS] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an integer"},
+    [M_RAYS] = {B(RBJ_INTERSECT), "an array"},
+    [M_BOXES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
+    [M_SCENE] = {B(RBJ_INTERSECT), "a string"},
+    [M_TMIN] = {B(RBJ_INTERSECT), "a number"},
+    [M_TMAX] = {B(RBJ_INTERSECT), "a number or null"},
+    [M_MAX_HITS] = {B(RBJ_INTERSECT), "an integer"},
+    [M_SET] = {B(RBJ_SCENE_PATCH), "an array"},
+    [M_APPEND] = {B(RBJ_SCENE_PATCH), "an array"},
+};
+
+static int is_list(rbj_member m)
+{
+    return m == M_RAYS || m == M_BOXES || m == M_SET || m == M_APPEND;
+}
+
+/* ------------------------------------------------------------------------
+ * Errors and arity rules
+ */
+int rbj_fail(rbj_parser *p, int status, int member, long long index,
+             int field, const char *fmt, ...)
+{
+    if (p->err.status) /* keep the first */
+        return 0;
+    rbj_error *e = &p->err;
+    e->status = status;
+    e->has_pointer = 1;
+    e->pointer[0] = '\0';
+    if (member >= 0 && member < M_COUNT) {
+        size_t at = strlen(rbj_member_names[member]) + 1;
+        snprintf(e->pointer, sizeof e->pointer, "/%s",
+                 rbj_member_names[member]);
+        if (index >= 0)
+            at += (size_t)snprintf(e->pointer + at, sizeof e->pointer - at,
+                                   "/%lld", index);
+        if (field >= 0 && at < sizeof e->pointer)
+            snprintf(e->pointer + at, sizeof e->pointer - at, "/%d", field);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->detail, sizeof e->detail, fmt, ap);
+    va_end(ap);
+    p->state = ST_FAILED;
+    return 0;
+}
+
+static int fail_oom(rbj_parser *p)
+{
+    if (!p->err.status) {
+        p->err.status = 500;
+        p->err.has_pointer = 0;
+        snprintf(p->err.detail, sizeof p->err.detail, "out of memory");
+        p->state = ST_FAILED;
+    }
+    return 0;
+}
+
+unsigned rbj_max_numbers(rbj_member m, unsigned dims)
+{
+    unsigned axes = dims == 2 ? 2 : 3;
+    switch (m) {
+    case M_RAYS:
+        return 2 * axes + 2;
+    case M_SET:
+        return 2 * axes + 1;
+    default:
+        return 2 * axes;
+    }
+}
+
+int rbj_arity_ok(rbj_member m, unsigned dims, unsigned arity)
+{
+    unsigned full = rbj_max_numbers(m, dims);
+    return arity == full || (m == M_RAYS && arity == full - 2);
+}
+
+const char *rbj_arity_text(rbj_member m, unsigned dims)
+{
+    int d3 = dims != 2;
+    switch (m) {
+    case M_RAYS:
+        return d3 ? "a 3D ray has 6 numbers, or 8 with its tmin and tmax"
+                  : "a 2D ray has 4 numbers, or 6 with its tmin and tmax";
+    case M_SET:
+        return d3 ? "a 3D set entry has 7 numbers: index, min xyz, max xyz"
+                  : "a 2D set entry has 5 numbers: index, min xy, max xy";
+    default:
+        return d3 ? "a 3D box has 6 numbers: min xyz, max xyz"
+                  : "a 2D box has 4 numbers: min xy, max xy";
+    }
+}
+
+/* ------------------------------------------------------------------------
+ * Memory: the parser's allocator, grow-only arrays
+ */
+static void *mem_alloc(rbj_parser *p, size_t size)
+{
+    const rb_allocator *a = p->opt.allocator;
+    return a ? a->alloc(a->user, size, 64) : malloc(size);
+}
+
+static void mem_free(rbj_parser *p, void *ptr)
+{
+    const rb_allocator *a = p->opt.allocator;
+    if (a)
+        a->free(a->user, ptr);
+    else
+        free(ptr);
+}
+
+/* Resizes *ptr from old to size bytes, keeping the contents. malloc's
+ * realloc can grow in place; a caller's allocator has no realloc. */
+static int mem_grow(rbj_parser *p, void **ptr, size_t old, size_t size)
+{
+    if (!p->opt.allocator) {
+        void *q = realloc(*ptr, size);
+        if (!q)
+            return -1;
+        *ptr = q;
+        return 0;
+    }
+    void *q = mem_alloc(p, size);
+    if (!q)
+        return -1;
+    if (old)
+        memcpy(q, *ptr, old);
+    mem_free(p, *ptr);
+    *ptr = q;
+    return 0;
+}
+
+/* Makes room for element list->n, never beyond `limit` elements. */
+static int list_reserve(rbj_parser *p, rbj_list *l, uint64_t limit)
+{
+    if (l->n < l->cap)
+        return 0;
+    size_t cap = l->cap ? l->cap * 2 : 64;
+    if (cap > limit)
+        cap = (size_t)limit;
+    size_t fbytes = sizeof(float) * l->width;
+    if (mem_grow(p, (void **)&l->slots, l->cap * fbytes, cap * fbytes) ||
+        mem_grow(p, (void **)&l->arity, l->cap, cap))
+        return -1;
+    if (l == &p->lists[M_SET] &&
+        mem_grow(p, (void **)&l->index, l->cap * sizeof(uint32_t),
+                 cap * sizeof(uint32_t)))
+        return -1;
+    l->cap = cap;
+    return 0;
+}
+
+/* NUL-terminated copy of yajl's text (numbers and strings are not). */
+static const char *scratch_copy(rbj_parser *p, const void *text, size_t len)
+{
+    if (len + 1 > p->scratch_cap) {
+        size_t cap = len + 1 > 64 ? len + 1 : 64;
+        if (mem_grow(p, (void **)&p->scratch, 0, cap))
+            return NULL;
+        p->scratch_cap = cap;
+    }
+    memcpy(p->scratch, text, len);
+    p->scratch[len] = '\0';
+    return p->scratch;
+}
+
+/* ------------------------------------------------------------------------
+ * Token checks
+ */
+
+/* What a token is, for "expected X, got Y". */
+static int wrong_type(rbj_parser *p, const char *got)
+{
+    switch (p->state) {
+    case ST_START:
+        return rbj_fail(p, 422, M_COUNT, -1, -1,
+                        "the body must be a JSON object, not %s", got);
+    case ST_VALUE:
+        return rbj_fail(p, 422, (int)p->member, -1, -1,
+                        "expected %s, got %s", members[p->member].expect, got);
+    case ST_LIST: /* about the next element */
+        return rbj_fail(p, 422, (int)p->member,
+                        (long long)p->lists[p->member].n, -1,
+                        "expected an array of numbers, got %s", got);
+    case ST_ELEM:
+        return rbj_fail(p, 422, (int)p->member, (long long)p->index,
+                        (int)p->field, "%sexpected a number, got %s",
+                        strcmp(got, "an array") == 0 ? "nested too deep: "
+                                                     : "",
+                        got);
+    default:
+        return rbj_fail(p, 422, M_COUNT, -1, -1, "unexpected %s", got);
+    }
+}
+
+/* Plain digits, at most UINT32_MAX. 0 ok, -1 not plain digits, -2 big. */
+static int parse_u32(const char *s, uint32_t *out)
+{
+    uint64_t v = 0;
+    if (!*s)
+        return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9')
+            return -1;
+        v = v * 10 + (uint64_t)(*s - '0');
+        if (v > UINT32_MAX) {
+            for (s++; *s; s++)
+                if (*s < '0' || *s > '9')
+                    return -1;
+            return -2;
+        }
+    }
+    *out = (uint32_t)v;
+    return 0;
+}
+
+static int member_value_done(rbj_parser *p)
+{
+    p->state = ST_MEMBER;
+    return 1;
+}
+
+static int scalar_number(rbj_parser *p, const char *text)
+{
+    uint32_t u = 0;
+    int rc;
+    switch (p->member) {
+    case M_DIMS:
+        if (parse_u32(text, &u) != 0 || (u != 2 && u != 3))
+            return rbj_fail(p, 422, M_DIMS, -1, -1,
+                            "dims must be 2 or 3, not %s", text);
+        p->dims = u;
+        break;
+    case M_MAX_HITS:
+        rc = parse_u32(text, &u);
+        if (rc == -2)
+            return rbj_fail(p, 422, M_MAX_HITS, -1, -1,
+                            "max_hits must be at most %u", UINT32_MAX);
+        if (rc != 0 || u < 1)
+            return rbj_fail(p, 422, M_MAX_HITS, -1, -1,
+                            "max_hits must be an integer >= 1, not %s", text);
+        p->max_hits = u;
+        break;
+    case M_TMIN:
+    case M_TMAX:
+        if (rb_float_parse(text, p->member == M_TMIN ? &p->tmin : &p->tmax))
+            return rbj_fail(p, 422, (int)p->member, -1, -1,
+                            "%s is beyond the float32 range", text);
+        break;
+    default:
+        return wrong_type(p, "a number");
+    }
+    return member_value_done(p);
+}
+
+static int element_number(rbj_parser *p, const char *text)
+{
+    rbj_list *l = &p->lists[p->member];
+    size_t i = p->index;
+    unsigned f = p->field;
+    if (f >= rbj_max_numbers(p->member, p->dims ? p->dims : 3))
+        return rbj_fail(p, 422, (int)p->member, (long long)i, (int)f,
+                        "too many numbers: %s",
+                        rbj_arity_text(p->member, p->dims ? p->dims : 3));
+    if (p->numbers >= p->opt.limits.max_numbers)
+        return rbj_fail(p, 413, (int)p->member, (long long)i, (int)f,
+                        "more than %llu numbers in the body",
+                        (unsigned long long)p->opt.limits.max_numbers);
+    p->numbers++;
+    if (p->member == M_SET && f == 0) {
+        if (parse_u32(text, &l->index[i]) != 0)
+            return rbj_fail(p, 422, M_SET, (long long)i, 0,
+                            "a set index must be a non-negative integer "
+                            "below 2^32, not %s", text);
+    } else {
+        unsigned slot = p->member == M_SET ? f - 1 : f;
+        if (rb_float_parse(text, &l->slots[i * l->width + slot]))
+            return rbj_fail(p, 422, (int)p->member, (long long)i, (int)f,
+                            "%s is beyond the float32 range", text);
+    }
+    p->field++;
+    return 1;
+}
+
+/* A ray's tmax may be null (+inf). With dims unknown it may sit at 5 (2D)
+ * or 7 (3D); NaN marks it, since no JSON number parses to NaN, and the
+ * end of the document settles which it was. */
+static int element_null(rbj_parser *p)
+{
+    unsigned f = p->field;
+    int tmax_field = p->member == M_RAYS &&
+                     (p->dims ? f == 2 * p->dims + 1 : (f == 5 || f == 7));
+    if (!tmax_field)
+        return rbj_fail(p, 422, (int)p->member, (long long)p->index, (int)f,
+                        "expected a number, got null%s",
+                        p->member == M_RAYS ? " (only a ray's tmax may be "
+                                              "null)"
+                                            : "");
+    rbj_list *l = &p->lists[M_RAYS];
+    l->slots[p->index * l->width + f] = NAN;
+    p->field++;
+    return 1;
+}
+
+static int start_element(rbj_parser *p)
+{
+    rbj_list *l = &p->lists[p->member];
+    const rbj_limits *lim = &p->opt.limits;
+    size_t i = l->n;
+    if (p->member == M_RAYS) {
+        if (i >= lim->max_rays)
+            return rbj_fail(p, 413, M_RAYS, (long long)i, -1,
+                            "more than %llu rays",
+                            (unsigned long long)lim->max_rays);
+        if (p->have_mode && p->mode == RB_MODE_ALL && p->max_hits &&
+            i + 1 > lim->max_results / p->max_hits)
+            return rbj_fail(p, 413, M_RAYS, (long long)i, -1,
+                            "more than %llu results: max_hits %u per ray",
+                            (unsigned long long)lim->max_results,
+                            p->max_hits);
+    } else {
+        size_t boxes = p->lists[M_BOXES].n + p->lists[M_SET].n +
+                       p->lists[M_APPEND].n;
+        if (boxes >= lim->max_boxes)
+            return rbj_fail(p, 413, (int)p->member, (long long)i, -1,
+                            "more than %llu boxes",
+                            (unsigned long long)lim->max_boxes);
+    }
+    if (list_reserve(p, l, p->member == M_RAYS ? lim->max_rays
+                                               : lim->max_boxes))
+        return fail_oom(p);
+    l->n++;
+    p->index = i;
+    p->field = 0;
+    p->state = ST_ELEM;
+    return 1;
+}
+
+static int end_element(rbj_parser *p)
+{
+    rbj_list *l = &p->lists[p->member];
+    l->arity[p->index] = (uint8_t)p->field;
+    if (p->dims && !rbj_arity_ok(p->member, p->dims, p->field))
+        return rbj_fail(p, 422, (int)p->member, (long long)p->index, -1,
+                        "%u numbers: %s", p->field,
+                        rbj_arity_text(p->member, p->dims));
+    p->state = ST_LIST;
+    return 1;
+}
+
+/* ------------------------------------------------------------------------
+ * yajl callbacks: each returns 1 to go on, 0 to stop (the error is set)
+ */
+static int on_null(void *ctx)
+{
+    rbj_parser *p = ctx;
+    if (p->state == ST_VALUE && p->member == M_TMAX) {
+        p->tmax = INFINITY;
+        return member_value_done(p);
+    }
+    if (p->state == ST_ELEM)
+        return element_null(p);
+    return wrong_type(p, "null");
+}
+
+static int on_boolean(void *ctx, int value)
+{
+    return wrong_type(ctx, value ? "true" : "false");
+}
+
+static int on_number(void *ctx, const char *text, size_t len)
+{
+    rbj_parser *p = ctx;
+    if (p->state != ST_VALUE && p->state != ST_ELEM)
+        return wrong_type(p, "a number");
+    const char *s = scratch_copy(p, text, len);
+    if (!s)
+        return fail_oom(p);
+    return p->state == ST_ELEM ? element_number(p, s) : scalar_number(p, s);
+}
+
+static int on_string(void *ctx, const unsigned char *text, size_t len)
+{
+    rbj_parser *p = ctx;
+    if (p->state != ST_VALUE ||
+        (p->member != M_MODE && p->member != M_SCENE))
+        return wrong_type(p, "a string");
+    if (p->member == M_SCENE) {
+        if (len == 0 || len > RBJ_SCENE_ID_MAX)
+            return rbj_fail(p, 422, M_SCENE, -1, -1,
+                            "a scene id has 1 to %d bytes, not %zu",
+                            RBJ_SCENE_ID_MAX, len);
+        memcpy(p->scene, text, len);
+        p->scene[len] = '\0';
+        return member_value_done(p);
+    }
+    const char *s = scratch_copy(p, text, len);
+    if (!s)
+        return fail_oom(p);
+    if (strlen(s) != len || rb_mode_parse(s, &p->mode) != RB_OK) {
+        char q[48];
+        rbj_quote(q, sizeof q, s);
+        return rbj_fail(p, 422, M_MODE, -1, -1,
+                        "unknown mode %s: pairs, nearest, any, count or all",
+                        q);
+    }
+    p->have_mode = 1;
+    return member_value_done(p);
+}
+
+static int on_start_map(void *ctx)
+{
+    rbj_parser *p = ctx;
+    if (p->state != ST_START)
+        return wrong_type(p, "an object");
+    p->state = ST_MEMBER;
+    return 1;
+}
+
+static int on_map_key(void *ctx, const unsigned char *key, size_t len)
+{
+    rbj_parser *p = ctx;
+    int m;
+    for (m = 0; m < M_COUNT; m++)
+        if (strlen(rbj_member_names[m]) == len &&
+            memcmp(rbj_member_names[m], key, len) == 0)
+            break;
+    if (m == M_COUNT || !(members[m].bodies & B(p->opt.body))) {
+        rbj_fail(p, 422, M_COUNT, -1, -1, "unknown member");
+        rbj_pointer_append(p->err.pointer, sizeof p->err.pointer,
+                           (const char *)key, len);
+        return 0;
+    }
+    if (p->seen & (1u << m))
+        return rbj_fail(p, 422, m, -1, -1, "\"%s\" appears twice",
+                        rbj_member_names[m]);
+    int other = m == M_BOXES ? M_SCENE : m == M_SCENE ? M_BOXES : -1;
+    if (other >= 0 && (p->seen & (1u << other)))
+        return rbj_fail(p, 422, m, -1, -1,
+                        "\"boxes\" and \"scene\" exclude each other");
+    p->seen |= 1u << m;
+    p->member = (rbj_member)m;
+    p->state = ST_VALUE;
+    return 1;
+}
+
+static int on_end_map(void *ctx)
+{
+    rbj_parser *p = ctx;
+    p->state = ST_DONE; /* only the root object is ever opened */
+    return 1;
+}
+
+static int on_start_array(void *ctx)
+{
+    rbj_parser *p = ctx;
+    if (p->state == ST_VALUE && is_list(p->member)) {
+        p->state = ST_LIST;
+        return 1;
+    }
+    if (p->state == ST_LIST)
+        return start_element(p);
+    return wrong_type(p, "an array");
+}
+
+static int on_end_array(void *ctx)
+{
+    rbj_parser *p = ctx;
+    if (p->state == ST_ELEM)
+        return end_element(p);
+    return member_value_done(p); /* ST_LIST: yajl matched the brackets */
+}
+
+static const yajl_callbacks callbacks = {
+    .yajl_null = on_null,
+    .yajl_boolean = on_boolean,
+    .yajl_number = on_number,
+    .yajl_string = on_string,
+    .yajl_start_map = on_start_map,
+    .yajl_map_key = on_map_key,
+    .yajl_end_map = on_end_map,
+    .yajl_start_array = on_start_array,
+    .yajl_end_array = on_end_array,
+};
+
+/* ------------------------------------------------------------------------
+ * Public API
+ */
+void rbj_limits_default(rbj_limits *limits)
+{
+    limits->max_rays = 4u << 20;
+    limits->max_boxes = 1u << 20;
+    limits->max_results = 16u << 20;
+    limits->max_numbers = 64u << 20;
+    limits->default_max_hits = 64;
+}
+
+void rbj_options_init(rbj_options *opt, rbj_body body)
+{
+    memset(opt, 0, sizeof *opt);
+    opt->body = body;
+    rbj_limits_default(&opt->limits);
+    opt->patch_dims = 3;
+}
+
+int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
+{
+    const rbj_limits *lim = &opt->limits;
+    *out = NULL;
+    if (opt->body > RBJ_SCENE_PATCH || !lim->max_rays || !lim->max_boxes ||
+        !lim->max_results || !lim->max_numbers || !lim->default_max_hits ||
+        (opt->body == RBJ_SCENE_PATCH && opt->patch_dims != 2 &&
+         opt->patch_dims != 3) ||
+        (opt->allocator && (!opt->allocator->alloc || !opt->allocator->free)))
+        return RB_EINVAL;
+    rbj_parser *p = opt->allocator
+                        ? opt->allocator->alloc(opt->allocator->user,
+                                                sizeof *p, 64)
+                        : malloc(sizeof *p);
+    if (!p)
+        return RB_ENOMEM;
+    memset(p, 0, sizeof *p);
+    p->opt = *opt;
+    if (opt->allocator) {
+        p->alloc = *opt->allocator;
+        p->opt.allocator = &p->alloc;
+    }
+    p->state = ST_START;
+    p->tmax = INFINITY;
+    if (opt->body == RBJ_SCENE_PATCH)
+        p->dims = opt->patch_dims;
+    p->lists[M_RAYS].width = 8;
+    p->lists[M_BOXES].width = 6;
+    p->lists[M_SET].width = 6;
+    p->lists[M_APPEND].width = 6;
+    p->yajl = yajl_alloc(&callbacks, NULL, p);
+    if (!p->yajl) {
+        rbj_parser_destroy(p);
+        return RB_ENOMEM;
+    }
+    *out = p;
+    return RB_OK;
+}
+
+void rbj_parser_destroy(rbj_parser *p)
+{
+    if (!p)
+        return;
+    if (p->yajl)
+        yajl_free(p->yajl);
+    for (int m = 0; m < M_COUNT; m++) {
+        mem_free(p, p->lists[m].slots);
+        mem_free(p, p->lists[m].arity);
+        mem_free(p, p->lists[m].index);
+    }
+    mem_free(p, p->scratch);
+    mem_free(p, p->carry);
+    mem_free(p, p);
+}
+
+/* yajl's own message ("lexical error: invalid char in json text."),
+ * trimmed to one line, and a pointer to where the parse stood: the member,
+ * list or element being read. */
+static void syntax_error(rbj_parser *p, uint64_t offset, const char *what)
+{
+    unsigned char *msg = yajl_get_error(p->yajl, 0, NULL, 0);
+    const char *text = msg ? (const char *)msg : "syntax error";
+    int len = (int)strcspn(text, "\n");
+    int inside = p->state == ST_VALUE || p->state == ST_LIST ||
+                 p->state == ST_ELEM;
+    long long index = p->state == ST_ELEM   ? (long long)p->index
+                      : p->state == ST_LIST ? (long long)p->lists[p->member].n
+                                            : -1;
+    rbj_fail(p, 400, inside ? (int)p->member : M_COUNT, index,
+             p->state == ST_ELEM ? (int)p->field : -1, "%s at byte %llu: %.*s",
+             what, (unsigned long long)offset, len, text);
+    p->err.offset = offset;
+    if (msg)
+        yajl_free_error(p->yajl, msg);
+}
+
+static void parse_piece(rbj_parser *p, const char *data, size_t len)
+{
+    if (!len || p->err.status)
+        return;
+    if (yajl_parse(p->yajl, (const unsigned char *)data, len) ==
+        yajl_status_error)
+        syntax_error(p, p->fed + yajl_get_bytes_consumed(p->yajl),
+                     "malformed JSON");
+    p->fed += len;
+}
+
+static int carry_append(rbj_parser *p, const char *data, size_t len)
+{
+    if (!len)
+        return 0;
+    if (p->carry_len + len > p->carry_cap) {
+        size_t cap = 2 * (p->carry_len + len);
+        if (mem_grow(p, (void **)&p->carry, p->carry_len, cap))
+            return fail_oom(p), -1;
+        p->carry_cap = cap;
+    }
+    memcpy(p->carry + p->carry_len, data, len);
+    p->carry_len += len;
+    return 0;
+}
+
+static int word_char(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') ||
+           c == '-' || c == '+' || c == '.';
+}
+
+/* Follows token boundaries over data (see rbj_parser_feed): returns the
+ * offsets just after the first and the last byte after which no token is
+ * open (len + 1 when there is none). */
+static void scan_tokens(rbj_parser *p, const char *data, size_t len,
+                        size_t *first_safe, size_t *last_safe)
+{
+    rbj_lex lx = p->lex;
+    *first_safe = *last_safe = len + 1;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)data[i];
+        switch (lx) {
+        case LX_OUT:
+            lx = c == '"' ? LX_STRING : word_char(c) ? LX_WORD : LX_OUT;
+            if (!p->nonblank)
+                p->nonblank = c != ' ' && c != '\t' && c != '\r' &&
+                              c != '\n';
+            break;
+        case LX_STRING:
+            lx = c == '\\' ? LX_ESCAPE : c == '"' ? LX_OUT : LX_STRING;
+            break;
+        case LX_ESCAPE:
+            lx = LX_STRING;
+            break;
+        case LX_WORD:
+            /* The byte that ends a word goes with it (yajl looks ahead);
+             * a quote right after a word starts a string at once. */
+            lx = word_char(c) ? LX_WORD : c == '"' ? LX_STRING : LX_OUT;
+            break;
+        }
+        if (lx == LX_OUT) {
+            if (*first_safe > len)
+                *first_safe = i + 1;
+            *last_safe = i + 1;
+        }
+    }
+    p->lex = lx;
+}
+
+/* yajl's error offsets depend on where the calls split a token (a token
+ * it had to buffer is counted differently), so pieces go to yajl only at
+ * token boundaries: an unfinished token (with, for numbers and literals,
+ * the byte after it) waits in p->carry for the rest. Errors therefore do
+ * not depend on how the body was chunked; nothing else changes. */
+int rbj_parser_feed(rbj_parser *p, const void *data, size_t len)
+{
+    if (p->err.status || p->ready)
+        return -1;
+    const char *c = data;
+    size_t first, last;
+    scan_tokens(p, c, len, &first, &last);
+    if (last > len) { /* no boundary in this chunk */
+        carry_append(p, c, len);
+        return p->err.status ? -1 : 0;
+    }
+    if (p->carry_len) {
+        if (carry_append(p, c, first))
+            return -1;
+        parse_piece(p, p->carry, p->carry_len);
+        p->carry_len = 0;
+    } else {
+        first = 0;
+    }
+    parse_piece(p, c + first, last - first);
+    if (!p->err.status)
+        carry_append(p, c + last, len - last);
+    return p->err.status ? -1 : 0;
+}
+
+int rbj_parser_finish(rbj_parser *p)
+{
+    if (p->err.status || p->ready)
+        return p->ready ? 0 : -1;
+    if (!p->nonblank) {
+        rbj_fail(p, 400, M_COUNT, -1, -1, "empty body");
+        p->err.offset = p->fed;
+        return -1;
+    }
+    parse_piece(p, p->carry, p->carry_len);
+    p->carry_len = 0;
+    if (p->err.status)
+        return -1;
+    yajl_status st = yajl_complete_parse(p->yajl);
+    if (st == yajl_status_error)
+        syntax_error(p, p->fed, "body cut short");
+    if (p->err.status)
+        return -1;
+    if (p->state != ST_DONE) {
+        rbj_fail(p, 400, M_COUNT, -1, -1, "body cut short at byte %llu",
+                 (unsigned long long)p->fed);
+        p->err.offset = p->fed;
+        return -1;
+    }
+    if (rbj_settle(p))
+        return -1;
+    p->ready = 1;
+    return 0;
+}
+
+const rbj_error *rbj_parser_error(const rbj_parser *p)
+{
+    return &p->err;
+}
+
+const rbj_request *rbj_parser_request(const rbj_parser *p)
+{
+    return p->ready ? &p->req : NULL;
+}

@@ -1,0 +1,154 @@
+/*
+ * json_request.h - streaming parser of the JSON request bodies of SPEC
+ * sections 4 and 5, for the CLI and for rayboxd.
+ *
+ *   intersect     {"mode", "dims", "rays", "boxes" | "scene", "tmin", "tmax",
+ *                  "max_hits"}
+ *   scene create  {"boxes", "dims"}
+ *   scene patch   {"set": [[index, minx, ..., maxz], ...], "append": [...]}
+ *
+ * Contract:
+ * - Feed the body in chunks of any size, as they arrive (rbj_parser_feed),
+ *   then call rbj_parser_finish. No document tree is built: numbers go
+ *   straight into grow-only float32 record arrays, so memory is about the
+ *   size of the records (32 bytes a ray, 24 a box), whatever the text.
+ *   The same body gives the same request, or the same error, however it
+ *   is split.
+ * - Members may come in any order ("dims" after "rays"): each ray is kept
+ *   positionally in an rb_ray-sized slot with the count of its numbers;
+ *   layout (2D), per-ray ranges and defaults are settled at the end.
+ *   Defaults: mode "nearest", dims 3, tmin 0, tmax +inf (also for null),
+ *   max_hits from the limits (64). A ray's own tmax may be null (+inf).
+ * - Numbers become float32 with one rounding (strtof of yajl's number
+ *   text, C locale). A value beyond float32's range (1e39) is refused;
+ *   underflow to a subnormal or zero is kept (the library flushes it, R7);
+ *   -0 stays -0. Integers ("dims", "max_hits", a "set" index) must be
+ *   written as plain digits.
+ * - The first problem in document order stops the parse, with an HTTP-ish
+ *   class and a JSON Pointer (RFC 6901) to the element:
+ *     400  malformed JSON (yajl's message and byte offset), empty body,
+ *          body cut short;
+ *     413  over a limit (rays, boxes, numbers, all-mode results), detected
+ *          while streaming, before memory grows past the limit;
+ *     422  well-formed but invalid: unknown or repeated member, wrong type,
+ *          wrong arity, nesting too deep, unknown mode, dims not 2 or 3,
+ *          max_hits < 1, "boxes" with "scene", a scene id that is empty
+ *          or longer than 128 bytes, pairs count mismatch,
+ *          request-level tmin/tmax breaking R6, a number beyond float32,
+ *          a "set" index that is not a non-negative integer;
+ *     500  out of memory.
+ *   The values of rays and boxes (R6: min > max, a ray's tmin > tmax) are
+ *   the library's to check; rbj_error_from_library turns its verdict into
+ *   the same kind of error.
+ * - Threads: a parser is used by one thread at a time; parsers are
+ *   independent.
+ */
+#ifndef RB_JSON_REQUEST_H
+#define RB_JSON_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raybox.h"
+
+typedef enum rbj_body {
+    RBJ_INTERSECT = 0,    /* POST /v1/intersect, /v1/scenes/{id}/intersect */
+    RBJ_SCENE_CREATE = 1, /* POST /v1/scenes */
+    RBJ_SCENE_PATCH = 2   /* PATCH /v1/scenes/{id} */
+} rbj_body;
+
+typedef struct rbj_limits {
+    uint64_t max_rays;         /* rays of an intersect */
+    uint64_t max_boxes;        /* boxes of an intersect or a create;
+                                  set + append of a patch */
+    uint64_t max_results;      /* all mode: n_rays * max_hits */
+    uint64_t max_numbers;      /* numbers in the whole body */
+    uint32_t default_max_hits; /* when the request has no "max_hits" */
+} rbj_limits;
+
+/* Defaults: 4M rays, 1M boxes, 16M results, 64M numbers, max_hits 64. */
+void rbj_limits_default(rbj_limits *limits);
+
+typedef struct rbj_options {
+    rbj_body body;
+    rbj_limits limits;
+    unsigned patch_dims;           /* RBJ_SCENE_PATCH: the scene's dims */
+    const rb_allocator *allocator; /* NULL = malloc; copied */
+} rbj_options;
+
+/* Fills defaults for a body kind: default limits, patch_dims 3. */
+void rbj_options_init(rbj_options *opt, rbj_body body);
+
+#define RBJ_POINTER_MAX 160
+#define RBJ_DETAIL_MAX 512
+
+typedef struct rbj_error {
+    int status;      /* 0 when none; else 400, 413, 422 or 500 */
+    int has_pointer; /* 0: the error is about no element (out of memory) */
+    char pointer[RBJ_POINTER_MAX]; /* "/rays/17/4"; "" = the whole body */
+    char detail[RBJ_DETAIL_MAX];   /* one line, without the pointer */
+    uint64_t offset; /* 400: byte offset in the body where parsing stopped */
+} rbj_error;
+
+/* The parsed body. Arrays belong to the parser and live until it is
+ * destroyed; the caller may read (and modify) them. */
+typedef struct rbj_request {
+    rbj_body body;
+    rb_mode mode;
+    unsigned dims;
+    uint32_t max_hits;
+    float tmin, tmax;           /* request-level range, checked (R6) */
+    void *rays;                 /* n_rays rb_ray (dims 3) or rb_ray2 (2),
+                                   ranges filled in */
+    size_t n_rays;
+    const uint8_t *ray_arity;   /* numbers each ray carried: tells which
+                                   rays had their own range */
+    void *boxes;                /* intersect, create: rb_box or rb_box2 */
+    size_t n_boxes;
+    const char *scene;          /* intersect: scene id, or NULL */
+    const uint32_t *set_index;  /* patch "set": indices ... */
+    void *set_boxes;            /* ... and their new boxes */
+    size_t n_set;
+    void *append_boxes;         /* patch "append" */
+    size_t n_append;
+} rbj_request;
+
+typedef struct rbj_parser rbj_parser;
+
+/* RB_OK, RB_EINVAL (bad options: dims, zero limits) or RB_ENOMEM. */
+int rbj_parser_create(const rbj_options *opt, rbj_parser **out);
+void rbj_parser_destroy(rbj_parser *p);
+
+/* Parses the next len bytes. Returns 0, or -1 once the body is known to be
+ * bad (rbj_parser_error says why); later calls then return -1 at once. */
+int rbj_parser_feed(rbj_parser *p, const void *data, size_t len);
+
+/* Ends the body: checks what needs the whole document and settles
+ * defaults. Returns 0 and the request is ready, or -1. */
+int rbj_parser_finish(rbj_parser *p);
+
+/* The error (status 0 when none). Never NULL. */
+const rbj_error *rbj_parser_error(const rbj_parser *p);
+
+/* The request, after rbj_parser_finish returned 0; NULL before. */
+const rbj_request *rbj_parser_request(const rbj_parser *p);
+
+/* Which call of the library rejected the request's data. */
+typedef enum rbj_source {
+    RBJ_FROM_INTERSECT = 0, /* rb_intersect with req->rays/boxes */
+    RBJ_FROM_CREATE = 1,    /* rb_scene_create with req->boxes */
+    RBJ_FROM_SET = 2,       /* rb_scene_set with req->set_* */
+    RBJ_FROM_APPEND = 3     /* rb_scene_append with req->append_boxes */
+} rbj_source;
+
+/* Turns a library error (rb_context_error() after the failed call) into a
+ * request error. An invalid element (RB_EINPUT; a "set" index out of range)
+ * becomes 422 with the pointer to the number in the body: "/rays/17/6",
+ * "/boxes/3/0", "/set/2/0" (the index), "/append/0/4"; a range problem of
+ * a ray that carried no range of its own points at "/tmin" or "/tmax".
+ * Other statuses map through rb_http_status_of, without a pointer. The
+ * detail is the library's reason without its "ray 17: " prefix. */
+void rbj_error_from_library(const rbj_request *req, rbj_source source,
+                            const rb_error *lib, rbj_error *out);
+
+#endif

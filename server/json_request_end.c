@@ -1,0 +1,210 @@
+/*
+ * json_request_end.c - the end of a request body: what needs the whole
+ * document (members may come in any order, so "dims" may follow "rays"),
+ * and the mapping of the library's verdict on the data back to the body.
+ *
+ * Rays were kept in rb_ray-sized slots with the count of their numbers;
+ * here they get their range (their own, or the request's) and, in 2D, are
+ * packed in place into rb_ray2 records (a 2D record is smaller than its
+ * slot, so writing record i never reaches slot i + 1). Boxes likewise.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "float_text.h"
+#include "json_request_impl.h"
+#include "problem.h"
+#include "slab.h"
+
+/* rbj_fail returns 0, which stops yajl; here failure is -1. */
+#define FAIL(...) (rbj_fail(p, __VA_ARGS__), -1)
+
+static int settle_rays(rbj_parser *p, rbj_request *r)
+{
+    rbj_list *l = &p->lists[M_RAYS];
+    unsigned axes = r->dims, tmax_field = 2 * axes + 1;
+    for (size_t i = 0; i < l->n; i++) {
+        unsigned arity = l->arity[i];
+        if (!rbj_arity_ok(M_RAYS, r->dims, arity))
+            return FAIL(422, M_RAYS, (long long)i, -1,
+                            "%u numbers: %s", arity,
+                            rbj_arity_text(M_RAYS, r->dims));
+        float v[8];
+        memcpy(v, l->slots + i * l->width, sizeof v);
+        for (unsigned f = 0; f < arity; f++) {
+            if (!isnan(v[f]))
+                continue;
+            if (f != tmax_field) /* a null that turned out not to be tmax */
+                return FAIL(422, M_RAYS, (long long)i, (int)f,
+                                "expected a number, got null (only a ray's "
+                                "tmax may be null)");
+            v[f] = INFINITY;
+        }
+        if (arity == 2 * axes) {
+            v[2 * axes] = r->tmin;
+            v[2 * axes + 1] = r->tmax;
+        }
+        if (axes == 3) {
+            memcpy(l->slots + i * l->width, v, sizeof(rb_ray));
+        } else {
+            rb_ray2 r2 = {{v[0], v[1]}, {v[2], v[3]}, v[4], v[5]};
+            memcpy((rb_ray2 *)(void *)l->slots + i, &r2, sizeof r2);
+        }
+    }
+    r->rays = l->slots;
+    r->n_rays = l->n;
+    r->ray_arity = l->arity;
+    return 0;
+}
+
+/* Boxes of "boxes", "set" (whose slots hold the box; the index has its
+ * own array) and "append". */
+static int settle_boxes(rbj_parser *p, rbj_member m, unsigned dims)
+{
+    rbj_list *l = &p->lists[m];
+    for (size_t i = 0; i < l->n; i++) {
+        unsigned arity = l->arity[i];
+        if (!rbj_arity_ok(m, dims, arity))
+            return FAIL(422, (int)m, (long long)i, -1,
+                            "%u numbers: %s", arity, rbj_arity_text(m, dims));
+        if (dims == 2) {
+            const float *v = l->slots + i * l->width;
+            rb_box2 b2 = {{v[0], v[1]}, {v[2], v[3]}};
+            memcpy((rb_box2 *)(void *)l->slots + i, &b2, sizeof b2);
+        }
+    }
+    return 0;
+}
+
+static int settle_intersect(rbj_parser *p, rbj_request *r)
+{
+    const rbj_limits *lim = &p->opt.limits;
+    if (!(p->seen & (1u << M_RAYS)))
+        return FAIL(422, M_COUNT, -1, -1, "missing \"rays\"");
+    if (!(p->seen & ((1u << M_BOXES) | (1u << M_SCENE))))
+        return FAIL(422, M_COUNT, -1, -1,
+                        "missing \"boxes\" (or \"scene\")");
+    r->mode = p->have_mode ? p->mode : RB_MODE_NEAREST;
+    r->max_hits = p->max_hits ? p->max_hits : lim->default_max_hits;
+    r->tmin = p->tmin;
+    r->tmax = p->tmax;
+    /* R6 for the request-level range, here rather than in the library, so
+     * that the error names "/tmin" and not some ray that inherited it.
+     * Parsing already excluded NaN and infinities other than tmax = +inf;
+     * the comparison is the library's (flushed, R7). */
+    if (!(rb_flush(r->tmin) <= rb_flush(r->tmax))) {
+        char lo[RB_FLOAT_TEXT_MAX], hi[RB_FLOAT_TEXT_MAX];
+        rb_float_format(r->tmin, lo);
+        rb_float_format(r->tmax, hi);
+        return FAIL(422, M_TMIN, -1, -1, "tmin (%s) > tmax (%s)", lo, hi);
+    }
+    if (settle_rays(p, r) || settle_boxes(p, M_BOXES, r->dims))
+        return -1;
+    r->boxes = p->lists[M_BOXES].slots;
+    r->n_boxes = p->lists[M_BOXES].n;
+    if (p->scene[0])
+        r->scene = p->scene;
+    if (r->mode == RB_MODE_PAIRS) {
+        if (r->scene)
+            return FAIL(422, M_SCENE, -1, -1,
+                            "pairs mode takes \"boxes\", not a scene");
+        if (r->n_boxes != r->n_rays)
+            return FAIL(422, M_BOXES, -1, -1,
+                            "pairs mode needs as many boxes as rays (%zu "
+                            "rays, %zu boxes)",
+                            r->n_rays, r->n_boxes);
+    }
+    if (r->mode == RB_MODE_ALL) {
+        uint64_t most = lim->max_results / r->max_hits;
+        if (r->n_rays > most)
+            return FAIL(413, M_RAYS, (long long)most, -1,
+                            "more than %llu results: max_hits %u per ray",
+                            (unsigned long long)lim->max_results,
+                            r->max_hits);
+    }
+    return 0;
+}
+
+int rbj_settle(rbj_parser *p)
+{
+    rbj_request *r = &p->req;
+    memset(r, 0, sizeof *r);
+    r->body = p->opt.body;
+    r->dims = p->dims ? p->dims : 3;
+    r->tmax = INFINITY;
+    switch (p->opt.body) {
+    case RBJ_INTERSECT:
+        return settle_intersect(p, r);
+    case RBJ_SCENE_CREATE:
+        if (!(p->seen & (1u << M_BOXES))) {
+            return FAIL(422, M_COUNT, -1, -1, "missing \"boxes\"");
+        }
+        if (settle_boxes(p, M_BOXES, r->dims))
+            return -1;
+        r->boxes = p->lists[M_BOXES].slots;
+        r->n_boxes = p->lists[M_BOXES].n;
+        return 0;
+    case RBJ_SCENE_PATCH:
+        if (settle_boxes(p, M_SET, r->dims) ||
+            settle_boxes(p, M_APPEND, r->dims))
+            return -1;
+        r->set_index = p->lists[M_SET].index;
+        r->set_boxes = p->lists[M_SET].slots;
+        r->n_set = p->lists[M_SET].n;
+        r->append_boxes = p->lists[M_APPEND].slots;
+        r->n_append = p->lists[M_APPEND].n;
+        return 0;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------------------
+ * Library errors -> request errors
+ */
+void rbj_error_from_library(const rbj_request *req, rbj_source source,
+                            const rb_error *lib, rbj_error *out)
+{
+    memset(out, 0, sizeof *out);
+    int is_box = lib->element == RB_ELEMENT_BOX;
+    int set_index = source == RBJ_FROM_SET && is_box &&
+                    lib->status == RB_EINVAL && lib->field < 0;
+    int named = lib->element != RB_ELEMENT_NONE &&
+                (lib->status == RB_EINPUT || set_index);
+    const char *msg = lib->message[0] ? lib->message
+                                      : rb_status_str(lib->status);
+    if (!named) {
+        out->status = rb_http_status_of(lib->status);
+        snprintf(out->detail, sizeof out->detail, "%s", msg);
+        return;
+    }
+    /* The library says "ray 17: tmin is NaN"; the pointer says "ray 17". */
+    const char *colon = strstr(msg, ": ");
+    if (colon)
+        msg = colon + 2;
+    snprintf(out->detail, sizeof out->detail, "%s", msg);
+    out->status = 422;
+    out->has_pointer = 1;
+
+    unsigned long long i = (unsigned long long)lib->index;
+    int f = lib->field;
+    const char *list = "rays";
+    if (is_box)
+        list = source == RBJ_FROM_SET      ? "set"
+               : source == RBJ_FROM_APPEND ? "append"
+                                           : "boxes";
+    if (source == RBJ_FROM_SET)
+        f = set_index ? 0 : f + 1; /* the index comes first */
+    if (!is_box && f >= 0 && (unsigned)f >= 2 * req->dims && req->ray_arity &&
+        i < req->n_rays && req->ray_arity[i] == 2 * req->dims) {
+        /* The ray inherited the request's range. */
+        snprintf(out->pointer, sizeof out->pointer, "/%s",
+                 (unsigned)f == 2 * req->dims ? "tmin" : "tmax");
+        return;
+    }
+    if (f >= 0)
+        snprintf(out->pointer, sizeof out->pointer, "/%s/%llu/%d", list, i,
+                 f);
+    else
+        snprintf(out->pointer, sizeof out->pointer, "/%s/%llu", list, i);
+}

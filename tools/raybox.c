@@ -1,0 +1,385 @@
+/*
+ * raybox.c - the batch CLI.
+ *
+ *   raybox intersect [--backend auto|cpu|opencl] [--device N|NAME]
+ *                    [--max-hits N] [FILE]
+ *   raybox devices
+ *   raybox --help | --version
+ *
+ * intersect reads one request of POST /v1/intersect (SPEC section 4) from
+ * FILE or stdin, streaming it into the shared parser as it is read, and
+ * writes the response to stdout with the server's generator, so the bytes
+ * are the server's except inside "meta", plus a final newline.
+ *
+ * Exit status: 0 success; 2 the request is bad (one line on stderr naming
+ * the element: "raybox: /rays/17/6: tmin (5.0) > tmax (1.0) (422)");
+ * 1 anything else (usage, I/O, device, memory).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_request.h"
+#include "json_response.h"
+#include "raybox.h"
+
+#define CHUNK (64 * 1024)
+
+static const char usage_main[] =
+    "usage: raybox <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  intersect   answer one JSON intersect request (file or stdin)\n"
+    "  devices     list the OpenCL devices and the CPU backend\n"
+    "\n"
+    "  raybox <command> --help   options of a command\n"
+    "  raybox --version          the version\n";
+
+static const char usage_intersect[] =
+    "usage: raybox intersect [options] [FILE]\n"
+    "\n"
+    "Reads one request body of POST /v1/intersect from FILE (or stdin when\n"
+    "FILE is absent or -) and writes the JSON response to stdout. Requests\n"
+    "with \"scene\" are refused: the CLI has no scene store.\n"
+    "\n"
+    "options:\n"
+    "  --backend auto|cpu|opencl  backend (default auto: an OpenCL GPU,\n"
+    "                             else the CPU backend)\n"
+    "  --device N|NAME            OpenCL device: index in `raybox devices`,\n"
+    "                             or part of its name\n"
+    "  --max-hits N               max_hits of requests that do not say\n"
+    "                             (default 64)\n"
+    "  --help                     this text\n"
+    "\n"
+    "exit status: 0 done; 2 bad request (one line on stderr naming the\n"
+    "element, e.g. \"raybox: /rays/17/6: ... (422)\"); 1 other failures.\n";
+
+static const char usage_devices[] =
+    "usage: raybox devices\n"
+    "\n"
+    "Lists every OpenCL device and the native CPU backend; '*' marks the\n"
+    "one --backend auto picks.\n";
+
+/* One line for a request error: pointer, detail, class. */
+static void print_request_error(const rbj_error *e)
+{
+    if (e->has_pointer && e->pointer[0])
+        fprintf(stderr, "raybox: %s: %s (%d)\n", e->pointer, e->detail,
+                e->status);
+    else
+        fprintf(stderr, "raybox: %s (%d)\n", e->detail, e->status);
+}
+
+static int exit_for(const rbj_error *e)
+{
+    return e->status >= 400 && e->status < 500 ? 2 : 1;
+}
+
+/* ------------------------------------------------------------------------
+ * intersect
+ */
+typedef struct cli_opts {
+    rb_context_options ctx;
+    uint32_t max_hits;
+    const char *file;
+} cli_opts;
+
+static int parse_u32_arg(const char *s, uint32_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (!*s || *end || errno || v < 1 || v > UINT32_MAX || *s == '-')
+        return -1;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+/* 0 ok, 1 usage error (printed), -1 --help printed. */
+static int parse_intersect_args(int argc, char **argv, cli_opts *o)
+{
+    rb_context_options_init(&o->ctx);
+    o->max_hits = 64;
+    o->file = NULL;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage_intersect, stdout);
+            return -1;
+        } else if (strcmp(a, "--backend") == 0 && val) {
+            if (rb_backend_kind_parse(val, &o->ctx.backend) != RB_OK) {
+                fprintf(stderr, "raybox: unknown backend '%s' (auto, cpu or "
+                                "opencl)\n", val);
+                return 1;
+            }
+            i++;
+        } else if (strcmp(a, "--device") == 0 && val) {
+            if (val[0] >= '0' && val[0] <= '9' &&
+                strspn(val, "0123456789") == strlen(val))
+                o->ctx.device_index = atoi(val);
+            else
+                o->ctx.device_name = val;
+            i++;
+        } else if (strcmp(a, "--max-hits") == 0 && val) {
+            if (parse_u32_arg(val, &o->max_hits)) {
+                fprintf(stderr, "raybox: --max-hits takes an integer >= 1, "
+                                "not '%s'\n", val);
+                return 1;
+            }
+            i++;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "raybox: unknown or incomplete option '%s'\n%s",
+                    a, usage_intersect);
+            return 1;
+        } else if (!o->file) {
+            o->file = a;
+        } else {
+            fprintf(stderr, "raybox: one request file at most\n");
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Streams the request into p. 0 parsed, 2 bad request (printed), 1 I/O. */
+static int read_request(const char *file, rbj_parser *p)
+{
+    FILE *in = stdin;
+    int from_stdin = !file || strcmp(file, "-") == 0;
+    if (!from_stdin && !(in = fopen(file, "rb"))) {
+        fprintf(stderr, "raybox: %s: %s\n", file, strerror(errno));
+        return 1;
+    }
+    static char buf[CHUNK];
+    int rc = 0;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        if (rbj_parser_feed(p, buf, n))
+            break; /* the first problem decides; the rest is not needed */
+    if (ferror(in)) {
+        fprintf(stderr, "raybox: reading %s: %s\n",
+                from_stdin ? "stdin" : file, strerror(errno));
+        rc = 1;
+    } else if (rbj_parser_finish(p)) {
+        print_request_error(rbj_parser_error(p));
+        rc = exit_for(rbj_parser_error(p));
+    }
+    if (!from_stdin)
+        fclose(in);
+    return rc;
+}
+
+/* Output arrays for the request's mode (at least one record each, so that
+ * an empty batch still has arrays). */
+static int alloc_results(const rbj_request *r, rb_results *res)
+{
+    size_t n = r->n_rays ? r->n_rays : 1;
+    memset(res, 0, sizeof *res);
+    res->capacity = r->n_rays;
+    switch (r->mode) {
+    case RB_MODE_PAIRS:
+    case RB_MODE_NEAREST:
+        return (res->hits = malloc(n * sizeof *res->hits)) ? 0 : -1;
+    case RB_MODE_ANY:
+        return (res->any = malloc(n)) ? 0 : -1;
+    case RB_MODE_COUNT:
+        return (res->counts = malloc(n * sizeof *res->counts)) ? 0 : -1;
+    case RB_MODE_ALL:
+        res->counts = malloc(n * sizeof *res->counts);
+        res->list = malloc(n * r->max_hits * sizeof *res->list);
+        return res->counts && res->list ? 0 : -1;
+    }
+    return -1;
+}
+
+static void free_results(rb_results *res)
+{
+    free(res->hits);
+    free(res->any);
+    free(res->counts);
+    free(res->list);
+}
+
+static int write_response(const rbj_request *r, const rb_results *res)
+{
+    rbj_response resp = {.mode = r->mode, .n_rays = r->n_rays,
+                         .max_hits = r->max_hits, .results = res};
+    rbj_meta_from_run(&resp.meta, &res->info);
+    rbj_writer w;
+    rbj_writer_init(&w, &resp);
+    static char buf[CHUNK];
+    size_t n;
+    while ((n = rbj_writer_fill(&w, buf, sizeof buf)) > 0)
+        if (fwrite(buf, 1, n, stdout) != n)
+            break;
+    if (!rbj_writer_done(&w) || fputc('\n', stdout) == EOF ||
+        fflush(stdout) == EOF) {
+        fprintf(stderr, "raybox: writing the response: %s\n",
+                strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_intersect(int argc, char **argv)
+{
+    cli_opts o;
+    int rc = parse_intersect_args(argc, argv, &o);
+    if (rc)
+        return rc < 0 ? 0 : 1;
+
+    rbj_options popt;
+    rbj_options_init(&popt, RBJ_INTERSECT);
+    popt.limits.default_max_hits = o.max_hits;
+    rbj_parser *p = NULL;
+    rb_context *ctx = NULL;
+    rb_results res = {0};
+    if (rbj_parser_create(&popt, &p) != RB_OK) {
+        fprintf(stderr, "raybox: out of memory\n");
+        return 1;
+    }
+    rc = read_request(o.file, p);
+    if (rc)
+        goto done;
+    const rbj_request *r = rbj_parser_request(p);
+    if (r->scene) {
+        fprintf(stderr, "raybox: /scene: the CLI has no scene store; send "
+                        "the boxes in \"boxes\" (scenes are served by "
+                        "rayboxd) (422)\n");
+        rc = 2;
+        goto done;
+    }
+
+    char why[512] = "";
+    int st = rb_context_create(&o.ctx, &ctx, why, sizeof why);
+    if (st != RB_OK) {
+        fprintf(stderr, "raybox: no %s backend: %s (%s)\n",
+                rb_backend_kind_name(o.ctx.backend), why,
+                rb_status_name(st));
+        rc = 1;
+        goto done;
+    }
+    if (alloc_results(r, &res)) {
+        fprintf(stderr, "raybox: out of memory for %zu results\n",
+                r->n_rays);
+        rc = 1;
+        goto done;
+    }
+    rb_query q = {.mode = r->mode, .dims = r->dims, .rays = r->rays,
+                  .n_rays = r->n_rays, .boxes = r->boxes,
+                  .n_boxes = r->n_boxes, .max_hits = r->max_hits};
+    st = rb_intersect(ctx, &q, &res);
+    if (st != RB_OK) {
+        rbj_error e;
+        rbj_error_from_library(r, RBJ_FROM_INTERSECT, rb_context_error(ctx),
+                               &e);
+        print_request_error(&e);
+        rc = exit_for(&e);
+        goto done;
+    }
+    rc = write_response(r, &res);
+done:
+    free_results(&res);
+    rb_context_destroy(ctx);
+    rbj_parser_destroy(p);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * devices
+ */
+static int cmd_devices(int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_devices, stdout);
+            return 0;
+        }
+        fprintf(stderr, "raybox: devices takes no argument ('%s')\n",
+                argv[i]);
+        return 1;
+    }
+    size_t count = 0;
+    char why[256] = "";
+    int st = rb_devices_list(NULL, 0, &count, why, sizeof why);
+    rb_device_desc *devs = NULL;
+    if (st == RB_OK && count) {
+        devs = calloc(count, sizeof *devs);
+        if (!devs) {
+            fprintf(stderr, "raybox: out of memory\n");
+            return 1;
+        }
+        st = rb_devices_list(devs, count, &count, why, sizeof why);
+    }
+    if (st != RB_OK) {
+        fprintf(stderr, "raybox: listing OpenCL devices: %s (%s)\n", why,
+                rb_status_name(st));
+        free(devs);
+        return 1;
+    }
+    /* auto takes the first GPU or accelerator (context.c), else the CPU
+     * backend; it falls back to the CPU if that device fails to build. */
+    size_t pick = count;
+    for (size_t i = 0; i < count && pick == count; i++)
+        if (strcmp(devs[i].type, "gpu") == 0 ||
+            strcmp(devs[i].type, "accelerator") == 0)
+            pick = i;
+
+    printf("OpenCL devices:\n");
+    if (!count)
+        printf("  none (%s)\n", why[0] ? why : "no OpenCL platform");
+    for (size_t i = 0; i < count; i++) {
+        const rb_device_desc *d = &devs[i];
+        printf("%c %d  %-11s %s\n", i == pick ? '*' : ' ', d->index,
+               d->type, d->name);
+        printf("       %s; %s; driver %s; %u compute units; %llu MiB; "
+               "exact division %s; denormals %s\n",
+               d->platform, d->version, d->driver, d->compute_units,
+               (unsigned long long)(d->global_mem >> 20),
+               d->exact_division ? "yes" : "no", d->denormals ? "yes" : "no");
+    }
+    free(devs);
+
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.backend = RB_BACKEND_CPU;
+    rb_context *ctx = NULL;
+    rb_backend_info info;
+    printf("CPU backend:\n");
+    if (rb_context_create(&opt, &ctx, why, sizeof why) == RB_OK &&
+        rb_context_info(ctx, &info) == RB_OK)
+        printf("%c cpu  %s\n       %u threads; simd %s\n",
+               pick == count ? '*' : ' ', info.device, info.threads,
+               info.simd[0] ? info.simd : "none");
+    else
+        printf("  unavailable (%s)\n", why);
+    rb_context_destroy(ctx);
+    printf("(* = what --backend auto picks)\n");
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage_main, stderr);
+        return 1;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 ||
+        strcmp(cmd, "help") == 0) {
+        fputs(usage_main, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("raybox %s\n", RB_VERSION_STRING);
+        return 0;
+    }
+    if (strcmp(cmd, "intersect") == 0)
+        return cmd_intersect(argc - 2, argv + 2);
+    if (strcmp(cmd, "devices") == 0)
+        return cmd_devices(argc - 2, argv + 2);
+    fprintf(stderr, "raybox: unknown command '%s'\n%s", cmd, usage_main);
+    return 1;
+}
