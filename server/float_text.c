@@ -132,7 +132,200 @@ static int shortest_digits(float x, char *out)
     return len;
 }
 
+
+/* ---- Fast path: the shortest digits from the rounding interval.
+ *
+ * strtof maps to x every decimal strictly inside (lo, hi), the halfway
+ * points to x's neighbours (exact in double: they need 26 bits). For n =
+ * 1, 2, ... digits, the n-digit decimal nearest to x is round(x * 10^p)
+ * with p = n - 1 - floor(log10 x); the first n whose candidate lies inside
+ * the interval gives exactly what the %.Ng search below gives (a shorter
+ * decimal inside the interval is also the nearest 6-digit one, because
+ * decimal spacing dwarfs the interval). The double arithmetic is off by a
+ * few 1e-16 relative at most, so a candidate within 1e-12 of an endpoint,
+ * or a product within 1e-7 of a rounding tie, is left to the exact
+ * snprintf/strtof search: the output never depends on the shortcut. */
+static const double pow10_table[] = {
+    1e-60, 1e-59, 1e-58, 1e-57, 1e-56, 1e-55, 1e-54, 1e-53,
+    1e-52, 1e-51, 1e-50, 1e-49, 1e-48, 1e-47, 1e-46, 1e-45,
+    1e-44, 1e-43, 1e-42, 1e-41, 1e-40, 1e-39, 1e-38, 1e-37,
+    1e-36, 1e-35, 1e-34, 1e-33, 1e-32, 1e-31, 1e-30, 1e-29,
+    1e-28, 1e-27, 1e-26, 1e-25, 1e-24, 1e-23, 1e-22, 1e-21,
+    1e-20, 1e-19, 1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13,
+    1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5,
+    1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1, 1e2, 1e3,
+    1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19,
+    1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27,
+    1e28, 1e29, 1e30, 1e31, 1e32, 1e33, 1e34, 1e35,
+    1e36, 1e37, 1e38, 1e39, 1e40, 1e41, 1e42, 1e43,
+    1e44, 1e45, 1e46, 1e47, 1e48, 1e49, 1e50, 1e51,
+    1e52, 1e53, 1e54, 1e55, 1e56, 1e57, 1e58, 1e59,
+    1e60};
+#define POW10_MIN (-60)
+
+static double pow10_of(int p)
+{
+    return pow10_table[p - POW10_MIN];
+}
+
+/* Writes the digits of c (exactly n of them, trailing zeros allowed) with
+ * first-digit exponent e10 the way %.<n>g and tidy() would. */
+static size_t print_g(int negative, uint64_t c, int n, int e10, char *out)
+{
+    char d[16];
+    for (int i = n - 1; i >= 0; i--) {
+        d[i] = (char)('0' + c % 10);
+        c /= 10;
+    }
+    int last = n - 1; /* %g drops trailing zeros */
+    while (last > 0 && d[last] == '0')
+        last--;
+    size_t len = 0;
+    if (negative)
+        out[len++] = '-';
+    if (e10 < -4 || e10 >= n) {
+        out[len++] = d[0];
+        if (last > 0) {
+            out[len++] = '.';
+            for (int i = 1; i <= last; i++)
+                out[len++] = d[i];
+        }
+        out[len++] = 'e';
+        if (e10 < 0) {
+            out[len++] = '-';
+            e10 = -e10;
+        }
+        if (e10 >= 10)
+            out[len++] = (char)('0' + e10 / 10);
+        out[len++] = (char)('0' + e10 % 10);
+        out[len] = '\0';
+        return len;
+    }
+    if (e10 < 0) {
+        out[len++] = '0';
+        out[len++] = '.';
+        for (int i = -1; i > e10; i--)
+            out[len++] = '0';
+        for (int i = 0; i <= last; i++)
+            out[len++] = d[i];
+    } else {
+        for (int i = 0; i <= e10; i++)
+            out[len++] = d[i];
+        out[len++] = '.';
+        if (last > e10) {
+            for (int i = e10 + 1; i <= last; i++)
+                out[len++] = d[i];
+        } else {
+            out[len++] = '0';
+        }
+    }
+    out[len] = '\0';
+    return len;
+}
+
+typedef struct interval {
+    double a, lo, hi, margin;
+    int k; /* floor(log10(a)) */
+} interval;
+
+/* The n-digit candidate: 1 inside the interval (with *c the digits), 0
+ * outside, -1 too close to call. */
+static int try_n(const interval *iv, int n, double *c)
+{
+    int p = n - 1 - iv->k;
+    if (p < POW10_MIN || p > -POW10_MIN)
+        return -1;
+    double y = iv->a * pow10_of(p);
+    double fl = floor(y), frac = y - fl;
+    if (fabs(frac - 0.5) < 1e-7)
+        return -1;
+    *c = frac > 0.5 ? fl + 1 : fl;
+    double v = *c * pow10_of(-p);
+    if (v > iv->lo + iv->margin && v < iv->hi - iv->margin)
+        return 1;
+    if (v < iv->lo - iv->margin || v > iv->hi + iv->margin)
+        return 0;
+    return -1;
+}
+
+/* Returns the length, or 0 when the exact search must decide. */
+static size_t fast_shortest(float x, char *out)
+{
+    float ax = fabsf(x);
+    interval iv = {.a = ax};
+    double prev = nextafterf(ax, 0.0f);
+    float next_f = nextafterf(ax, INFINITY);
+    iv.lo = (iv.a + prev) / 2;
+    iv.hi = isinf(next_f) ? iv.a + (iv.a - prev) / 2 : (iv.a + next_f) / 2;
+    iv.margin = iv.a * 1e-12;
+    iv.k = (int)floor(log10(iv.a));
+    if (iv.k > 38 || iv.k < -46)
+        return 0;
+    if (pow10_of(iv.k) > iv.a)
+        iv.k--;
+    else if (pow10_of(iv.k + 1) <= iv.a)
+        iv.k++;
+
+    /* Where the interval is symmetric (every float but a power of two),
+     * the nearest (n+1)-digit decimal is at least as close as the nearest
+     * n-digit one, so "inside" only turns on as n grows: binary search. */
+    uint32_t bits;
+    memcpy(&bits, &ax, sizeof bits);
+    int symmetric = (bits & 0x7fffffu) != 0 || ax < FLT_MIN;
+    double c = 0, best_c = 0;
+    int best_n = 0;
+    if (symmetric) {
+        int lo_n = 1, hi_n = 9;
+        while (lo_n <= hi_n) {
+            int mid = (lo_n + hi_n) / 2;
+            int r = try_n(&iv, mid, &c);
+            if (r < 0)
+                return 0;
+            if (r) {
+                best_n = mid;
+                best_c = c;
+                hi_n = mid - 1;
+            } else {
+                lo_n = mid + 1;
+            }
+        }
+    } else {
+        for (int n = 1; n <= 9 && !best_n; n++) {
+            int r = try_n(&iv, n, &c);
+            if (r < 0)
+                return 0;
+            if (r) {
+                best_n = n;
+                best_c = c;
+            }
+        }
+    }
+    if (!best_n)
+        return 0;
+    int e10 = iv.k;
+    if (best_c >= pow10_of(best_n)) { /* 9.99.. rounded up to 10.0.. */
+        best_c /= 10;
+        e10++;
+    }
+    return print_g(signbit(x) != 0, (uint64_t)best_c, best_n, e10, out);
+}
+
 size_t rb_float_format(float x, char out[RB_FLOAT_TEXT_MAX])
+{
+    if (!isfinite(x)) {
+        memcpy(out, "null", 5);
+        return 4;
+    }
+    if (fabsf(x) < 1e6f && x == truncf(x))
+        return format_small_int(x, out);
+    size_t fast = fast_shortest(x, out);
+    if (fast)
+        return fast;
+    return rb_float_format_exact(x, out);
+}
+
+size_t rb_float_format_exact(float x, char out[RB_FLOAT_TEXT_MAX])
 {
     if (!isfinite(x)) {
         memcpy(out, "null", 5);

@@ -24,6 +24,11 @@
  * literal for it, and callers are expected to have mapped it already. */
 size_t rb_float_format(float x, char out[RB_FLOAT_TEXT_MAX]);
 
+/* The same bytes as rb_float_format, always by the snprintf/strtof search
+ * (about 10x slower); rb_float_format takes a shortcut that falls back to
+ * this whenever it cannot be sure. For tests. */
+size_t rb_float_format_exact(float x, char out[RB_FLOAT_TEXT_MAX]);
+
 /* Converts a NUL-terminated JSON number text (its grammar is the caller's
  * business: yajl checked it) to the nearest float32, rounding once (strtof,
  * never strtod and a cast). Returns 0; -1 when the value is beyond

@@ -420,6 +420,40 @@ START_TEST(test_float_format_is_shortest)
 }
 END_TEST
 
+/* The shortcut in rb_float_format writes exactly what the exact search
+ * writes: random bit patterns, every power of two and its neighbours,
+ * powers of ten and values next to them. */
+START_TEST(test_float_format_fast_equals_exact)
+{
+    rbt_rng rng = {1234};
+    char fast[RB_FLOAT_TEXT_MAX], exact[RB_FLOAT_TEXT_MAX];
+    uint32_t checked = 0;
+    for (uint32_t k = 0; k < 400000; k++) {
+        uint32_t u;
+        if (k < 254 * 6) {
+            u = ((k / 6 + 1) << 23) + (k % 3) - 1;
+            u |= (k % 6) >= 3 ? 0x80000000u : 0;
+        } else if (k < 254 * 6 + 200) {
+            float p10 = powf(10.0f, (float)((int)(k % 100) - 45));
+            memcpy(&u, &p10, 4);
+            u += (k / 100) & 1;
+        } else {
+            u = (uint32_t)rbt_next(&rng);
+        }
+        float x;
+        memcpy(&x, &u, 4);
+        if (!isfinite(x))
+            continue;
+        size_t a = rb_float_format(x, fast);
+        size_t b = rb_float_format_exact(x, exact);
+        if (a != b || memcmp(fast, exact, a) != 0)
+            ck_abort_msg("0x%08x: fast '%s', exact '%s'", u, fast, exact);
+        checked++;
+    }
+    ck_assert_uint_gt(checked, 398000);
+}
+END_TEST
+
 START_TEST(test_float_parse)
 {
     float v = 7;
@@ -522,6 +556,7 @@ static Suite *response_suite(void)
     tcase_add_test(tc, test_float_format_cases);
     tcase_add_test(tc, test_float_roundtrip_random);
     tcase_add_test(tc, test_float_format_is_shortest);
+    tcase_add_test(tc, test_float_format_fast_equals_exact);
     tcase_add_test(tc, test_float_parse);
     tcase_add_test(tc, test_quote);
     tcase_add_test(tc, test_problem);
