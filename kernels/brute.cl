@@ -20,8 +20,15 @@
  *
  * Every-box kernel arguments, in order:
  *   0 rays  1 dims  2 n_rays  3 boxes  4 stride  5 nb  6 box_base
- *   7 tile (__local, 6 * tile_n floats)  8 tile_n  9 first  10.. outputs
+ *   7 tile (__local, 6 * RB_PITCH(tile_n) floats)  8 tile_n  9 first
+ *   10.. outputs
  */
+
+/* The tile's six rows are RB_PITCH floats apart. Items of one wavefront
+ * read row a or row 3 + a at the same k, depending on their ray's sign;
+ * with a pitch of tile_n (a multiple of the bank count) those two words
+ * would share a bank and serialize, one float more puts them apart. */
+#define RB_PITCH(tile_n) ((tile_n) + 1)
 
 /* Offsets of the tile arrays a ray reads as near and far planes, chosen
  * once per ray by the sign of inv (slab.h picks per box, same values). */
@@ -30,8 +37,8 @@ static inline void rb_tile_planes(const rb_prep *r, uint tile_n,
 {
     for (int a = 0; a < 3; a++) {
         int s = signbit(r->inv[a]) ? 1 : 0;
-        near[a] = (uint)(s ? 3 + a : a) * tile_n;
-        far[a] = (uint)(s ? a : 3 + a) * tile_n;
+        near[a] = (uint)(s ? 3 + a : a) * RB_PITCH(tile_n);
+        far[a] = (uint)(s ? a : 3 + a) * RB_PITCH(tile_n);
     }
 }
 
@@ -43,7 +50,7 @@ static inline void rb_tile_load(__local float *tile, uint tile_n,
     for (uint k = (uint)get_local_id(0); k < m;
          k += (uint)get_local_size(0))
         for (int a = 0; a < 6; a++)
-            tile[(uint)a * tile_n + k] =
+            tile[(uint)a * RB_PITCH(tile_n) + k] =
                 boxes[(size_t)a * stride + base + k];
 }
 

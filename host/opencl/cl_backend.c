@@ -95,9 +95,9 @@ static int pick_work_group(rb_cl_backend *be, char *why, size_t why_len)
                         ? be->dev.local_mem - local_used
                         : 0;
     size_t tile = be->wg * RB_CL_TILE_PER_ITEM;
-    while (tile > 1 && (uint64_t)tile * 6 * sizeof(float) > room)
+    while (tile > 1 && rb_cl_tile_bytes(tile) > room)
         tile /= 2;
-    if ((uint64_t)tile * 6 * sizeof(float) > room) {
+    if (rb_cl_tile_bytes(tile) > room) {
         snprintf(why, why_len, "%s: %llu bytes of local memory are too "
                                "few for a tile of boxes",
                  be->dev.desc.name, (unsigned long long)room);

@@ -44,6 +44,13 @@ typedef struct rb_cl_buffer {
 #define RB_CL_TILE_PER_ITEM 4
 #endif
 
+/* __local bytes of a tile of n boxes: six rows, RB_PITCH (brute.cl)
+ * floats apart. */
+static inline size_t rb_cl_tile_bytes(size_t n)
+{
+    return 6 * (n + 1) * sizeof(float);
+}
+
 typedef struct rb_cl_backend {
     rb_backend base;
     rb_context *ctx;

@@ -18,6 +18,7 @@
  * Cache problems are never fatal.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -224,8 +225,11 @@ static void cache_store(rb_cl_backend *be, const char *path)
     put_u64(bin + 16, fnv1a(FNV_OFFSET, payload, size));
 
     make_dirs(ctx->cache_dir);
+    /* Unique per process and per call: contexts may build concurrently. */
+    static atomic_uint seq;
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(),
+             atomic_fetch_add(&seq, 1));
     FILE *f = fopen(tmp, "wb");
     if (!f)
         goto out;

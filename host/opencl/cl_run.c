@@ -256,7 +256,7 @@ static int run_scan(run_state *st, size_t r0, size_t nr)
             rc = ARG(k, 6, box_base);
         if (!rc)
             rc = RB_CL(&be->env, clSetKernelArg, k, 7,
-                       be->tile * 6 * sizeof(float), NULL);
+                       rb_cl_tile_bytes(be->tile), NULL);
         if (!rc)
             rc = ARG(k, 8, tile_n);
         if (!rc)
