@@ -76,6 +76,7 @@ __kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
                        uint box_base, __local float *tile, uint tile_n,
                        int first, __global uint *counts)
 {
+    (void)box_base; /* same arguments as the other every-box kernels */
     size_t i = get_global_id(0);
     int live = i < n_rays;
     rb_prep r;
@@ -109,6 +110,7 @@ __kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
                      int first, __global uchar *any)
 {
     __local int open_items;
+    (void)box_base;
     size_t i = get_global_id(0);
     int live = i < n_rays;
     rb_prep r;
