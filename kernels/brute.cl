@@ -1,1 +1,267 @@
-/* placeholder */
+/*
+ * brute.cl - brute-force kernels: pairs, and the every-box modes nearest,
+ * any, count and all. Uses slab.cl (concatenated before this file).
+ *
+ * One work-item per ray. The every-box kernels walk the boxes of one chunk
+ * in tiles: the work-group loads a tile cooperatively into __local memory,
+ * waits at a barrier, and every item tests its ray against the whole
+ * tile, so one pass over global memory serves the whole group. Items past
+ * the last ray (the global size is rounded up to the work-group size) are
+ * not "live": they still load tiles and reach every barrier, and only
+ * skip the tests and the writes.
+ *
+ * Boxes come in the host's rb_boxset layout: six float arrays (lo x, y, z,
+ * hi x, y, z) of `stride` floats; nb boxes are real. When the host splits
+ * the boxes into chunks, box_base is the chunk's first global index and
+ * first says whether this launch starts the answer (1) or combines with
+ * the previous chunks' answer already in the output (0): count adds, any
+ * ors, nearest keeps the earlier chunk on equal t, all keeps merging its
+ * sorted list. The result is then the same as one pass over all boxes.
+ *
+ * Every-box kernel arguments, in order:
+ *   0 rays  1 dims  2 n_rays  3 boxes  4 stride  5 nb  6 box_base
+ *   7 tile (__local, 6 * RB_PITCH(tile_n) floats)  8 tile_n  9 first
+ *   10.. outputs
+ */
+
+/* The tile's six rows are RB_PITCH floats apart. Items of one wavefront
+ * read row a or row 3 + a at the same k, depending on their ray's sign;
+ * with a pitch of tile_n (a multiple of the bank count) those two words
+ * would share a bank and serialize, one float more puts them apart. */
+#define RB_PITCH(tile_n) ((tile_n) + 1)
+
+/* Offsets of the tile arrays a ray reads as near and far planes, chosen
+ * once per ray by the sign of inv (slab.h picks per box, same values). */
+static inline void rb_tile_planes(const rb_prep *r, uint tile_n,
+                                  uint near[3], uint far[3])
+{
+    for (int a = 0; a < 3; a++) {
+        int s = signbit(r->inv[a]) ? 1 : 0;
+        near[a] = (uint)(s ? 3 + a : a) * RB_PITCH(tile_n);
+        far[a] = (uint)(s ? a : 3 + a) * RB_PITCH(tile_n);
+    }
+}
+
+/* Boxes [base, base + m) of the chunk into the tile, all items helping. */
+static inline void rb_tile_load(__local float *tile, uint tile_n,
+                                __global const float *boxes, uint stride,
+                                uint base, uint m)
+{
+    for (uint k = (uint)get_local_id(0); k < m;
+         k += (uint)get_local_size(0))
+        for (int a = 0; a < 6; a++)
+            tile[(uint)a * RB_PITCH(tile_n) + k] =
+                boxes[(size_t)a * stride + base + k];
+}
+
+/* Ray i against box i. No barriers, so items past n simply return. */
+__kernel void rb_pairs(__global const float *rays,
+                       __global const float *boxes, uint dims, uint n,
+                       uint base, __global rb_hit *hits)
+{
+    size_t i = get_global_id(0);
+    if (i >= n)
+        return;
+    rb_prep r = rb_load_ray(rays, dims, i);
+    float lo[3], hi[3];
+    rb_load_box(boxes, dims, i, lo, hi);
+    rb_hit h;
+    rb_slab_full(&r, lo, hi, &h);
+    h.box = h.hit ? (int)(base + i) : -1;
+    hits[i] = h;
+}
+
+__kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
+                       __global const float *boxes, uint stride, uint nb,
+                       uint box_base, __local float *tile, uint tile_n,
+                       int first, __global uint *counts)
+{
+    (void)box_base; /* same arguments as the other every-box kernels */
+    size_t i = get_global_id(0);
+    int live = i < n_rays;
+    rb_prep r;
+    uint near[3], far[3];
+    if (live) {
+        r = rb_load_ray(rays, dims, i);
+        rb_tile_planes(&r, tile_n, near, far);
+    }
+    uint c = 0;
+    for (uint base = 0; base < nb; base += tile_n) {
+        uint m = min(tile_n, nb - base);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
+        rb_tile_load(tile, tile_n, boxes, stride, base, m);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (live) {
+            float te, tx;
+            for (uint k = 0; k < m; k++)
+                c += (uint)rb_tile_hit(&r, tile, near, far, k, &te, &tx);
+        }
+    }
+    if (live)
+        counts[i] = first ? c : counts[i] + c;
+}
+
+/* any: a group stops walking the boxes once every live item has a hit;
+ * the decision is taken from a __local flag so that it is the same for
+ * every item and no barrier is skipped by some. */
+__kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
+                     __global const float *boxes, uint stride, uint nb,
+                     uint box_base, __local float *tile, uint tile_n,
+                     int first, __global uchar *any)
+{
+    __local int open_items;
+    (void)box_base;
+    size_t i = get_global_id(0);
+    int live = i < n_rays;
+    rb_prep r;
+    uint near[3], far[3];
+    int done = 1;
+    if (live) {
+        done = first ? 0 : any[i];
+        r = rb_load_ray(rays, dims, i);
+        rb_tile_planes(&r, tile_n, near, far);
+    }
+    for (uint base = 0; base < nb; base += tile_n) {
+        uint m = min(tile_n, nb - base);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (get_local_id(0) == 0)
+            open_items = 0;
+        rb_tile_load(tile, tile_n, boxes, stride, base, m);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (!done) {
+            float te, tx;
+            for (uint k = 0; k < m && !done; k++)
+                done = rb_tile_hit(&r, tile, near, far, k, &te, &tx);
+        }
+        if (!done)
+            atomic_or(&open_items, 1);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (open_items == 0)
+            break;
+    }
+    if (live)
+        any[i] = (uchar)done;
+}
+
+/* nearest: least t_enter, ties to the lowest index (strict <, boxes in
+ * ascending order). The winner's faces and exit come from rb_slab_full on
+ * the box, as on the host. */
+__kernel void rb_nearest(__global const float *rays, uint dims,
+                         uint n_rays, __global const float *boxes,
+                         uint stride, uint nb, uint box_base,
+                         __local float *tile, uint tile_n, int first,
+                         __global rb_hit *hits)
+{
+    size_t i = get_global_id(0);
+    int live = i < n_rays;
+    rb_prep r;
+    uint near[3], far[3];
+    if (live) {
+        r = rb_load_ray(rays, dims, i);
+        rb_tile_planes(&r, tile_n, near, far);
+    }
+    float best_t = INFINITY;
+    int best = -1;
+    for (uint base = 0; base < nb; base += tile_n) {
+        uint m = min(tile_n, nb - base);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        rb_tile_load(tile, tile_n, boxes, stride, base, m);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (live) {
+            float te, tx;
+            for (uint k = 0; k < m; k++) {
+                if (rb_tile_hit(&r, tile, near, far, k, &te, &tx) &&
+                    te < best_t) {
+                    best_t = te;
+                    best = (int)(base + k);
+                }
+            }
+        }
+    }
+    if (!live)
+        return;
+    /* An earlier chunk keeps the ray on equal t (its boxes come first). */
+    if (best >= 0 && (first || best_t < hits[i].t_enter)) {
+        float lo[3], hi[3];
+        for (int a = 0; a < 3; a++) {
+            lo[a] = boxes[(size_t)a * stride + (uint)best];
+            hi[a] = boxes[(size_t)(3 + a) * stride + (uint)best];
+        }
+        rb_hit h;
+        rb_slab_full(&r, lo, hi, &h);
+        h.box = (int)(box_base + (uint)best);
+        hits[i] = h;
+    } else if (first) {
+        rb_hit h;
+        rb_hit_miss(&h);
+        hits[i] = h;
+    }
+}
+
+/* Inserts (box, t_enter, t_exit) into a list sorted by (t_enter, box) that
+ * holds *stored of at most cap entries. Boxes arrive in ascending order,
+ * so an equal t_enter goes after the entries already there. The host's
+ * list_insert (host/cpu/cpu_backend.c), step for step. */
+static inline void rb_list_insert(__global rb_list_hit *list, uint *stored,
+                                  uint cap, int box, float t_enter,
+                                  float t_exit)
+{
+    uint n = *stored;
+    if (n == cap && !(t_enter < list[n - 1].t_enter))
+        return;
+    uint pos = n;
+    while (pos > 0 && t_enter < list[pos - 1].t_enter)
+        pos--;
+    uint last = n < cap ? n : cap - 1;
+    for (uint k = last; k > pos; k--)
+        list[k] = list[k - 1];
+    rb_list_hit e;
+    e.box = box;
+    e.t_enter = t_enter;
+    e.t_exit = t_exit;
+    list[pos] = e;
+    if (n < cap)
+        *stored = n + 1;
+}
+
+/* all: every hit into the ray's max_hits slots, sorted; counts = every hit
+ * (may exceed max_hits). t values are rb_slab_hit's, as on the host. */
+__kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
+                     __global const float *boxes, uint stride, uint nb,
+                     uint box_base, __local float *tile, uint tile_n,
+                     int first, uint max_hits, __global uint *counts,
+                     __global rb_list_hit *lists)
+{
+    size_t i = get_global_id(0);
+    int live = i < n_rays;
+    rb_prep r;
+    uint near[3], far[3];
+    uint count = 0, stored = 0;
+    __global rb_list_hit *list = lists + (live ? i * max_hits : 0);
+    if (live) {
+        r = rb_load_ray(rays, dims, i);
+        rb_tile_planes(&r, tile_n, near, far);
+        if (!first) {
+            count = counts[i];
+            stored = min(count, max_hits);
+        }
+    }
+    for (uint base = 0; base < nb; base += tile_n) {
+        uint m = min(tile_n, nb - base);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        rb_tile_load(tile, tile_n, boxes, stride, base, m);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (live) {
+            float te, tx;
+            for (uint k = 0; k < m; k++) {
+                if (rb_tile_hit(&r, tile, near, far, k, &te, &tx)) {
+                    rb_list_insert(list, &stored, max_hits,
+                                   (int)(box_base + base + k), te, tx);
+                    count++;
+                }
+            }
+        }
+    }
+    if (live)
+        counts[i] = count;
+}

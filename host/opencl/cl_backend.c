@@ -1,15 +1,217 @@
-/* TEMPORARY during bring-up: replaced by the real OpenCL backend. */
-#include "../internal.h"
+/*
+ * cl_backend.c - the OpenCL backend: creation on the chosen device,
+ * describe, destroy, and the test hooks of cl_testhook.h. Queries run in
+ * cl_run.c; the program is built in cl_program.c.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cl_internal.h"
+#include "cl_testhook.h"
+
+static void cl_describe(const rb_backend *self, rb_backend_info *out)
+{
+    const rb_cl_backend *be = (const rb_cl_backend *)self;
+    const rb_device_desc *d = &be->dev.desc;
+    rb_copy_str(out->backend, sizeof out->backend, "opencl");
+    rb_copy_str(out->device, sizeof out->device, d->name);
+    rb_copy_str(out->platform, sizeof out->platform, d->platform);
+    rb_copy_str(out->driver, sizeof out->driver, d->driver);
+    rb_copy_str(out->simd, sizeof out->simd, "");
+    out->is_gpu = be->dev.is_gpu;
+    out->exact_division = be->exact_division;
+    out->denormals = d->denormals;
+    out->compute_units = d->compute_units;
+    out->threads = 0;
+    out->global_mem = d->global_mem;
+    out->max_buffer_bytes = be->max_buf;
+}
+
+static void cl_destroy(rb_backend *self)
+{
+    rb_cl_backend *be = (rb_cl_backend *)self;
+    if (!be)
+        return;
+    if (be->queue)
+        clFinish(be->queue);
+    rb_cl_release_buffers(be);
+    rb_cl_program_release(be);
+    if (be->queue)
+        clReleaseCommandQueue(be->queue);
+    if (be->context)
+        clReleaseContext(be->context);
+    rb_free(be->ctx, be);
+}
+
+static const struct rb_backend_ops cl_ops = {
+    .name = "opencl",
+    .run = rb_cl_run,
+    .describe = cl_describe,
+    .destroy = cl_destroy,
+};
+
+/* The launch shape: RB_CL_WORK_GROUP items, moved to a multiple of the
+ * kernels' preferred multiple and kept within what every kernel and the
+ * device accept; a __local tile of RB_CL_TILE_PER_ITEM boxes per item,
+ * halved until it fits the local memory. */
+static int pick_work_group(rb_cl_backend *be, char *why, size_t why_len)
+{
+    size_t pref = 1, kmax = be->dev.max_work_group;
+    cl_ulong local_used = 0;
+    for (int k = 0; k < RB_CLK_N; k++) {
+        size_t kwg = 0, kpref = 0;
+        cl_ulong klocal = 0;
+        int rc = RB_CL(&be->env, clGetKernelWorkGroupInfo, be->kernels[k],
+                       be->dev.id, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg,
+                       &kwg, NULL);
+        if (!rc)
+            rc = RB_CL(&be->env, clGetKernelWorkGroupInfo, be->kernels[k],
+                       be->dev.id,
+                       CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE,
+                       sizeof kpref, &kpref, NULL);
+        if (!rc)
+            rc = RB_CL(&be->env, clGetKernelWorkGroupInfo, be->kernels[k],
+                       be->dev.id, CL_KERNEL_LOCAL_MEM_SIZE, sizeof klocal,
+                       &klocal, NULL);
+        if (rc) {
+            rb_copy_str(why, why_len, be->env.msg);
+            return rc;
+        }
+        if (kwg && (kmax == 0 || kwg < kmax))
+            kmax = kwg;
+        if (kpref > pref)
+            pref = kpref;
+        if (klocal > local_used)
+            local_used = klocal;
+    }
+    size_t wg = RB_CL_WORK_GROUP;
+    if (wg % pref)
+        wg = (wg / pref + 1) * pref;
+    if (kmax && wg > kmax)
+        wg = kmax >= pref ? kmax / pref * pref : kmax;
+    be->wg = wg ? wg : 1;
+
+    uint64_t room = be->dev.local_mem > local_used
+                        ? be->dev.local_mem - local_used
+                        : 0;
+    size_t tile = be->wg * RB_CL_TILE_PER_ITEM;
+    while (tile > 1 && rb_cl_tile_bytes(tile) > room)
+        tile /= 2;
+    if (rb_cl_tile_bytes(tile) > room) {
+        snprintf(why, why_len, "%s: %llu bytes of local memory are too "
+                               "few for a tile of boxes",
+                 be->dev.desc.name, (unsigned long long)room);
+        return RB_ENODEV;
+    }
+    be->tile = tile;
+    return RB_OK;
+}
+
+/* Buffer limit and budget from the options, within the device's. */
+static void pick_limits(rb_cl_backend *be)
+{
+    const rb_context_options *opt = &be->ctx->opt;
+    const rb_device_desc *d = &be->dev.desc;
+    uint64_t max_buf = d->max_alloc ? d->max_alloc : UINT64_MAX;
+    if (opt->max_buffer_bytes && opt->max_buffer_bytes < max_buf)
+        max_buf = opt->max_buffer_bytes;
+    if (max_buf > SIZE_MAX)
+        max_buf = SIZE_MAX;
+    uint64_t budget = opt->memory_budget ? opt->memory_budget
+                                         : d->global_mem / 2;
+    if (d->global_mem && budget > d->global_mem)
+        budget = d->global_mem;
+    be->max_buf = max_buf;
+    be->budget = budget;
+}
+
 int rb_cl_backend_create(rb_context *ctx, int want_gpu_only, rb_backend **out,
                          char *why, size_t why_len)
 {
-    (void)ctx; (void)want_gpu_only; *out = NULL;
-    rb_copy_str(why, why_len, "OpenCL backend not built yet");
-    return RB_ENODEV;
-}
-int rb_devices_list(rb_device_desc *out, size_t cap, size_t *count, char *why, size_t why_len)
-{
-    (void)out; (void)cap; *count = 0;
-    rb_copy_str(why, why_len, "OpenCL backend not built yet");
+    *out = NULL;
+    rb_cl_device *devs = NULL;
+    size_t n = 0;
+    char reason[512] = "";
+    int rc = rb_cl_discover(&ctx->alloc, &devs, &n, reason, sizeof reason);
+    if (rc) {
+        rb_copy_str(why, why_len, "out of memory listing OpenCL devices");
+        return rc;
+    }
+    if (n == 0) {
+        rb_copy_str(why, why_len, reason);
+        return RB_ENODEV;
+    }
+    long pick = rb_cl_pick(devs, n, ctx->opt.device_name,
+                           ctx->opt.device_index, want_gpu_only, why,
+                           why_len);
+    if (pick < 0) {
+        rb_free(ctx, devs);
+        return RB_ENODEV;
+    }
+    rb_cl_backend *be = rb_calloc(ctx, sizeof *be, 64);
+    if (!be) {
+        rb_free(ctx, devs);
+        rb_copy_str(why, why_len, "out of memory");
+        return RB_ENOMEM;
+    }
+    be->base.ops = &cl_ops;
+    be->ctx = ctx;
+    be->env.ctx = ctx;
+    be->env.fail_after = -1;
+    be->dev = devs[pick];
+    rb_free(ctx, devs);
+
+    if (!be->dev.available || !be->dev.compiler) {
+        snprintf(why, why_len, "OpenCL device %s is %s", be->dev.desc.name,
+                 !be->dev.available ? "not available"
+                                    : "without a compiler");
+        rc = RB_ENODEV;
+        goto fail;
+    }
+    be->exact_division = be->dev.desc.exact_division || be->dev.fp64;
+
+    cl_context_properties props[] = {
+        CL_CONTEXT_PLATFORM, (cl_context_properties)be->dev.platform, 0};
+    rc = RB_CL_NEW(&be->env, be->context, clCreateContext, props, 1,
+                   &be->dev.id, NULL, NULL);
+    if (!rc)
+        rc = RB_CL_NEW(&be->env, be->queue, clCreateCommandQueue,
+                       be->context, be->dev.id, CL_QUEUE_PROFILING_ENABLE);
+    if (rc) {
+        rb_copy_str(why, why_len, be->env.msg);
+        goto fail;
+    }
+    rc = rb_cl_program_build(be, why, why_len);
+    if (!rc)
+        rc = pick_work_group(be, why, why_len);
+    if (rc)
+        goto fail;
+    pick_limits(be);
+    *out = &be->base;
     return RB_OK;
+fail:
+    cl_destroy(&be->base);
+    return rc;
+}
+
+/* ---- test hooks (cl_testhook.h) */
+
+void rb_cl_fail_after(rb_context *ctx, long n)
+{
+    if (ctx && ctx->cl)
+        ((rb_cl_backend *)ctx->cl)->env.fail_after = n < 0 ? -1 : n;
+}
+
+unsigned long long rb_cl_calls(const rb_context *ctx)
+{
+    if (!ctx || !ctx->cl)
+        return 0;
+    return ((const rb_cl_backend *)ctx->cl)->env.calls;
+}
+
+int rb_cl_program_from_cache(const rb_context *ctx)
+{
+    if (!ctx || !ctx->cl)
+        return -1;
+    return ((const rb_cl_backend *)ctx->cl)->from_cache;
 }

@@ -1,0 +1,111 @@
+/*
+ * cl_internal.h - the OpenCL backend's state, shared by its files:
+ * cl_backend.c (create, describe, destroy), cl_program.c (build + binary
+ * cache), cl_plan.c (chunk sizes), cl_run.c (a query's launches).
+ */
+#ifndef RB_CL_INTERNAL_H
+#define RB_CL_INTERNAL_H
+
+#include "cl_devices.h"
+
+/* The kernels of kernels/brute.cl. */
+typedef enum rb_cl_kernel_id {
+    RB_CLK_PAIRS,
+    RB_CLK_NEAREST,
+    RB_CLK_ANY,
+    RB_CLK_COUNT,
+    RB_CLK_ALL,
+    RB_CLK_N
+} rb_cl_kernel_id;
+
+/* Grow-only device buffers, kept across queries. */
+typedef enum rb_cl_buffer_id {
+    RB_CLB_RAYS,       /* a chunk of raw rays */
+    RB_CLB_PAIR_BOXES, /* pairs: the chunk's raw boxes */
+    RB_CLB_BOXES,      /* every-box modes: a boxset or one chunk of it */
+    RB_CLB_OUT,        /* hits, any flags or counts */
+    RB_CLB_LIST,       /* all: max_hits slots per ray */
+    RB_CLB_N
+} rb_cl_buffer_id;
+
+typedef struct rb_cl_buffer {
+    cl_mem mem;
+    size_t cap; /* bytes */
+} rb_cl_buffer;
+
+/* Work-group size the kernels are launched with, unless the device needs
+ * another (see rb_cl_pick_work_group). A compile-time knob: -D on the
+ * compiler command line. */
+#ifndef RB_CL_WORK_GROUP
+#define RB_CL_WORK_GROUP 64
+#endif
+/* Boxes per __local tile, in work-groups: each item loads this many. */
+#ifndef RB_CL_TILE_PER_ITEM
+#define RB_CL_TILE_PER_ITEM 4
+#endif
+
+/* __local bytes of a tile of n boxes: six rows, RB_PITCH (brute.cl)
+ * floats apart. */
+static inline size_t rb_cl_tile_bytes(size_t n)
+{
+    return 6 * (n + 1) * sizeof(float);
+}
+
+typedef struct rb_cl_backend {
+    rb_backend base;
+    rb_context *ctx;
+    rb_cl_env env;
+    rb_cl_device dev;
+    cl_context context;
+    cl_command_queue queue;
+    cl_program program;
+    cl_kernel kernels[RB_CLK_N];
+    int from_cache;       /* the program came from the binary cache */
+    int exact_division;   /* the kernel's 1/d is correctly rounded */
+    size_t wg;            /* work-group size of every launch */
+    size_t tile;          /* boxes per __local tile */
+    uint64_t max_buf;     /* largest buffer, bytes */
+    uint64_t budget;      /* device memory one query may hold, bytes */
+    rb_cl_buffer bufs[RB_CLB_N];
+    /* What RB_CLB_BOXES holds: boxes [begin, end) of the boxset with this
+     * uid, so that a scene queried again is not uploaded again. */
+    int boxes_valid;
+    uint64_t boxes_uid;
+    size_t boxes_begin, boxes_end;
+} rb_cl_backend;
+
+/* cl_program.c: builds the program for be->dev (or loads it from the
+ * binary cache) and creates the kernels. RB_EBUILD with the log stored in
+ * the context (rb_set_build_log) when the source does not compile. */
+int rb_cl_program_build(rb_cl_backend *be, char *why, size_t why_len);
+void rb_cl_program_release(rb_cl_backend *be);
+
+/* cl_plan.c: how a job is cut into launches so that every buffer fits
+ * max_buf and all of them together fit the budget. */
+typedef struct rb_cl_plan {
+    size_t rays;        /* rays per chunk (the last may hold fewer) */
+    size_t boxes;       /* every-box modes: boxes per box chunk */
+    int boxes_whole;    /* the whole boxset is one chunk, uploaded as is */
+    size_t box_stride;  /* floats per array in the device box buffer */
+    size_t bytes[RB_CLB_N]; /* size each buffer needs; 0 = unused */
+} rb_cl_plan;
+
+/* RB_OK, or RB_EDEVMEM with the reason in why when not even one ray (or
+ * one box) fits. */
+int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
+                   size_t wg, rb_cl_plan *out, char *why, size_t why_len);
+
+/* cl_check.c: validates rays [begin, end) of the job (and the pairs'
+ * boxes) with rb_check_rays/rb_check_boxes, on the context's thread pool
+ * when the chunk is large. Returns 1 and the lowest invalid element in
+ * *bad (a ray before a box of the same index), 0 if all are valid. */
+int rb_cl_check_chunk(rb_context *ctx, const rb_job *job, size_t begin,
+                      size_t end, rb_bad_input *bad);
+
+/* cl_run.c: the backend's run() (see struct rb_backend_ops). */
+int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
+              rb_results *res, rb_bad_input *bad);
+/* Releases every grow-only buffer (after a device memory failure). */
+void rb_cl_release_buffers(rb_cl_backend *be);
+
+#endif /* RB_CL_INTERNAL_H */

@@ -1,0 +1,390 @@
+/*
+ * cl_run.c - one query on the OpenCL device.
+ *
+ * Rays go in chunks (cl_plan.c). For each chunk, in one in-order queue:
+ * check the chunk on the host (R6), write it, launch the kernel once per
+ * box chunk (the boxes themselves are uploaded only when the buffer does
+ * not already hold them, so a scene stays on the device across queries),
+ * and read the answers straight into the caller's arrays. Writes and
+ * reads are non-blocking, so the host checks chunk k + 1 while the device
+ * runs chunk k; the call waits for the queue before it returns, on every
+ * path, because the caller's memory is only borrowed.
+ *
+ * Any failed OpenCL call ends the query with RB_EDEVICE/RB_EDEVMEM (the
+ * generic layer may then rerun it on the CPU) and leaves the backend ready
+ * for the next one: the queue is drained (or recreated), every event
+ * released, the box cache forgotten, and after a memory failure the
+ * buffers are released so that the next query allocates afresh.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "cl_internal.h"
+
+#define EVENT_BATCH 32 /* kernel events held before their times are read */
+
+typedef struct run_state {
+    rb_cl_backend *be;
+    const rb_job *job;
+    rb_results *res;
+    rb_cl_plan plan;
+    cl_event events[EVENT_BATCH];
+    size_t n_events;
+    double kernel_ms;
+    uint64_t launches;
+} run_state;
+
+void rb_cl_release_buffers(rb_cl_backend *be)
+{
+    for (int b = 0; b < RB_CLB_N; b++) {
+        if (be->bufs[b].mem)
+            clReleaseMemObject(be->bufs[b].mem);
+        be->bufs[b].mem = NULL;
+        be->bufs[b].cap = 0;
+    }
+    be->boxes_valid = 0;
+}
+
+static void release_buffer(rb_cl_backend *be, int b)
+{
+    if (be->bufs[b].mem)
+        clReleaseMemObject(be->bufs[b].mem);
+    be->bufs[b].mem = NULL;
+    be->bufs[b].cap = 0;
+    if (b == RB_CLB_BOXES)
+        be->boxes_valid = 0;
+}
+
+/* Keeps the device memory the query may hold within the budget: buffers
+ * this query does not use, then oversized ones, are released when the
+ * buffers kept from earlier queries would push the total over it. */
+static void fit_budget(rb_cl_backend *be, const rb_cl_plan *plan)
+{
+    uint64_t total = 0;
+    for (int b = 0; b < RB_CLB_N; b++)
+        total += plan->bytes[b] > be->bufs[b].cap ? plan->bytes[b]
+                                                  : be->bufs[b].cap;
+    for (int pass = 0; pass < 2 && total > be->budget; pass++) {
+        for (int b = 0; b < RB_CLB_N && total > be->budget; b++) {
+            int unused = plan->bytes[b] == 0;
+            int oversized = be->bufs[b].cap > plan->bytes[b];
+            if ((pass == 0 && unused) || (pass == 1 && oversized)) {
+                total -= be->bufs[b].cap - plan->bytes[b];
+                release_buffer(be, b);
+            }
+        }
+    }
+}
+
+/* Grow-only: a buffer is replaced only when it is too small. */
+static int ensure_buffer(rb_cl_backend *be, int b, size_t bytes,
+                         cl_mem_flags flags)
+{
+    if (bytes == 0 || be->bufs[b].cap >= bytes)
+        return RB_OK;
+    release_buffer(be, b);
+    cl_mem mem;
+    int rc = RB_CL_NEW(&be->env, mem, clCreateBuffer, be->context, flags,
+                       bytes, NULL);
+    if (rc)
+        return rc;
+    be->bufs[b].mem = mem;
+    be->bufs[b].cap = bytes;
+    return RB_OK;
+}
+
+/* Adds the finished kernels' times to kernel_ms and releases their events;
+ * on failure the remaining events are released all the same. */
+static int drain_events(run_state *st)
+{
+    rb_cl_backend *be = st->be;
+    int rc = RB_OK;
+    if (st->n_events)
+        rc = RB_CL(&be->env, clWaitForEvents, (cl_uint)st->n_events,
+                   st->events);
+    for (size_t i = 0; i < st->n_events; i++) {
+        cl_ulong t0 = 0, t1 = 0;
+        if (rc == RB_OK)
+            rc = RB_CL(&be->env, clGetEventProfilingInfo, st->events[i],
+                       CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
+        if (rc == RB_OK)
+            rc = RB_CL(&be->env, clGetEventProfilingInfo, st->events[i],
+                       CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
+        if (rc == RB_OK && t1 > t0)
+            st->kernel_ms += (double)(t1 - t0) * 1e-6;
+        clReleaseEvent(st->events[i]);
+    }
+    st->n_events = 0;
+    return rc;
+}
+
+static int launch(run_state *st, cl_kernel k, size_t n)
+{
+    rb_cl_backend *be = st->be;
+    if (st->n_events == EVENT_BATCH) {
+        int rc = drain_events(st);
+        if (rc)
+            return rc;
+    }
+    size_t global = (n + be->wg - 1) / be->wg * be->wg;
+    cl_event ev = NULL;
+    int rc = RB_CL(&be->env, clEnqueueNDRangeKernel, be->queue, k, 1, NULL,
+                   &global, &be->wg, 0, NULL, &ev);
+    if (rc)
+        return rc;
+    st->events[st->n_events++] = ev;
+    st->launches++;
+    return RB_OK;
+}
+
+static int write_buf(rb_cl_backend *be, int b, size_t offset, size_t bytes,
+                     const void *src)
+{
+    if (bytes == 0)
+        return RB_OK;
+    return RB_CL(&be->env, clEnqueueWriteBuffer, be->queue,
+                 be->bufs[b].mem, CL_FALSE, offset, bytes, src, 0, NULL,
+                 NULL);
+}
+
+static int read_buf(rb_cl_backend *be, int b, size_t bytes, void *dst)
+{
+    if (bytes == 0)
+        return RB_OK;
+    return RB_CL(&be->env, clEnqueueReadBuffer, be->queue, be->bufs[b].mem,
+                 CL_FALSE, 0, bytes, dst, 0, NULL, NULL);
+}
+
+#define ARG(k, i, v) RB_CL(&be->env, clSetKernelArg, k, i, sizeof(v), &(v))
+
+static int run_pairs(run_state *st, size_t r0, size_t nr)
+{
+    rb_cl_backend *be = st->be;
+    const rb_job *job = st->job;
+    size_t box_rec = job->dims == 3 ? sizeof(rb_box) : sizeof(rb_box2);
+    cl_kernel k = be->kernels[RB_CLK_PAIRS];
+    cl_uint dims = job->dims, n = (cl_uint)nr, base = (cl_uint)r0;
+    int rc = write_buf(be, RB_CLB_PAIR_BOXES, 0, nr * box_rec,
+                       (const char *)job->pair_boxes + r0 * box_rec);
+    if (!rc)
+        rc = ARG(k, 0, be->bufs[RB_CLB_RAYS].mem);
+    if (!rc)
+        rc = ARG(k, 1, be->bufs[RB_CLB_PAIR_BOXES].mem);
+    if (!rc)
+        rc = ARG(k, 2, dims);
+    if (!rc)
+        rc = ARG(k, 3, n);
+    if (!rc)
+        rc = ARG(k, 4, base);
+    if (!rc)
+        rc = ARG(k, 5, be->bufs[RB_CLB_OUT].mem);
+    if (!rc)
+        rc = launch(st, k, nr);
+    if (!rc)
+        rc = read_buf(be, RB_CLB_OUT, nr * sizeof(rb_hit),
+                      st->res->hits + r0);
+    return rc;
+}
+
+/* Boxes [b0, b1) into the box buffer, unless it holds them already. */
+static int upload_boxes(run_state *st, size_t b0, size_t b1)
+{
+    rb_cl_backend *be = st->be;
+    const rb_boxset *set = st->job->boxes;
+    if (be->boxes_valid && be->boxes_uid == set->uid &&
+        be->boxes_begin == b0 && be->boxes_end == b1)
+        return RB_OK;
+    be->boxes_valid = 0;
+    int rc = RB_OK;
+    if (st->plan.boxes_whole) {
+        rc = write_buf(be, RB_CLB_BOXES, 0,
+                       set->stride * 6 * sizeof(float), set->data);
+    } else {
+        for (int a = 0; a < 6 && !rc; a++)
+            rc = write_buf(be, RB_CLB_BOXES,
+                           (size_t)a * st->plan.box_stride * sizeof(float),
+                           (b1 - b0) * sizeof(float),
+                           set->data + (size_t)a * set->stride + b0);
+    }
+    if (rc)
+        return rc;
+    be->boxes_valid = 1;
+    be->boxes_uid = set->uid;
+    be->boxes_begin = b0;
+    be->boxes_end = b1;
+    return RB_OK;
+}
+
+static int run_scan(run_state *st, size_t r0, size_t nr)
+{
+    rb_cl_backend *be = st->be;
+    const rb_job *job = st->job;
+    rb_results *res = st->res;
+    const rb_boxset *set = job->boxes;
+    static const rb_cl_kernel_id kernel_of[] = {
+        [RB_MODE_NEAREST] = RB_CLK_NEAREST, [RB_MODE_ANY] = RB_CLK_ANY,
+        [RB_MODE_COUNT] = RB_CLK_COUNT, [RB_MODE_ALL] = RB_CLK_ALL};
+    cl_kernel k = be->kernels[kernel_of[job->mode]];
+    cl_uint dims = job->dims, n = (cl_uint)nr;
+    cl_uint stride = (cl_uint)st->plan.box_stride;
+    cl_uint tile_n = (cl_uint)be->tile;
+    cl_uint max_hits = job->max_hits;
+    size_t per_chunk = st->plan.boxes ? st->plan.boxes : 1;
+    int rc = RB_OK;
+
+    /* One launch per box chunk; zero boxes still take one launch, which
+     * writes the empty answer. */
+    size_t b0 = 0;
+    do {
+        size_t b1 = b0 + per_chunk < set->n ? b0 + per_chunk : set->n;
+        cl_uint nb = (cl_uint)(b1 - b0), box_base = (cl_uint)b0;
+        cl_int first = b0 == 0;
+        rc = upload_boxes(st, b0, b1);
+        if (!rc)
+            rc = ARG(k, 0, be->bufs[RB_CLB_RAYS].mem);
+        if (!rc)
+            rc = ARG(k, 1, dims);
+        if (!rc)
+            rc = ARG(k, 2, n);
+        if (!rc)
+            rc = ARG(k, 3, be->bufs[RB_CLB_BOXES].mem);
+        if (!rc)
+            rc = ARG(k, 4, stride);
+        if (!rc)
+            rc = ARG(k, 5, nb);
+        if (!rc)
+            rc = ARG(k, 6, box_base);
+        if (!rc)
+            rc = RB_CL(&be->env, clSetKernelArg, k, 7,
+                       rb_cl_tile_bytes(be->tile), NULL);
+        if (!rc)
+            rc = ARG(k, 8, tile_n);
+        if (!rc)
+            rc = ARG(k, 9, first);
+        if (!rc && job->mode == RB_MODE_ALL) {
+            rc = ARG(k, 10, max_hits);
+            if (!rc)
+                rc = ARG(k, 11, be->bufs[RB_CLB_OUT].mem);
+            if (!rc)
+                rc = ARG(k, 12, be->bufs[RB_CLB_LIST].mem);
+        } else if (!rc) {
+            rc = ARG(k, 10, be->bufs[RB_CLB_OUT].mem);
+        }
+        if (!rc)
+            rc = launch(st, k, nr);
+        b0 = b1;
+    } while (!rc && b0 < set->n);
+    if (rc)
+        return rc;
+
+    switch (job->mode) {
+    case RB_MODE_NEAREST:
+        return read_buf(be, RB_CLB_OUT, nr * sizeof(rb_hit), res->hits + r0);
+    case RB_MODE_ANY:
+        return read_buf(be, RB_CLB_OUT, nr, res->any + r0);
+    case RB_MODE_COUNT:
+        return read_buf(be, RB_CLB_OUT, nr * sizeof(uint32_t),
+                        res->counts + r0);
+    case RB_MODE_ALL:
+        rc = read_buf(be, RB_CLB_OUT, nr * sizeof(uint32_t),
+                      res->counts + r0);
+        if (!rc)
+            rc = read_buf(be, RB_CLB_LIST,
+                          nr * job->max_hits * sizeof(rb_list_hit),
+                          res->list + r0 * job->max_hits);
+        return rc;
+    case RB_MODE_PAIRS:
+        break;
+    }
+    return RB_OK;
+}
+
+/* After a failure (or an invalid chunk): nothing may still be running
+ * against the caller's memory, and the queue must be usable again. */
+static void settle(rb_cl_backend *be)
+{
+    if (clFinish(be->queue) == CL_SUCCESS)
+        return;
+    /* The next query recreates it (rb_cl_run). */
+    clReleaseCommandQueue(be->queue);
+    be->queue = NULL;
+    be->boxes_valid = 0;
+}
+
+static int allocate(run_state *st)
+{
+    rb_cl_backend *be = st->be;
+    fit_budget(be, &st->plan);
+    static const cl_mem_flags flags[RB_CLB_N] = {
+        [RB_CLB_RAYS] = CL_MEM_READ_ONLY,
+        [RB_CLB_PAIR_BOXES] = CL_MEM_READ_ONLY,
+        [RB_CLB_BOXES] = CL_MEM_READ_ONLY,
+        [RB_CLB_OUT] = CL_MEM_READ_WRITE, /* box chunks read it back */
+        [RB_CLB_LIST] = CL_MEM_READ_WRITE,
+    };
+    for (int b = 0; b < RB_CLB_N; b++) {
+        int rc = ensure_buffer(be, b, st->plan.bytes[b], flags[b]);
+        if (rc)
+            return rc;
+    }
+    return RB_OK;
+}
+
+int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
+              rb_results *res, rb_bad_input *bad)
+{
+    rb_cl_backend *be = (rb_cl_backend *)self;
+    run_state st = {.be = be, .job = job, .res = res};
+    rb_copy_str(res->info.device, sizeof res->info.device,
+                be->dev.desc.name);
+    if (job->n_rays == 0)
+        return RB_OK;
+    int rc;
+    if (!be->queue) {
+        rc = RB_CL_NEW(&be->env, be->queue, clCreateCommandQueue,
+                       be->context, be->dev.id, CL_QUEUE_PROFILING_ENABLE);
+        if (rc)
+            return rc;
+    }
+
+    char why[256];
+    rc = rb_cl_plan_job(job, be->max_buf, be->budget, be->wg, &st.plan,
+                            why, sizeof why);
+    if (rc)
+        return rb_fail(ctx, rc, "OpenCL: %s", why);
+    rc = allocate(&st);
+
+    size_t ray_rec = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
+    for (size_t r0 = 0; !rc && r0 < job->n_rays; r0 += st.plan.rays) {
+        size_t nr = job->n_rays - r0 < st.plan.rays ? job->n_rays - r0
+                                                    : st.plan.rays;
+        if (rb_cl_check_chunk(ctx, job, r0, r0 + nr, bad)) {
+            rc = RB_EINPUT;
+            break;
+        }
+        rc = write_buf(be, RB_CLB_RAYS, 0, nr * ray_rec,
+                       (const char *)job->rays + r0 * ray_rec);
+        if (!rc)
+            rc = job->mode == RB_MODE_PAIRS ? run_pairs(&st, r0, nr)
+                                            : run_scan(&st, r0, nr);
+    }
+    if (!rc)
+        rc = RB_CL(&be->env, clFinish, be->queue);
+    if (!rc)
+        rc = drain_events(&st);
+
+    if (rc) {
+        if (be->queue)
+            settle(be);
+        for (size_t i = 0; i < st.n_events; i++)
+            clReleaseEvent(st.events[i]);
+        st.n_events = 0;
+        if (rc != RB_EINPUT)
+            be->boxes_valid = 0;
+        if (rc == RB_EDEVMEM)
+            rb_cl_release_buffers(be);
+    }
+    res->info.chunks = st.launches;
+    res->info.kernel_ms = st.kernel_ms;
+    return rc;
+}

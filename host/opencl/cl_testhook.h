@@ -1,0 +1,24 @@
+/*
+ * cl_testhook.h - internal hooks for the test suites, not part of the
+ * public API: OpenCL fault injection and a look at how the program was
+ * obtained. Both do nothing on a context without an OpenCL backend.
+ */
+#ifndef RB_CL_TESTHOOK_H
+#define RB_CL_TESTHOOK_H
+
+#include "raybox.h"
+
+/* Makes one later checked OpenCL call of ctx's backend fail with
+ * CL_OUT_OF_RESOURCES without being made: n = 0 the very next one, n = k
+ * the one after k successful calls. One shot; n < 0 disarms. */
+void rb_cl_fail_after(rb_context *ctx, long n);
+
+/* Checked OpenCL calls made by ctx's backend so far (0 without one), to
+ * size fault-injection loops. */
+unsigned long long rb_cl_calls(const rb_context *ctx);
+
+/* 1 if ctx's program came from the binary cache, 0 if it was built from
+ * source, -1 without an OpenCL backend. */
+int rb_cl_program_from_cache(const rb_context *ctx);
+
+#endif /* RB_CL_TESTHOOK_H */
