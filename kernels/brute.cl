@@ -22,6 +22,9 @@
  *   0 rays  1 dims  2 n_rays  3 boxes  4 stride  5 nb  6 box_base
  *   7 tile (__local, 6 * RB_PITCH(tile_n) floats)  8 tile_n  9 first
  *   10.. outputs
+ *
+ * This file is the "tiled" variant, for GPUs; brute_wide.cl has the same
+ * kernels for CPU devices (RB_WIDE). Exactly one of the two is compiled.
  */
 
 /* The tile's six rows are RB_PITCH floats apart. Items of one wavefront
@@ -54,6 +57,33 @@ static inline void rb_tile_load(__local float *tile, uint tile_n,
                 boxes[(size_t)a * stride + base + k];
 }
 
+/* Inserts (box, t_enter, t_exit) into a list sorted by (t_enter, box) that
+ * holds *stored of at most cap entries. Boxes arrive in ascending order,
+ * so an equal t_enter goes after the entries already there. The host's
+ * list_insert (host/cpu/cpu_backend.c), step for step. */
+static inline void rb_list_insert(__global rb_list_hit *list, uint *stored,
+                                  uint cap, int box, float t_enter,
+                                  float t_exit)
+{
+    uint n = *stored;
+    if (n == cap && !(t_enter < list[n - 1].t_enter))
+        return;
+    uint pos = n;
+    while (pos > 0 && t_enter < list[pos - 1].t_enter)
+        pos--;
+    uint last = n < cap ? n : cap - 1;
+    for (uint k = last; k > pos; k--)
+        list[k] = list[k - 1];
+    rb_list_hit e;
+    e.box = box;
+    e.t_enter = t_enter;
+    e.t_exit = t_exit;
+    list[pos] = e;
+    if (n < cap)
+        *stored = n + 1;
+}
+
+#ifndef RB_WIDE
 /* Ray i against box i. No barriers, so items past n simply return. */
 __kernel void rb_pairs(__global const float *rays,
                        __global const float *boxes, uint dims, uint n,
@@ -198,32 +228,6 @@ __kernel void rb_nearest(__global const float *rays, uint dims,
     }
 }
 
-/* Inserts (box, t_enter, t_exit) into a list sorted by (t_enter, box) that
- * holds *stored of at most cap entries. Boxes arrive in ascending order,
- * so an equal t_enter goes after the entries already there. The host's
- * list_insert (host/cpu/cpu_backend.c), step for step. */
-static inline void rb_list_insert(__global rb_list_hit *list, uint *stored,
-                                  uint cap, int box, float t_enter,
-                                  float t_exit)
-{
-    uint n = *stored;
-    if (n == cap && !(t_enter < list[n - 1].t_enter))
-        return;
-    uint pos = n;
-    while (pos > 0 && t_enter < list[pos - 1].t_enter)
-        pos--;
-    uint last = n < cap ? n : cap - 1;
-    for (uint k = last; k > pos; k--)
-        list[k] = list[k - 1];
-    rb_list_hit e;
-    e.box = box;
-    e.t_enter = t_enter;
-    e.t_exit = t_exit;
-    list[pos] = e;
-    if (n < cap)
-        *stored = n + 1;
-}
-
 /* all: every hit into the ray's max_hits slots, sorted; counts = every hit
  * (may exceed max_hits). t values are rb_slab_hit's, as on the host. */
 __kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
@@ -265,3 +269,4 @@ __kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
     if (live)
         counts[i] = count;
 }
+#endif /* !RB_WIDE */

@@ -4,6 +4,7 @@
  * cl_run.c; the program is built in cl_program.c.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cl_internal.h"
@@ -169,6 +170,23 @@ int rb_cl_backend_create(rb_context *ctx, int want_gpu_only, rb_backend **out,
         goto fail;
     }
     be->exact_division = be->dev.desc.exact_division || be->dev.fp64;
+    /* CPU devices get the float8 kernels, GPUs and accelerators the tiled
+     * ones; RAYBOX_CL_KERNELS=tiled|wide overrides (tests run both). */
+    const char *variant = getenv("RAYBOX_CL_KERNELS");
+    if (variant && strcmp(variant, "wide") == 0)
+        be->wide = 1;
+    else if (variant && strcmp(variant, "tiled") == 0)
+        be->wide = 0;
+    else
+        be->wide = !be->dev.is_gpu;
+    /* A CPU device reads and writes the caller's arrays in place
+     * (CL_MEM_USE_HOST_PTR): copying them would be all the cost there.
+     * RAYBOX_CL_ZERO_COPY=0|1 overrides (tests run both paths). */
+    const char *zc = getenv("RAYBOX_CL_ZERO_COPY");
+    if (zc && (strcmp(zc, "0") == 0 || strcmp(zc, "1") == 0))
+        be->zero_copy = zc[0] == '1';
+    else
+        be->zero_copy = !be->dev.is_gpu && be->dev.host_unified;
 
     cl_context_properties props[] = {
         CL_CONTEXT_PLATFORM, (cl_context_properties)be->dev.platform, 0};

@@ -139,6 +139,12 @@ static int describe(rb_cl_env *env, const rb_allocator *a,
     out->fp64 = fp64 != 0;
     out->local_mem = local;
     out->max_work_group = wg < items[0] || items[0] == 0 ? wg : items[0];
+    /* Deprecated in 2.0 but answered by 1.2+ drivers; unknown = no. */
+    cl_bool unified = CL_FALSE;
+    if (clGetDeviceInfo(dev, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified,
+                        &unified, NULL) != CL_SUCCESS)
+        unified = CL_FALSE;
+    out->host_unified = unified == CL_TRUE;
     return RB_OK;
 }
 

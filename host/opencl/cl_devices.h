@@ -18,6 +18,7 @@ typedef struct rb_cl_device {
     int available;              /* CL_DEVICE_AVAILABLE */
     int compiler;               /* CL_DEVICE_COMPILER_AVAILABLE */
     int fp64;                   /* cl_khr_fp64 */
+    int host_unified;           /* CL_DEVICE_HOST_UNIFIED_MEMORY */
     uint64_t local_mem;         /* CL_DEVICE_LOCAL_MEM_SIZE */
     size_t max_work_group;      /* min(MAX_WORK_GROUP_SIZE, item size 0) */
 } rb_cl_device;

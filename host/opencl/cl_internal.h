@@ -62,6 +62,8 @@ typedef struct rb_cl_backend {
     cl_kernel kernels[RB_CLK_N];
     int from_cache;       /* the program came from the binary cache */
     int exact_division;   /* the kernel's 1/d is correctly rounded */
+    int wide;             /* brute_wide.cl's kernels (CPU devices) */
+    int zero_copy;        /* rays and answers stay in the caller's memory */
     size_t wg;            /* work-group size of every launch */
     size_t tile;          /* boxes per __local tile */
     uint64_t max_buf;     /* largest buffer, bytes */

@@ -35,7 +35,8 @@ static const char *const kernel_names[RB_CLK_N] = {
 };
 
 /* The kernel files, in the order cmake/embed.cmake concatenates them. */
-static const char *const kernel_files[] = {"slab.cl", "brute.cl"};
+static const char *const kernel_files[] = {"slab.cl", "brute.cl",
+                                            "brute_wide.cl"};
 
 static const char cache_magic[8] = {'R', 'B', 'X', 'C', 'L', 'B', '0', '1'};
 #define CACHE_HEADER 24 /* magic, u64 payload length, u64 payload hash */
@@ -153,7 +154,7 @@ out:
 
 static void build_options(const rb_cl_backend *be, char *out, size_t cap)
 {
-    snprintf(out, cap, "-cl-std=CL1.2%s",
+    snprintf(out, cap, "-cl-std=CL1.2%s%s", be->wide ? " -DRB_WIDE" : "",
              be->dev.desc.exact_division
                  ? " -cl-fp32-correctly-rounded-divide-sqrt"
              : be->dev.fp64 ? " -DRB_RECIP_VIA_DOUBLE"

@@ -10,6 +10,11 @@
  * runs chunk k; the call waits for the queue before it returns, on every
  * path, because the caller's memory is only borrowed.
  *
+ * On a device that shares the host's memory (zero_copy: CPU devices such
+ * as PoCL) the rays, the pairs' boxes and the answers are not copied: each
+ * chunk wraps the caller's arrays in CL_MEM_USE_HOST_PTR buffers, and a
+ * map/unmap of the answers makes them visible to the host.
+ *
  * Any failed OpenCL call ends the query with RB_EDEVICE/RB_EDEVMEM (the
  * generic layer may then rerun it on the CPU) and leaves the backend ready
  * for the next one: the queue is drained (or recreated), every event
@@ -32,7 +37,39 @@ typedef struct run_state {
     size_t n_events;
     double kernel_ms;
     uint64_t launches;
+    cl_mem wrap[RB_CLB_N]; /* zero_copy: this chunk's views of the caller's
+                              arrays, used instead of be->bufs */
 } run_state;
+
+static cl_mem buf(const run_state *st, int b)
+{
+    return st->wrap[b] ? st->wrap[b] : st->be->bufs[b].mem;
+}
+
+static void unwrap(run_state *st)
+{
+    for (int b = 0; b < RB_CLB_N; b++) {
+        if (st->wrap[b])
+            clReleaseMemObject(st->wrap[b]); /* kept alive while in use */
+        st->wrap[b] = NULL;
+    }
+}
+
+/* zero_copy: buffer b of this chunk is the caller's memory at ptr. */
+static int wrap_host(run_state *st, int b, const void *ptr, size_t bytes,
+                     cl_mem_flags flags)
+{
+    rb_cl_backend *be = st->be;
+    if (st->wrap[b])
+        clReleaseMemObject(st->wrap[b]);
+    st->wrap[b] = NULL;
+    if (bytes == 0)
+        return RB_OK;
+    /* The kernels never write a READ_ONLY buffer: casting away const is
+     * what CL_MEM_USE_HOST_PTR's signature asks for, nothing more. */
+    return RB_CL_NEW(&be->env, st->wrap[b], clCreateBuffer, be->context,
+                     flags | CL_MEM_USE_HOST_PTR, bytes, (void *)ptr);
+}
 
 void rb_cl_release_buffers(rb_cl_backend *be)
 {
@@ -147,12 +184,72 @@ static int write_buf(rb_cl_backend *be, int b, size_t offset, size_t bytes,
                  NULL);
 }
 
-static int read_buf(rb_cl_backend *be, int b, size_t bytes, void *dst)
+/* The answers in buffer b into dst. Zero-copy: dst is the buffer's own
+ * memory, and mapping it is what makes the device's writes visible. */
+static int read_out(run_state *st, int b, size_t bytes, void *dst)
 {
+    rb_cl_backend *be = st->be;
     if (bytes == 0)
         return RB_OK;
-    return RB_CL(&be->env, clEnqueueReadBuffer, be->queue, be->bufs[b].mem,
-                 CL_FALSE, 0, bytes, dst, 0, NULL, NULL);
+    if (!st->wrap[b])
+        return RB_CL(&be->env, clEnqueueReadBuffer, be->queue,
+                     be->bufs[b].mem, CL_FALSE, 0, bytes, dst, 0, NULL,
+                     NULL);
+    void *p;
+    int rc = RB_CL_NEW(&be->env, p, clEnqueueMapBuffer, be->queue,
+                       st->wrap[b], CL_FALSE, CL_MAP_READ, 0, bytes, 0, NULL,
+                       NULL);
+    if (!rc)
+        rc = RB_CL(&be->env, clEnqueueUnmapMemObject, be->queue, st->wrap[b],
+                   p, 0, NULL, NULL);
+    return rc;
+}
+
+/* The chunk's inputs (rays, pairs' boxes) and answer buffers: views of the
+ * caller's arrays when zero_copy, else the grow-only buffers (rays written
+ * here, answers read back by read_out). */
+static int bind_chunk(run_state *st, size_t r0, size_t nr)
+{
+    rb_cl_backend *be = st->be;
+    const rb_job *job = st->job;
+    rb_results *res = st->res;
+    size_t ray_rec = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
+    size_t box_rec = job->dims == 3 ? sizeof(rb_box) : sizeof(rb_box2);
+    const char *rays = (const char *)job->rays + r0 * ray_rec;
+    if (!be->zero_copy)
+        return write_buf(be, RB_CLB_RAYS, 0, nr * ray_rec, rays);
+    int rc = wrap_host(st, RB_CLB_RAYS, rays, nr * ray_rec,
+                       CL_MEM_READ_ONLY);
+    if (rc)
+        return rc;
+    switch (job->mode) {
+    case RB_MODE_PAIRS:
+        rc = wrap_host(st, RB_CLB_PAIR_BOXES,
+                       (const char *)job->pair_boxes + r0 * box_rec,
+                       nr * box_rec, CL_MEM_READ_ONLY);
+        if (!rc)
+            rc = wrap_host(st, RB_CLB_OUT, res->hits + r0,
+                           nr * sizeof(rb_hit), CL_MEM_READ_WRITE);
+        return rc;
+    case RB_MODE_NEAREST:
+        return wrap_host(st, RB_CLB_OUT, res->hits + r0,
+                         nr * sizeof(rb_hit), CL_MEM_READ_WRITE);
+    case RB_MODE_ANY:
+        return wrap_host(st, RB_CLB_OUT, res->any + r0, nr,
+                         CL_MEM_READ_WRITE);
+    case RB_MODE_COUNT:
+        return wrap_host(st, RB_CLB_OUT, res->counts + r0,
+                         nr * sizeof(uint32_t), CL_MEM_READ_WRITE);
+    case RB_MODE_ALL:
+        rc = wrap_host(st, RB_CLB_OUT, res->counts + r0,
+                       nr * sizeof(uint32_t), CL_MEM_READ_WRITE);
+        if (!rc)
+            rc = wrap_host(st, RB_CLB_LIST, res->list + r0 * job->max_hits,
+                           nr * job->max_hits * sizeof(rb_list_hit),
+                           CL_MEM_READ_WRITE);
+        return rc;
+    }
+    return RB_OK;
 }
 
 #define ARG(k, i, v) RB_CL(&be->env, clSetKernelArg, k, i, sizeof(v), &(v))
@@ -164,12 +261,16 @@ static int run_pairs(run_state *st, size_t r0, size_t nr)
     size_t box_rec = job->dims == 3 ? sizeof(rb_box) : sizeof(rb_box2);
     cl_kernel k = be->kernels[RB_CLK_PAIRS];
     cl_uint dims = job->dims, n = (cl_uint)nr, base = (cl_uint)r0;
-    int rc = write_buf(be, RB_CLB_PAIR_BOXES, 0, nr * box_rec,
-                       (const char *)job->pair_boxes + r0 * box_rec);
+    cl_mem rays = buf(st, RB_CLB_RAYS), boxes = buf(st, RB_CLB_PAIR_BOXES);
+    cl_mem out = buf(st, RB_CLB_OUT);
+    int rc = st->wrap[RB_CLB_PAIR_BOXES]
+                 ? RB_OK
+                 : write_buf(be, RB_CLB_PAIR_BOXES, 0, nr * box_rec,
+                             (const char *)job->pair_boxes + r0 * box_rec);
     if (!rc)
-        rc = ARG(k, 0, be->bufs[RB_CLB_RAYS].mem);
+        rc = ARG(k, 0, rays);
     if (!rc)
-        rc = ARG(k, 1, be->bufs[RB_CLB_PAIR_BOXES].mem);
+        rc = ARG(k, 1, boxes);
     if (!rc)
         rc = ARG(k, 2, dims);
     if (!rc)
@@ -177,11 +278,12 @@ static int run_pairs(run_state *st, size_t r0, size_t nr)
     if (!rc)
         rc = ARG(k, 4, base);
     if (!rc)
-        rc = ARG(k, 5, be->bufs[RB_CLB_OUT].mem);
+        rc = ARG(k, 5, out);
+    /* The wide kernel answers eight pairs per item. */
     if (!rc)
-        rc = launch(st, k, nr);
+        rc = launch(st, k, be->wide ? (nr + 7) / 8 : nr);
     if (!rc)
-        rc = read_buf(be, RB_CLB_OUT, nr * sizeof(rb_hit),
+        rc = read_out(st, RB_CLB_OUT, nr * sizeof(rb_hit),
                       st->res->hits + r0);
     return rc;
 }
@@ -230,6 +332,8 @@ static int run_scan(run_state *st, size_t r0, size_t nr)
     cl_uint tile_n = (cl_uint)be->tile;
     cl_uint max_hits = job->max_hits;
     size_t per_chunk = st->plan.boxes ? st->plan.boxes : 1;
+    cl_mem rays = buf(st, RB_CLB_RAYS), out = buf(st, RB_CLB_OUT);
+    cl_mem list = buf(st, RB_CLB_LIST);
     int rc = RB_OK;
 
     /* One launch per box chunk; zero boxes still take one launch, which
@@ -241,7 +345,7 @@ static int run_scan(run_state *st, size_t r0, size_t nr)
         cl_int first = b0 == 0;
         rc = upload_boxes(st, b0, b1);
         if (!rc)
-            rc = ARG(k, 0, be->bufs[RB_CLB_RAYS].mem);
+            rc = ARG(k, 0, rays);
         if (!rc)
             rc = ARG(k, 1, dims);
         if (!rc)
@@ -264,11 +368,11 @@ static int run_scan(run_state *st, size_t r0, size_t nr)
         if (!rc && job->mode == RB_MODE_ALL) {
             rc = ARG(k, 10, max_hits);
             if (!rc)
-                rc = ARG(k, 11, be->bufs[RB_CLB_OUT].mem);
+                rc = ARG(k, 11, out);
             if (!rc)
-                rc = ARG(k, 12, be->bufs[RB_CLB_LIST].mem);
+                rc = ARG(k, 12, list);
         } else if (!rc) {
-            rc = ARG(k, 10, be->bufs[RB_CLB_OUT].mem);
+            rc = ARG(k, 10, out);
         }
         if (!rc)
             rc = launch(st, k, nr);
@@ -279,17 +383,17 @@ static int run_scan(run_state *st, size_t r0, size_t nr)
 
     switch (job->mode) {
     case RB_MODE_NEAREST:
-        return read_buf(be, RB_CLB_OUT, nr * sizeof(rb_hit), res->hits + r0);
+        return read_out(st, RB_CLB_OUT, nr * sizeof(rb_hit), res->hits + r0);
     case RB_MODE_ANY:
-        return read_buf(be, RB_CLB_OUT, nr, res->any + r0);
+        return read_out(st, RB_CLB_OUT, nr, res->any + r0);
     case RB_MODE_COUNT:
-        return read_buf(be, RB_CLB_OUT, nr * sizeof(uint32_t),
+        return read_out(st, RB_CLB_OUT, nr * sizeof(uint32_t),
                         res->counts + r0);
     case RB_MODE_ALL:
-        rc = read_buf(be, RB_CLB_OUT, nr * sizeof(uint32_t),
+        rc = read_out(st, RB_CLB_OUT, nr * sizeof(uint32_t),
                       res->counts + r0);
         if (!rc)
-            rc = read_buf(be, RB_CLB_LIST,
+            rc = read_out(st, RB_CLB_LIST,
                           nr * job->max_hits * sizeof(rb_list_hit),
                           res->list + r0 * job->max_hits);
         return rc;
@@ -323,6 +427,9 @@ static int allocate(run_state *st)
         [RB_CLB_LIST] = CL_MEM_READ_WRITE,
     };
     for (int b = 0; b < RB_CLB_N; b++) {
+        /* zero_copy: only the boxes live in device buffers */
+        if (be->zero_copy && b != RB_CLB_BOXES)
+            continue;
         int rc = ensure_buffer(be, b, st->plan.bytes[b], flags[b]);
         if (rc)
             return rc;
@@ -354,7 +461,6 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         return rb_fail(ctx, rc, "OpenCL: %s", why);
     rc = allocate(&st);
 
-    size_t ray_rec = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
     for (size_t r0 = 0; !rc && r0 < job->n_rays; r0 += st.plan.rays) {
         size_t nr = job->n_rays - r0 < st.plan.rays ? job->n_rays - r0
                                                     : st.plan.rays;
@@ -362,8 +468,7 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
             rc = RB_EINPUT;
             break;
         }
-        rc = write_buf(be, RB_CLB_RAYS, 0, nr * ray_rec,
-                       (const char *)job->rays + r0 * ray_rec);
+        rc = bind_chunk(&st, r0, nr);
         if (!rc)
             rc = job->mode == RB_MODE_PAIRS ? run_pairs(&st, r0, nr)
                                             : run_scan(&st, r0, nr);
@@ -372,6 +477,7 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         rc = RB_CL(&be->env, clFinish, be->queue);
     if (!rc)
         rc = drain_events(&st);
+    unwrap(&st); /* after clFinish, or settle() below */
 
     if (rc) {
         if (be->queue)

@@ -116,8 +116,8 @@ static int dataset_make(dataset *d, size_t n_rays, size_t n_boxes, int pairs)
     d->n_rays = n_rays;
     d->n_boxes = n_boxes;
     for (int k = 0; k < 2; k++) {
-        d->rays[k] = aligned_alloc(64, (n_rays * sizeof(rb_ray) + 63) / 64 * 64);
-        d->boxes[k] = aligned_alloc(64, (n_boxes * sizeof(rb_box) + 63) / 64 * 64);
+        d->rays[k] = aligned_alloc(4096, (n_rays * sizeof(rb_ray) + 4095) / 4096 * 4096);
+        d->boxes[k] = aligned_alloc(4096, (n_boxes * sizeof(rb_box) + 4095) / 4096 * 4096);
         if (!d->rays[k] || !d->boxes[k])
             return -1;
         rbb_make_rays(100 + k, d->rays[k], n_rays);
@@ -212,7 +212,7 @@ static void bench_backend(const options *o, int which, rb_context *ctx,
     size_t cap = o->pairs > o->rays ? o->pairs : o->rays;
     run_arg a = {.ctx = ctx, .max_hits = o->max_hits};
     a.res.capacity = cap;
-    a.res.hits = aligned_alloc(64, cap * sizeof(rb_hit));
+    a.res.hits = aligned_alloc(4096, (cap * sizeof(rb_hit) + 4095) / 4096 * 4096);
     a.res.any = malloc(cap);
     a.res.counts = malloc(cap * sizeof(uint32_t));
     a.res.list = malloc(o->rays * o->max_hits * sizeof(rb_list_hit));

@@ -1,0 +1,328 @@
+/*
+ * brute_wide.cl - the brute-force kernels for CPU OpenCL devices (PoCL),
+ * built when the program is compiled with -DRB_WIDE. Same names, same
+ * arguments and bit for bit the same answers as brute.cl's tiled kernels.
+ *
+ * A CPU device runs a work-group's items one after another on one core,
+ * so __local tiles and barriers only add work there, and a loop over one
+ * box at a time stays scalar. Here each item tests its ray against eight
+ * consecutive boxes per step with float8 arithmetic on the boxset's six
+ * arrays (which the compiler maps onto SIMD registers), straight from
+ * global memory: the caches do what the tiles do on a GPU. Boxes past the
+ * last multiple of eight go through the scalar form of the same formula.
+ */
+#ifdef RB_WIDE
+
+typedef struct rb_planes {
+    __global const float *near[3];
+    __global const float *far[3];
+} rb_planes;
+
+/* The arrays this ray reads as near and far planes (sign of inv). */
+static inline rb_planes rb_wide_planes(const rb_prep *r,
+                                       __global const float *boxes,
+                                       uint stride)
+{
+    rb_planes p;
+    for (int a = 0; a < 3; a++) {
+        int s = signbit(r->inv[a]) ? 1 : 0;
+        p.near[a] = boxes + (size_t)(s ? 3 + a : a) * stride;
+        p.far[a] = boxes + (size_t)(s ? a : 3 + a) * stride;
+    }
+    return p;
+}
+
+/* Boxes j..j+7: the hit mask (-1 = hit) and their t_enter/t_exit, with E
+ * starting at tmin and X at tmax as in rb_tile_hit. */
+static inline int8 rb_hit8(const rb_prep *r, const rb_planes *p, uint j,
+                           float8 *t_enter, float8 *t_exit)
+{
+    float8 e = (float8)(r->tmin), x = (float8)(r->tmax);
+    for (int a = 0; a < 3; a++) {
+        float8 o = (float8)(r->o[a]), inv = (float8)(r->inv[a]);
+        float8 n = (vload8(0, p->near[a] + j) - o) * inv;
+        float8 f = (vload8(0, p->far[a] + j) - o) * inv;
+        e = select(e, n, n > e);
+        x = select(x, f, f < x);
+    }
+    *t_enter = e + 0.0f;
+    *t_exit = x + 0.0f;
+    return (e <= x) & (e < (float8)(INFINITY));
+}
+
+/* Box j alone: rb_tile_hit on global memory. */
+static inline int rb_hit1(const rb_prep *r, const rb_planes *p, uint j,
+                          float *t_enter, float *t_exit)
+{
+    float e = r->tmin, x = r->tmax;
+    for (int a = 0; a < 3; a++) {
+        float n = (p->near[a][j] - r->o[a]) * r->inv[a];
+        float f = (p->far[a][j] - r->o[a]) * r->inv[a];
+        e = n > e ? n : e;
+        x = f < x ? f : x;
+    }
+    *t_enter = e + 0.0f;
+    *t_exit = x + 0.0f;
+    return e <= x && e < INFINITY;
+}
+
+/* Pairs, eight per item: item g answers pairs 8g .. 8g+7 (the host
+ * launches ceil(n / 8) items). Eight 3D rays and boxes are transposed in
+ * registers into one float8 per field, run through rb_slab_full's steps
+ * lane-wise, and transposed back into eight rb_hit records. The last,
+ * partial group and 2D input take the scalar form. */
+static inline float8 rb_flush8(float8 x)
+{
+    return select(x, copysign((float8)(0.0f), x), fabs(x) < (float8)(FLT_MIN));
+}
+
+/* r[k] = field k of the eight records r[0..7] (an 8x8 transpose). */
+static inline void rb_transpose8(float8 r[8])
+{
+    float8 t[8], s[8];
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = shuffle2(r[k], r[k + 1], (uint8)(0, 8, 1, 9, 4, 12, 5, 13));
+        t[k + 1] = shuffle2(r[k], r[k + 1],
+                            (uint8)(2, 10, 3, 11, 6, 14, 7, 15));
+    }
+    for (int k = 0; k < 8; k += 4) {
+        s[k] = shuffle2(t[k], t[k + 2], (uint8)(0, 1, 8, 9, 4, 5, 12, 13));
+        s[k + 1] = shuffle2(t[k], t[k + 2],
+                            (uint8)(2, 3, 10, 11, 6, 7, 14, 15));
+        s[k + 2] = shuffle2(t[k + 1], t[k + 3],
+                            (uint8)(0, 1, 8, 9, 4, 5, 12, 13));
+        s[k + 3] = shuffle2(t[k + 1], t[k + 3],
+                            (uint8)(2, 3, 10, 11, 6, 7, 14, 15));
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = shuffle2(s[k], s[k + 4], (uint8)(0, 1, 2, 3, 8, 9, 10, 11));
+        r[k + 4] = shuffle2(s[k], s[k + 4],
+                            (uint8)(4, 5, 6, 7, 12, 13, 14, 15));
+    }
+}
+
+__kernel void rb_pairs(__global const float *rays,
+                       __global const float *boxes, uint dims, uint n,
+                       uint base, __global rb_hit *hits)
+{
+    uint i0 = (uint)get_global_id(0) * 8;
+    if (i0 >= n)
+        return;
+    /* i0 + 8 < n: the last box load reads two floats of box i0 + 8. */
+    if (dims != 3 || i0 + 8 >= n) {
+        for (uint i = i0; i < n && i < i0 + 8; i++) {
+            rb_prep r = rb_load_ray(rays, dims, i);
+            float lo[3], hi[3];
+            rb_load_box(boxes, dims, i, lo, hi);
+            rb_hit h;
+            rb_slab_full(&r, lo, hi, &h);
+            h.box = h.hit ? (int)(base + i) : -1;
+            hits[i] = h;
+        }
+        return;
+    }
+    float8 r[8], b[8];
+    for (int k = 0; k < 8; k++) {
+        r[k] = vload8(0, rays + (size_t)(i0 + (uint)k) * 8);
+        b[k] = vload8(0, boxes + (size_t)(i0 + (uint)k) * 6);
+    }
+    rb_transpose8(r); /* ox oy oz dx dy dz tmin tmax */
+    rb_transpose8(b); /* lx ly lz hx hy hz (next box) (next box) */
+    float8 tmin = rb_flush8(r[6]), tmax = rb_flush8(r[7]);
+    float8 e = (float8)(-INFINITY), x = (float8)(INFINITY);
+    int8 ef = (int8)(0), xf = (int8)(0);
+    for (int a = 0; a < 3; a++) {
+        float8 o = rb_flush8(r[a]);
+        float8 inv = 1.0f / rb_flush8(r[3 + a]);
+        float8 lo = rb_flush8(b[a]), hi = rb_flush8(b[3 + a]);
+        int8 s = signbit(inv); /* -1 where negative */
+        float8 nv = (select(lo, hi, s) - o) * inv;
+        float8 fv = (select(hi, lo, s) - o) * inv;
+        int8 take_n = nv > e, take_f = fv < x;
+        e = select(e, nv, take_n);
+        x = select(x, fv, take_f);
+        ef = select(ef, (int8)(1 + 2 * a) - s, take_n);
+        xf = select(xf, (int8)(2 + 2 * a) + s, take_f);
+    }
+    int8 e_in = e >= tmin, x_in = x <= tmax;
+    float8 te = select(tmin, e, e_in) + 0.0f;
+    float8 tx = select(tmax, x, x_in) + 0.0f;
+    int8 hit = (te <= tx) & (te < (float8)(INFINITY));
+    /* rb_hit's last word, little endian: hit | face << 8 | exit << 16 */
+    int8 word = (-hit) | ((ef & e_in) << 8) | ((xf & x_in) << 16);
+    int8 idx = (int8)((int)(base + i0)) + (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+    float8 v0 = select((float8)(INFINITY), te, hit);
+    float8 v1 = select((float8)(INFINITY), tx, hit);
+    float8 v2 = as_float8(select((int8)(-1), idx, hit));
+    float8 v3 = as_float8(word & hit);
+    /* four fields x eight lanes -> eight 16-byte records */
+    float8 a0 = shuffle2(v0, v1, (uint8)(0, 8, 1, 9, 4, 12, 5, 13));
+    float8 a1 = shuffle2(v0, v1, (uint8)(2, 10, 3, 11, 6, 14, 7, 15));
+    float8 c0 = shuffle2(v2, v3, (uint8)(0, 8, 1, 9, 4, 12, 5, 13));
+    float8 c1 = shuffle2(v2, v3, (uint8)(2, 10, 3, 11, 6, 14, 7, 15));
+    float8 q0 = shuffle2(a0, c0, (uint8)(0, 1, 8, 9, 4, 5, 12, 13));
+    float8 q1 = shuffle2(a0, c0, (uint8)(2, 3, 10, 11, 6, 7, 14, 15));
+    float8 q2 = shuffle2(a1, c1, (uint8)(0, 1, 8, 9, 4, 5, 12, 13));
+    float8 q3 = shuffle2(a1, c1, (uint8)(2, 3, 10, 11, 6, 7, 14, 15));
+    __global float *dst = (__global float *)(hits + i0);
+    vstore8(shuffle2(q0, q1, (uint8)(0, 1, 2, 3, 8, 9, 10, 11)), 0, dst);
+    vstore8(shuffle2(q2, q3, (uint8)(0, 1, 2, 3, 8, 9, 10, 11)), 1, dst);
+    vstore8(shuffle2(q0, q1, (uint8)(4, 5, 6, 7, 12, 13, 14, 15)), 2, dst);
+    vstore8(shuffle2(q2, q3, (uint8)(4, 5, 6, 7, 12, 13, 14, 15)), 3, dst);
+}
+
+__kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
+                       __global const float *boxes, uint stride, uint nb,
+                       uint box_base, __local float *tile, uint tile_n,
+                       int first, __global uint *counts)
+{
+    size_t i = get_global_id(0);
+    if (i >= n_rays)
+        return;
+    rb_prep r = rb_load_ray(rays, dims, i);
+    rb_planes p = rb_wide_planes(&r, boxes, stride);
+    int8 acc = (int8)(0);
+    uint j = 0;
+    float8 e, x;
+    for (; j + 8 <= nb; j += 8)
+        acc -= rb_hit8(&r, &p, j, &e, &x);
+    uint c = (uint)(acc.s0 + acc.s1 + acc.s2 + acc.s3 + acc.s4 + acc.s5 +
+                    acc.s6 + acc.s7);
+    float te, tx;
+    for (; j < nb; j++)
+        c += (uint)rb_hit1(&r, &p, j, &te, &tx);
+    counts[i] = first ? c : counts[i] + c;
+}
+
+__kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
+                     __global const float *boxes, uint stride, uint nb,
+                     uint box_base, __local float *tile, uint tile_n,
+                     int first, __global uchar *any_hit)
+{
+    size_t i = get_global_id(0);
+    if (i >= n_rays)
+        return;
+    int done = first ? 0 : any_hit[i];
+    if (!done) {
+        rb_prep r = rb_load_ray(rays, dims, i);
+        rb_planes p = rb_wide_planes(&r, boxes, stride);
+        uint j = 0;
+        float8 e, x;
+        for (; j + 8 <= nb && !done; j += 8)
+            done = any(rb_hit8(&r, &p, j, &e, &x));
+        float te, tx;
+        for (; j < nb && !done; j++)
+            done = rb_hit1(&r, &p, j, &te, &tx);
+    }
+    any_hit[i] = (uchar)done;
+}
+
+/* nearest: per lane the least t_enter and its box (a lane sees its boxes
+ * in ascending order, so "<" keeps the lowest index), then the lanes
+ * reduced with the same rule, then the scalar tail (higher indices). */
+__kernel void rb_nearest(__global const float *rays, uint dims,
+                         uint n_rays, __global const float *boxes,
+                         uint stride, uint nb, uint box_base,
+                         __local float *tile, uint tile_n, int first,
+                         __global rb_hit *hits)
+{
+    size_t i = get_global_id(0);
+    if (i >= n_rays)
+        return;
+    rb_prep r = rb_load_ray(rays, dims, i);
+    rb_planes p = rb_wide_planes(&r, boxes, stride);
+    float8 bt = (float8)(INFINITY);
+    int8 bi = (int8)(-1), idx = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+    uint j = 0;
+    float8 e, x;
+    for (; j + 8 <= nb; j += 8) {
+        int8 better = rb_hit8(&r, &p, j, &e, &x) & (e < bt);
+        bt = select(bt, e, better);
+        bi = select(bi, idx, better);
+        idx += 8;
+    }
+    float lt[8];
+    int li[8];
+    vstore8(bt, 0, lt);
+    vstore8(bi, 0, li);
+    float best_t = INFINITY;
+    int best = -1;
+    for (int l = 0; l < 8; l++) {
+        if (li[l] >= 0 &&
+            (lt[l] < best_t || (lt[l] == best_t && li[l] < best))) {
+            best_t = lt[l];
+            best = li[l];
+        }
+    }
+    float te, tx;
+    for (; j < nb; j++) {
+        if (rb_hit1(&r, &p, j, &te, &tx) && te < best_t) {
+            best_t = te;
+            best = (int)j;
+        }
+    }
+    /* An earlier chunk keeps the ray on equal t (its boxes come first). */
+    if (best >= 0 && (first || best_t < hits[i].t_enter)) {
+        float lo[3], hi[3];
+        for (int a = 0; a < 3; a++) {
+            lo[a] = boxes[(size_t)a * stride + (uint)best];
+            hi[a] = boxes[(size_t)(3 + a) * stride + (uint)best];
+        }
+        rb_hit h;
+        rb_slab_full(&r, lo, hi, &h);
+        h.box = (int)(box_base + (uint)best);
+        hits[i] = h;
+    } else if (first) {
+        rb_hit h;
+        rb_hit_miss(&h);
+        hits[i] = h;
+    }
+}
+
+/* all: the hits of each step of eight, in ascending box order, into the
+ * ray's sorted slots (rb_list_insert of brute.cl's helpers). */
+__kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
+                     __global const float *boxes, uint stride, uint nb,
+                     uint box_base, __local float *tile, uint tile_n,
+                     int first, uint max_hits, __global uint *counts,
+                     __global rb_list_hit *lists)
+{
+    size_t i = get_global_id(0);
+    if (i >= n_rays)
+        return;
+    rb_prep r = rb_load_ray(rays, dims, i);
+    rb_planes p = rb_wide_planes(&r, boxes, stride);
+    __global rb_list_hit *list = lists + i * max_hits;
+    uint count = first ? 0 : counts[i];
+    uint stored = min(count, max_hits);
+    uint j = 0;
+    float8 e, x;
+    for (; j + 8 <= nb; j += 8) {
+        int8 hit = rb_hit8(&r, &p, j, &e, &x);
+        if (!any(hit))
+            continue;
+        int hv[8];
+        float ev[8], xv[8];
+        vstore8(hit, 0, hv);
+        vstore8(e, 0, ev);
+        vstore8(x, 0, xv);
+        for (int l = 0; l < 8; l++) {
+            if (hv[l]) {
+                rb_list_insert(list, &stored, max_hits,
+                               (int)(box_base + j + (uint)l), ev[l], xv[l]);
+                count++;
+            }
+        }
+    }
+    float te, tx;
+    for (; j < nb; j++) {
+        if (rb_hit1(&r, &p, j, &te, &tx)) {
+            rb_list_insert(list, &stored, max_hits, (int)(box_base + j), te,
+                           tx);
+            count++;
+        }
+    }
+    counts[i] = count;
+}
+
+#endif /* RB_WIDE */
