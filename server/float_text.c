@@ -95,11 +95,15 @@ static size_t tidy(char *s, size_t len)
     return (size_t)(dst - s);
 }
 
-/* %.<digits>g into out; 1 if strtof reads it back to x. */
+/* %.<digits>g into out; 1 if strtof reads it back to x. (Through a local
+ * buffer: GCC 12's -Wformat-truncation, under the sanitizers, takes out
+ * for a null pointer after inlining.) */
 static int try_digits(float x, int digits, char *out, int *len)
 {
-    *len = snprintf(out, RB_FLOAT_TEXT_MAX, "%.*g", digits, (double)x);
-    return same_bits(strtof(out, NULL), x);
+    char text[RB_FLOAT_TEXT_MAX];
+    *len = snprintf(text, sizeof text, "%.*g", digits, (double)x);
+    memcpy(out, text, sizeof text);
+    return same_bits(strtof(text, NULL), x);
 }
 
 /* The shortest of %.6g..%.9g that reads back. Where the rounding interval
