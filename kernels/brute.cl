@@ -83,6 +83,33 @@ static inline void rb_list_insert(__global rb_list_hit *list, uint *stored,
         *stored = n + 1;
 }
 
+/* nearest's last step, for both kernel variants: the chunk's winner
+ * (chunk-local index best, -1 if none) becomes the ray's answer, with its
+ * faces and exit from rb_slab_full as on the host. An earlier chunk keeps
+ * the ray on equal t (its boxes come first). */
+static inline void rb_nearest_finish(const rb_prep *r,
+                                     __global const float *boxes,
+                                     uint stride, uint box_base, int first,
+                                     int best, float best_t,
+                                     __global rb_hit *out)
+{
+    if (best >= 0 && (first || best_t < out->t_enter)) {
+        float lo[3], hi[3];
+        for (int a = 0; a < 3; a++) {
+            lo[a] = boxes[(size_t)a * stride + (uint)best];
+            hi[a] = boxes[(size_t)(3 + a) * stride + (uint)best];
+        }
+        rb_hit h;
+        rb_slab_full(r, lo, hi, &h);
+        h.box = (int)(box_base + (uint)best);
+        *out = h;
+    } else if (first) {
+        rb_hit h;
+        rb_hit_miss(&h);
+        *out = h;
+    }
+}
+
 #ifndef RB_WIDE
 /* Ray i against box i. No barriers, so items past n simply return. */
 __kernel void rb_pairs(__global const float *rays,
@@ -210,22 +237,8 @@ __kernel void rb_nearest(__global const float *rays, uint dims,
     }
     if (!live)
         return;
-    /* An earlier chunk keeps the ray on equal t (its boxes come first). */
-    if (best >= 0 && (first || best_t < hits[i].t_enter)) {
-        float lo[3], hi[3];
-        for (int a = 0; a < 3; a++) {
-            lo[a] = boxes[(size_t)a * stride + (uint)best];
-            hi[a] = boxes[(size_t)(3 + a) * stride + (uint)best];
-        }
-        rb_hit h;
-        rb_slab_full(&r, lo, hi, &h);
-        h.box = (int)(box_base + (uint)best);
-        hits[i] = h;
-    } else if (first) {
-        rb_hit h;
-        rb_hit_miss(&h);
-        hits[i] = h;
-    }
+    rb_nearest_finish(&r, boxes, stride, box_base, first, best, best_t,
+                      &hits[i]);
 }
 
 /* all: every hit into the ray's max_hits slots, sorted; counts = every hit

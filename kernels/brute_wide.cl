@@ -261,22 +261,8 @@ __kernel void rb_nearest(__global const float *rays, uint dims,
             best = (int)j;
         }
     }
-    /* An earlier chunk keeps the ray on equal t (its boxes come first). */
-    if (best >= 0 && (first || best_t < hits[i].t_enter)) {
-        float lo[3], hi[3];
-        for (int a = 0; a < 3; a++) {
-            lo[a] = boxes[(size_t)a * stride + (uint)best];
-            hi[a] = boxes[(size_t)(3 + a) * stride + (uint)best];
-        }
-        rb_hit h;
-        rb_slab_full(&r, lo, hi, &h);
-        h.box = (int)(box_base + (uint)best);
-        hits[i] = h;
-    } else if (first) {
-        rb_hit h;
-        rb_hit_miss(&h);
-        hits[i] = h;
-    }
+    rb_nearest_finish(&r, boxes, stride, box_base, first, best, best_t,
+                      &hits[i]);
 }
 
 /* all: the hits of each step of eight, in ascending box order, into the
