@@ -289,7 +289,7 @@ static enum MHD_Result on_headers(rbd_request *r)
         snprintf(detail, sizeof detail, "the body has %llu bytes, less than "
                  "the %d-byte binary header",
                  (unsigned long long)r->content_length, RBB_HEADER_SIZE);
-        return respond_problem(r, 400, NULL, detail);
+        return respond_problem(r, 400, "", detail);
     }
     return start_parser(r);
 }
