@@ -45,7 +45,7 @@ START_TEST(test_sigterm_in_flight)
     /* Queries of a few hundred milliseconds each. */
     rbt_rng rng = {11};
     rbt_query q;
-    rbt_query_random(&q, &rng, RB_MODE_COUNT, 3, 200000, 1024, 1, 0);
+    rbt_query_random(&q, &rng, RB_MODE_COUNT, 3, 100000, 1024, 1, 0);
     rb_context *ctx = rbt_context(RBT_CPU);
     rbt_expect e;
     rbt_expect_run(ctx, &q, NULL, 0, &e);

@@ -1029,6 +1029,48 @@ START_TEST(test_bad_options)
 }
 END_TEST
 
+/* POST /v1/scenes/{id}/intersect: the boxes come from the path. */
+START_TEST(test_scene_in_path)
+{
+    rbj_options opt;
+    rbj_options_init(&opt, RBJ_INTERSECT);
+    opt.scene_in_path = 1;
+    opt.scene_dims = 2;
+    /* No "boxes" needed; dims defaults to the scene's. */
+    rbj_parser *p = parse_opt(&opt, "{\"rays\":[[0,0,1,0],[1,1,0,1,0,5]]}");
+    const rbj_request *r = rbj_parser_request(p);
+    ck_assert_uint_eq(r->dims, 2);
+    ck_assert_uint_eq(r->n_rays, 2);
+    ck_assert_uint_eq(r->n_boxes, 0);
+    ck_assert_ptr_null(r->scene);
+    ck_assert_int_eq(r->mode, RB_MODE_NEAREST);
+    rbj_parser_destroy(p);
+    p = parse_opt(&opt, "{\"dims\":2,\"mode\":\"all\",\"rays\":[]}");
+    rbj_parser_destroy(p);
+    static const char *const bodies[] = {
+        "{\"rays\":[],\"boxes\":[]}",
+        "{\"scene\":\"abc\",\"rays\":[]}",
+        "{\"mode\":\"pairs\",\"rays\":[]}",
+        "{\"dims\":3,\"rays\":[]}",
+        "{\"rays\":[[0,0,0,1,0]]}",
+    };
+    static const char *const pointers[] = {"/boxes", "/scene", "/mode",
+                                           "/dims", "/rays/0"};
+    for (int i = 0; i < 5; i++)
+        expect_error_opt(&opt, bodies[i], strlen(bodies[i]), 422,
+                         pointers[i], "");
+    /* Only intersect bodies, and only 2 or 3 dims. */
+    rbj_parser *q = NULL;
+    opt.scene_dims = 4;
+    ck_assert_int_eq(rbj_parser_create(&opt, &q), RB_EINVAL);
+    rbj_options_init(&opt, RBJ_SCENE_CREATE);
+    opt.scene_in_path = 1;
+    opt.scene_dims = 3;
+    ck_assert_int_eq(rbj_parser_create(&opt, &q), RB_EINVAL);
+    ck_assert_ptr_null(q);
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
@@ -1053,6 +1095,7 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_limit_bounds_memory);
     tcase_add_test(tc, test_out_of_memory);
     tcase_add_test(tc, test_bad_options);
+    tcase_add_test(tc, test_scene_in_path);
     suite_add_tcase(s, tc);
     tc = tcase_create("library");
     tcase_add_test(tc, test_library_error_mapping);
