@@ -46,8 +46,11 @@ static int alloc_results(const rbj_request *b, rb_results *res)
     case RB_MODE_COUNT:
         return (res->counts = malloc(n * sizeof *res->counts)) ? 0 : -1;
     case RB_MODE_ALL:
+        /* rays x max_hits is within --max-results; with no ray at all,
+         * max_hits alone is not limited, and no list is needed. */
         res->counts = malloc(n * sizeof *res->counts);
-        res->list = malloc(n * b->max_hits * sizeof *res->list);
+        res->list = malloc((b->n_rays ? n * b->max_hits : 1) *
+                           sizeof *res->list);
         return res->counts && res->list ? 0 : -1;
     }
     return -1;

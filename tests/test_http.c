@@ -859,6 +859,14 @@ START_TEST(test_odd_json)
               &r);
     expect_problem(&r, 400, "/rays/0/0", "NaN literal");
     rbt_resp_free(&r);
+    /* No ray at all: max_hits is not limited by --max-results then, and
+     * must not size an allocation (found by fuzz_binary_request). */
+    post_json("/v1/intersect", "{\"mode\":\"all\",\"max_hits\":4000000000,"
+              "\"rays\":[],\"boxes\":[[0,0,0,1,1,1]]}", &r);
+    ck_assert_msg(r.status == 200, "%s", r.body);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"count\":0,\"hits\":[],"
+                                         "\"truncated\":[]"));
+    rbt_resp_free(&r);
 }
 END_TEST
 
