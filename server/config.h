@@ -59,9 +59,10 @@
       "seconds a connection may stay idle (libmicrohttpd's default, 0, "       \
       "never closes one)")                                                     \
     X(connection_memory, "connection-memory", "RAYBOX_CONNECTION_MEMORY",      \
-      U64, "256K", 8192, 64ull << 20,                                          \
-      "per-connection memory pool: headers and the read buffer, so the size "  \
-      "of the body pieces handed to the parser")                               \
+      U64, "32K", 8192, 64ull << 20,                                           \
+      "per-connection memory pool: headers and the read buffer (the size of "  \
+      "the body pieces handed to the parser); libmicrohttpd clears it after "  \
+      "every request, so larger costs small requests time")                    \
     X(drain_timeout, "drain-timeout", "RAYBOX_DRAIN_TIMEOUT", U64, "20", 0,    \
       3600, "seconds SIGTERM/SIGINT waits for open connections before "        \
       "closing them")                                                          \

@@ -20,6 +20,7 @@ struct rbd_executor {
     rbd_job **ring;          /* queue_depth slots */
     unsigned cap, head, len;
     unsigned running;
+    unsigned heavy_running;  /* 0 or 1 */
     int closed;
     unsigned n_workers;
     worker *workers;
@@ -33,22 +34,43 @@ double rbd_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Lock held: the oldest queued job a worker may start now, taken out of
+ * the ring; NULL when every queued job is heavy and one is running. */
+static rbd_job *take(rbd_executor *ex)
+{
+    for (unsigned k = 0; k < ex->len; k++) {
+        unsigned at = (ex->head + k) % ex->cap;
+        rbd_job *job = ex->ring[at];
+        if (job->heavy && ex->heavy_running)
+            continue;
+        /* Close the gap: move the older ones up by one. */
+        for (unsigned j = k; j > 0; j--) {
+            unsigned to = (ex->head + j) % ex->cap;
+            ex->ring[to] = ex->ring[(ex->head + j - 1) % ex->cap];
+        }
+        ex->head = (ex->head + 1) % ex->cap;
+        ex->len--;
+        return job;
+    }
+    return NULL;
+}
+
 static void *worker_main(void *arg)
 {
     worker *w = arg;
     rbd_executor *ex = w->ex;
     pthread_mutex_lock(&ex->lock);
     for (;;) {
-        while (!ex->len && !ex->closed)
+        rbd_job *job = NULL;
+        while (!ex->closed && !(job = take(ex)))
             pthread_cond_wait(&ex->wake, &ex->lock);
-        if (ex->closed)
-            break; /* queued jobs are aborted by executor_close */
-        rbd_job *job = ex->ring[ex->head];
-        ex->head = (ex->head + 1) % ex->cap;
-        ex->len--;
+        if (!job)
+            break; /* closed: queued jobs are aborted by executor_close */
         ex->running++;
+        ex->heavy_running += job->heavy != 0;
         pthread_mutex_unlock(&ex->lock);
 
+        int heavy = job->heavy;
         job->t_started = rbd_now_ms();
         job->run(job, w->ctx);
         job->t_finished = rbd_now_ms();
@@ -56,6 +78,11 @@ static void *worker_main(void *arg)
 
         pthread_mutex_lock(&ex->lock);
         ex->running--;
+        if (heavy) {
+            ex->heavy_running--;
+            /* A heavy job may have been passed over by every worker. */
+            pthread_cond_broadcast(&ex->wake);
+        }
     }
     pthread_mutex_unlock(&ex->lock);
     return NULL;
@@ -173,6 +200,7 @@ void executor_stats(rbd_executor *ex, rbd_executor_stats *out)
     out->running = ex->running;
     out->capacity = ex->cap;
     out->workers = ex->n_workers;
+    out->heavy_running = ex->heavy_running;
     pthread_mutex_unlock(&ex->lock);
 }
 

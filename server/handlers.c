@@ -9,6 +9,10 @@
 #include "request.h"
 #include "sbuf.h"
 
+#define HEAVY_TESTS 262144u
+/* Scene builds and refits over this many boxes use the context's threads. */
+#define HEAVY_BOXES 65536u
+
 static void on_queue(void *arg)
 {
     rbd_request *r = arg;
@@ -118,12 +122,14 @@ static enum MHD_Result scene_create(rbd_request *r)
     r->boxes = r->body->n_boxes;
     if (store_precheck(r->srv->store, r->body->n_boxes, why, sizeof why))
         return respond_problem(r, 507, NULL, why);
+    r->job.heavy = r->body->n_boxes >= HEAVY_BOXES;
     return submit(r, job_scene_create);
 }
 
 static enum MHD_Result scene_patch(rbd_request *r)
 {
     r->boxes = r->body->n_set + r->body->n_append;
+    r->job.heavy = r->boxes >= HEAVY_BOXES;
     return submit(r, job_scene_patch);
 }
 
@@ -153,6 +159,10 @@ static enum MHD_Result intersect(rbd_request *r)
         r->boxes = b->n_boxes;
     }
     r->rays = b->n_rays;
+    /* The library's own threshold for spreading a query over its threads
+     * (host/cpu/cpu_backend.c: SMALL_JOB_TESTS). */
+    uint64_t tests = b->mode == RB_MODE_PAIRS ? r->rays : r->rays * r->boxes;
+    r->job.heavy = tests >= HEAVY_TESTS;
     return submit(r, job_intersect);
 }
 
