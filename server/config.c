@@ -201,8 +201,11 @@ void rbd_config_markdown(FILE *out)
             snprintf(range, sizeof range, "true, false");
         else if (o->type == T_BACKEND)
             snprintf(range, sizeof range, "auto, cpu, opencl");
+        /* A '|' would end the table cell. */
+        const char *hint = o->type == T_BACKEND ? "auto\\|cpu\\|opencl"
+                                                : type_hint(o);
         fprintf(out, "| `--%s%s%s` | `%s` | %s%s%s | %s | %s |\n", o->flag,
-                o->type == T_BOOL ? "" : " ", type_hint(o), o->env,
+                o->type == T_BOOL ? "" : " ", hint, o->env,
                 o->def[0] ? "`" : "", o->def[0] ? o->def : "(empty)",
                 o->def[0] ? "`" : "", range, o->help);
     }

@@ -995,6 +995,77 @@ START_TEST(test_openapi_paths)
 }
 END_TEST
 
+/* docs/http.md holds the option table exactly as rayboxd --help-markdown
+ * writes it (the one table in server/config.h is the source). */
+START_TEST(test_docs_option_table)
+{
+    char cmd[512], out[] = "/tmp/rayboxd-options-XXXXXX";
+    int fd = mkstemp(out);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "'%s' --help-markdown >'%s'", RAYBOXD, out);
+    ck_assert_int_eq(system(cmd), 0);
+    char *table = rbt_read_file(out, NULL);
+    char *doc = rbt_read_file(RAYBOX_SOURCE_DIR "/docs/http.md", NULL);
+    ck_assert_ptr_nonnull(table);
+    ck_assert_ptr_nonnull(doc);
+    ck_assert_msg(strstr(doc, "| `--bind TEXT`"), "no table in docs/http.md");
+    ck_assert_msg(strstr(doc, table), "docs/http.md has an old option table; "
+                  "paste `rayboxd --help-markdown`");
+    /* --help comes from the same table. */
+    snprintf(cmd, sizeof cmd, "'%s' --help >'%s'", RAYBOXD, out);
+    ck_assert_int_eq(system(cmd), 0);
+    char *help = rbt_read_file(out, NULL);
+    ck_assert_ptr_nonnull(strstr(help, "--max-scene-bytes N"));
+    ck_assert_ptr_nonnull(strstr(help, "RAYBOX_QUEUE_DEPTH"));
+    free(help);
+    free(table);
+    free(doc);
+    unlink(out);
+}
+END_TEST
+
+/* Options: flags beat the environment, which beats the default; bad
+ * values stop the server with exit status 2 and a message. */
+START_TEST(test_config_sources)
+{
+    static const char *const bad[] = {
+        "--port 70000", "--backend gpu", "--nope", "--queue-depth 0",
+        "--max-body-bytes 12X", "--quiet=maybe", "--bind not-an-address"};
+    static const int status[] = {2, 2, 2, 2, 2, 2, 1};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof cmd, "'%s' %s 2>/dev/null", RAYBOXD, bad[i]);
+        int st = system(cmd);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == status[i],
+                      "%s: status %d", bad[i], WEXITSTATUS(st));
+    }
+    setenv("RAYBOX_PORT", "70000", 1);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "'%s' 2>/dev/null", RAYBOXD);
+    int st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    unsetenv("RAYBOX_PORT");
+
+    static const char *const with_flag[] = {"--queue-depth", "9", NULL};
+    for (int k = 0; k < 2; k++) {
+        setenv("RAYBOX_QUEUE_DEPTH", "7", 1);
+        rbt_server s;
+        rbt_server_start(&s, k ? with_flag : NULL);
+        unsetenv("RAYBOX_QUEUE_DEPTH");
+        char u[256];
+        snprintf(u, sizeof u, "%s/v1/health", s.base);
+        rbt_resp r;
+        rbt_http(NULL, "GET", u, NULL, NULL, 0, NULL, NULL, &r);
+        ck_assert_ptr_nonnull(strstr(r.body, k ? "\"queue_capacity\":9"
+                                               : "\"queue_capacity\":7"));
+        rbt_resp_free(&r);
+        ck_assert_int_eq(rbt_server_stop(&s), 0);
+        unlink(s.log_path);
+    }
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("http");
@@ -1010,6 +1081,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_odd_json);
     tcase_add_test(tc, test_request_id_and_log);
     tcase_add_test(tc, test_openapi_paths);
+    tcase_add_test(tc, test_docs_option_table);
+    tcase_add_test(tc, test_config_sources);
     suite_add_tcase(s, tc);
     return s;
 }
