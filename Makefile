@@ -17,7 +17,7 @@ endif
 # Debian 12 packages the build and the tests need.
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
-       libmicrohttpd-dev libcurl4-openssl-dev
+       libmicrohttpd-dev libcurl4-openssl-dev python3
 BENCH_DEPS = libembree-dev
 LOAD_DEPS = wrk curl
 # libFuzzer comes with clang's runtime libraries in Debian 12.

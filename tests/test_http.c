@@ -1066,6 +1066,108 @@ START_TEST(test_config_sources)
 }
 END_TEST
 
+/* The example client (scripts/raybox_client.py) sends binary requests
+ * and its decoded answers agree with the JSON ones, every mode. */
+START_TEST(test_python_client)
+{
+    ck_assert_msg(system("python3 -c 'import struct, http.client' "
+                         ">/dev/null 2>&1") == 0,
+                  "python3 is needed (make deps installs it)");
+    char dir[] = "/tmp/raybox-client-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    rbt_rng rng = {31};
+    for (int mode = RB_MODE_PAIRS; mode <= RB_MODE_ALL; mode++) {
+        rbt_query q;
+        rbt_query_random(&q, &rng, (rb_mode)mode, 3, 20, 15, mode & 1,
+                         mode == RB_MODE_ALL ? 2 : 0);
+        size_t len;
+        char *body = rbt_query_json(&q, 1, &len);
+        char path[128], cmd[512];
+        snprintf(path, sizeof path, "%s/req.json", dir);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fwrite(body, 1, len, f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "python3 '%s/scripts/raybox_client.py' --url %s --compare "
+                 "'%s' >/dev/null 2>'%s/err'",
+                 RAYBOX_SOURCE_DIR, srv.base, path, dir);
+        int st = system(cmd);
+        snprintf(path, sizeof path, "%s/err", dir);
+        char *err = rbt_read_file(path, NULL);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: %s",
+                      rb_mode_name(mode), err ? err : "");
+        ck_assert_ptr_nonnull(strstr(err, "agree"));
+        free(err);
+        unlink(path);
+        snprintf(path, sizeof path, "%s/req.json", dir);
+        unlink(path);
+        free(body);
+        rbt_query_free(&q);
+    }
+    rmdir(dir);
+}
+END_TEST
+
+/* The store's limits: 507, and nothing changes. */
+START_TEST(test_store_full_507)
+{
+    static const char *const args[] = {"--max-scenes", "2",
+                                        "--max-scene-bytes", "4096", NULL};
+    rbt_server s;
+    rbt_server_start(&s, args);
+    char u[256], id[64] = "";
+    rbt_resp r;
+    const char *small = "{\"boxes\":[[0,0,0,1,1,1]]}";
+    /* 300 boxes: about 7 KiB, over the byte limit alone. */
+    char *big = malloc(300 * 20 + 64);
+    size_t k = (size_t)sprintf(big, "{\"boxes\":[");
+    for (int i = 0; i < 300; i++)
+        k += (size_t)sprintf(big + k, "%s[0,0,0,1,1,1]", i ? "," : "");
+    sprintf(big + k, "]}");
+    snprintf(u, sizeof u, "%s/v1/scenes", s.base);
+    rbt_http(NULL, "POST", u, JSON, big, strlen(big), NULL, NULL, &r);
+    expect_problem(&r, 507, NULL, "scene over the byte limit");
+    ck_assert_ptr_nonnull(strstr(r.body, "max-scene-bytes"));
+    rbt_resp_free(&r);
+    for (int i = 0; i < 3; i++) {
+        rbt_http(NULL, "POST", u, JSON, small, strlen(small), NULL, NULL, &r);
+        if (i < 2) {
+            ck_assert_int_eq(r.status, 201);
+            if (!id[0])
+                snprintf(id, sizeof id, "%.16s", strstr(r.body, "\"id\":\"") + 6);
+        } else {
+            expect_problem(&r, 507, NULL, "third scene");
+            ck_assert_ptr_nonnull(strstr(r.body, "max-scenes"));
+        }
+        rbt_resp_free(&r);
+    }
+    /* A PATCH that would pass the byte limit: refused, version kept. */
+    char *patch_body = malloc(strlen(big) + 16);
+    sprintf(patch_body, "{\"append\":%s", strchr(big, '['));
+    snprintf(u, sizeof u, "%s/v1/scenes/%s", s.base, id);
+    rbt_http(NULL, "PATCH", u, JSON, patch_body, strlen(patch_body), NULL,
+             NULL, &r);
+    expect_problem(&r, 507, NULL, "PATCH over the byte limit");
+    rbt_resp_free(&r);
+    rbt_http(NULL, "GET", u, NULL, NULL, 0, NULL, NULL, &r);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"boxes\":1,\"version\":1"));
+    rbt_resp_free(&r);
+    /* Room again after a DELETE. */
+    rbt_http(NULL, "DELETE", u, NULL, NULL, 0, NULL, NULL, &r);
+    ck_assert_int_eq(r.status, 204);
+    rbt_resp_free(&r);
+    snprintf(u, sizeof u, "%s/v1/scenes", s.base);
+    rbt_http(NULL, "POST", u, JSON, small, strlen(small), NULL, NULL, &r);
+    ck_assert_int_eq(r.status, 201);
+    rbt_resp_free(&r);
+    free(big);
+    free(patch_body);
+    ck_assert_int_eq(rbt_server_stop(&s), 0);
+    unlink(s.log_path);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("http");
@@ -1083,6 +1185,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_openapi_paths);
     tcase_add_test(tc, test_docs_option_table);
     tcase_add_test(tc, test_config_sources);
+    tcase_add_test(tc, test_python_client);
+    tcase_add_test(tc, test_store_full_507);
     suite_add_tcase(s, tc);
     return s;
 }
