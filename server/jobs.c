@@ -4,7 +4,8 @@
  * answer in r->reply, ready for the I/O thread to send. Answers are
  * rendered here, off the I/O threads: a binary answer is the library's
  * arrays behind a 64-byte header (no copy), a JSON answer is rendered up
- * to PRE_RENDER_MAX bytes and the rest, if any, as it is sent.
+ * to PRE_RENDER_MAX bytes and the rest, if any, as it is sent (by the I/O
+ * thread, 64 KiB at a time, so memory stays bounded for huge answers).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 #include "request.h"
 #include "sbuf.h"
 
-#define PRE_RENDER_MAX (16u << 20)
+#define PRE_RENDER_MAX (4u << 20)
 
 static void set_error(rbd_request *r, int status, const char *detail)
 {

@@ -467,12 +467,43 @@ START_TEST(test_queue_full_503)
 }
 END_TEST
 
+/* A JSON answer larger than what the worker renders ahead (4 MiB) is
+ * finished by the I/O thread as it is sent (chunked): the same bytes. */
+START_TEST(test_streamed_json_answer)
+{
+    rbt_rng rng = {4242};
+    rbt_query q;
+    rbt_query_random(&q, &rng, RB_MODE_NEAREST, 3, 160000, 12, 1, 0);
+    rb_context *ctx = rbt_context(RBT_CPU);
+    rbt_expect e;
+    rbt_expect_run(ctx, &q, NULL, 0, &e);
+    ck_assert_uint_gt(e.json_len, 4u << 20);
+    size_t len;
+    char *body = rbt_query_json(&q, 1, &len);
+    char url[512], why[256], te[64];
+    url_of(url, sizeof url, "/v1/intersect");
+    rbt_resp r;
+    rbt_http(NULL, "POST", url, JSON, body, len, NULL, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_str_eq(rbt_header(&r, "Transfer-Encoding", te, sizeof te),
+                     "chunked");
+    ck_assert_msg(!rbt_check_json(&e, r.body, r.len, why, sizeof why), "%s",
+                  why);
+    rbt_resp_free(&r);
+    free(body);
+    rbt_expect_free(&e);
+    rbt_query_free(&q);
+    rb_context_destroy(ctx);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("http_concurrency");
     TCase *tc = tcase_create("clients");
     tcase_add_unchecked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_32_clients);
+    tcase_add_test(tc, test_streamed_json_answer);
     suite_add_tcase(s, tc);
     tc = tcase_create("saturation");
     tcase_add_test(tc, test_queue_full_503);
