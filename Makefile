@@ -1,6 +1,8 @@
 # raybox - the two commands of the README, plus bench/load/fuzz.
 #   make run    install what is missing, build, serve (rayboxd)
 #   make test   install what is missing, build, run every test
+#   make load   bounded load test of rayboxd (wrk; not part of make test)
+#   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 # CI=1 builds into build-ci with -Werror, ASan/LSan and UBSan.
 
 BUILD ?= build
@@ -15,14 +17,17 @@ endif
 # Debian 12 packages the build and the tests need.
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
-       libmicrohttpd-dev libcurl4-openssl-dev
+       libmicrohttpd-dev libcurl4-openssl-dev python3
 BENCH_DEPS = libembree-dev
-LOAD_DEPS = wrk
+LOAD_DEPS = wrk curl
+# libFuzzer comes with clang's runtime libraries in Debian 12.
+FUZZ_DEPS = clang libclang-rt-14-dev
+FUZZ_SECONDS ?= 60
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps bench-deps load-deps configure build run test bench load \
-        fuzz clean
+.PHONY: all deps bench-deps load-deps fuzz-deps configure build run test \
+        bench load fuzz clean
 
 all: build
 
@@ -49,6 +54,9 @@ bench-deps: deps
 load-deps: deps
 	$(call install_missing,$(LOAD_DEPS))
 
+fuzz-deps: deps
+	$(call install_missing,$(FUZZ_DEPS))
+
 configure: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
@@ -66,5 +74,24 @@ bench: bench-deps
 	cmake --build $(BUILD) -j $(JOBS)
 	$(BUILD)/bin/raybox-bench $(ARGS)
 
+# Bounded wrk runs against rayboxd and a minimal libmicrohttpd server, and
+# the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).
+load: load-deps build
+	scripts/load.sh $(BUILD)
+
+# libFuzzer targets for the JSON and the binary request parsers, each run
+# for FUZZ_SECONDS; the corpus grows in build-fuzz/corpus/, crashes land in
+# build-fuzz/ (clang, ASan and UBSan).
+fuzz: fuzz-deps
+	CC=clang cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DRAYBOX_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS) --target fuzz_json_request fuzz_binary_request
+	@for t in json_request binary_request; do \
+	  mkdir -p build-fuzz/corpus/$$t; \
+	  echo "fuzz_$$t for $(FUZZ_SECONDS) s"; \
+	  build-fuzz/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	    -print_final_stats=1 -artifact_prefix=build-fuzz/ \
+	    build-fuzz/corpus/$$t tests/fuzz/seeds/$$t || exit 1; \
+	done
+
 clean:
-	rm -rf build build-ci
+	rm -rf build build-ci build-asan build-fuzz

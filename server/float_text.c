@@ -343,8 +343,81 @@ size_t rb_float_format_exact(float x, char out[RB_FLOAT_TEXT_MAX])
     return tidy(out, (size_t)len);
 }
 
+/* Exact powers of ten in double (5^22 < 2^53). */
+static const double pow10_exact[23] = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The common case without strtof (which costs far more than the rest of
+ * a JSON number's handling): a JSON number with at most 15 significant
+ * digits and a decimal exponent within +-22 (Clinger's fast path). Then
+ * m * 10^e or m / 10^e in double is one correctly rounded operation on
+ * exact operands, d = RN_double(x). Rounding d to float is then RN_float(x)
+ * unless d landed exactly on a midpoint between two floats (midpoints of
+ * normal floats are doubles, and rounding is monotonic, so d is on the
+ * same side of every midpoint as x, or on it): that case, and results near
+ * the ends of the float range, go to strtof. Returns 1 when *out is set,
+ * 0 when strtof must decide. */
+static int parse_fast(const char *p, float *out)
+{
+    int neg = *p == '-';
+    p += neg;
+    uint64_t m = 0;
+    int sig = 0, e = 0;
+    if (*p < '0' || *p > '9')
+        return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        m = m * 10 + (uint64_t)(*p - '0');
+        sig += m != 0;
+    }
+    if (*p == '.') {
+        p++;
+        if (*p < '0' || *p > '9')
+            return 0;
+        for (; *p >= '0' && *p <= '9'; p++, e--) {
+            m = m * 10 + (uint64_t)(*p - '0');
+            sig += m != 0;
+        }
+    }
+    if (sig > 15)
+        return 0;
+    if (*p == 'e' || *p == 'E') {
+        p++;
+        int eneg = *p == '-';
+        p += *p == '-' || *p == '+';
+        int x = 0, nd = 0;
+        for (; *p >= '0' && *p <= '9' && nd < 4; p++, nd++)
+            x = x * 10 + (*p - '0');
+        if (!nd || nd == 4)
+            return 0;
+        e += eneg ? -x : x;
+    }
+    if (*p)
+        return 0;
+    if (m == 0) {
+        *out = neg ? -0.0f : 0.0f;
+        return 1;
+    }
+    if (e < -22 || e > 22)
+        return 0;
+    double d = e >= 0 ? (double)m * pow10_exact[e]
+                      : (double)m / pow10_exact[-e];
+    if (d > 1e30 || d < 1e-30)
+        return 0;
+    uint64_t bits;
+    memcpy(&bits, &d, sizeof bits);
+    /* The 29 bits a float drops: exactly half an ulp is a midpoint. */
+    if ((bits & 0x1fffffffu) == 0x10000000u)
+        return 0;
+    float f = (float)d;
+    *out = neg ? -f : f;
+    return 1;
+}
+
 int rb_float_parse(const char *text, float *out)
 {
+    if (parse_fast(text, out))
+        return 0;
     char *end;
     locale_t old = enter_c_locale();
     errno = 0;

@@ -467,6 +467,11 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
                            (const char *)key, len);
         return 0;
     }
+    if (p->opt.scene_in_path && (m == M_BOXES || m == M_SCENE))
+        return rbj_fail(p, 422, m, -1, -1,
+                        "the boxes are the scene's of the path; \"%s\" "
+                        "is not taken here",
+                        rbj_member_names[m]);
     if (p->seen & (1u << m))
         return rbj_fail(p, 422, m, -1, -1, "\"%s\" appears twice",
                         rbj_member_names[m]);
@@ -547,6 +552,9 @@ int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
         !lim->max_results || !lim->max_numbers || !lim->default_max_hits ||
         (opt->body == RBJ_SCENE_PATCH && opt->patch_dims != 2 &&
          opt->patch_dims != 3) ||
+        (opt->scene_in_path &&
+         (opt->body != RBJ_INTERSECT ||
+          (opt->scene_dims != 2 && opt->scene_dims != 3))) ||
         (opt->allocator && (!opt->allocator->alloc || !opt->allocator->free)))
         return RB_EINVAL;
     rbj_parser *p = opt->allocator

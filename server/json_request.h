@@ -73,10 +73,17 @@ typedef struct rbj_options {
     rbj_body body;
     rbj_limits limits;
     unsigned patch_dims;           /* RBJ_SCENE_PATCH: the scene's dims */
+    /* RBJ_INTERSECT of POST /v1/scenes/{id}/intersect: the boxes are the
+     * scene's of the path, so "boxes" and "scene" are refused (422) and
+     * not required, pairs mode is refused (422 at "/mode"), and "dims"
+     * defaults to scene_dims and must equal it (422 at "/dims"). */
+    int scene_in_path;
+    unsigned scene_dims;           /* 2 or 3 when scene_in_path */
     const rb_allocator *allocator; /* NULL = malloc; copied */
 } rbj_options;
 
-/* Fills defaults for a body kind: default limits, patch_dims 3. */
+/* Fills defaults for a body kind: default limits, patch_dims 3, no scene
+ * in the path. */
 void rbj_options_init(rbj_options *opt, rbj_body body);
 
 #define RBJ_POINTER_MAX 160
@@ -115,7 +122,8 @@ typedef struct rbj_request {
 
 typedef struct rbj_parser rbj_parser;
 
-/* RB_OK, RB_EINVAL (bad options: dims, zero limits) or RB_ENOMEM. */
+/* RB_OK, RB_EINVAL (bad options: dims, zero limits, scene_in_path with a
+ * body other than RBJ_INTERSECT) or RB_ENOMEM. */
 int rbj_parser_create(const rbj_options *opt, rbj_parser **out);
 void rbj_parser_destroy(rbj_parser *p);
 

@@ -82,10 +82,21 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
     const rbj_limits *lim = &p->opt.limits;
     if (!(p->seen & (1u << M_RAYS)))
         return FAIL(422, M_COUNT, -1, -1, "missing \"rays\"");
-    if (!(p->seen & ((1u << M_BOXES) | (1u << M_SCENE))))
+    if (!p->opt.scene_in_path &&
+        !(p->seen & ((1u << M_BOXES) | (1u << M_SCENE))))
         return FAIL(422, M_COUNT, -1, -1,
                         "missing \"boxes\" (or \"scene\")");
     r->mode = p->have_mode ? p->mode : RB_MODE_NEAREST;
+    if (p->opt.scene_in_path) {
+        if (r->mode == RB_MODE_PAIRS)
+            return FAIL(422, M_MODE, -1, -1,
+                            "pairs mode needs \"boxes\"; a scene query is "
+                            "nearest, any, count or all");
+        if (p->dims && p->dims != p->opt.scene_dims)
+            return FAIL(422, M_DIMS, -1, -1,
+                            "the scene has %u dims, the request %u",
+                            p->opt.scene_dims, p->dims);
+    }
     r->max_hits = p->max_hits ? p->max_hits : lim->default_max_hits;
     r->tmin = p->tmin;
     r->tmax = p->tmax;
@@ -131,7 +142,9 @@ int rbj_settle(rbj_parser *p)
     rbj_request *r = &p->req;
     memset(r, 0, sizeof *r);
     r->body = p->opt.body;
-    r->dims = p->dims ? p->dims : 3;
+    r->dims = p->dims                ? p->dims
+              : p->opt.scene_in_path ? p->opt.scene_dims
+                                     : 3;
     r->tmax = INFINITY;
     switch (p->opt.body) {
     case RBJ_INTERSECT:

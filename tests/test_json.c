@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "float_text.h"
 #include "json_request.h"
 #include "testutil.h"
 
@@ -331,6 +332,68 @@ START_TEST(test_numbers_exact)
                 0.1f);
     ASSERT_BITS(one_number("16777217"), 16777216.0f);
     ASSERT_BITS(one_number("16777219"), 16777220.0f);
+}
+END_TEST
+
+/* rb_float_parse takes a shortcut for short numbers (Clinger's fast
+ * path with a midpoint check); it must agree with strtof bit for bit on
+ * every text: random float32s in shortest and in %.Ng form, random digit
+ * strings with exponents, and midpoints between floats. */
+START_TEST(test_float_parse_is_strtof)
+{
+    rbt_rng rng = {2024};
+    char t[64];
+    long checked = 0;
+    for (long i = 0; i < 400000; i++) {
+        uint32_t b = (uint32_t)rbt_next(&rng);
+        float f;
+        memcpy(&f, &b, 4);
+        int kind = (int)rbt_below(&rng, 3);
+        if (kind < 2 && !isfinite(f))
+            continue;
+        if (kind == 0) {
+            rb_float_format(f, t);
+        } else if (kind == 1) {
+            snprintf(t, sizeof t, "%.*g", 1 + (int)rbt_below(&rng, 17),
+                     (double)f);
+        } else {
+            int k = 0, nd = 1 + (int)rbt_below(&rng, 17);
+            if (rbt_below(&rng, 2))
+                t[k++] = '-';
+            t[k++] = (char)('1' + rbt_below(&rng, 9));
+            int dot = (int)rbt_below(&rng, (uint32_t)nd + 1);
+            for (int j = 1; j < nd; j++) {
+                if (j == dot)
+                    t[k++] = '.';
+                t[k++] = (char)('0' + rbt_below(&rng, 10));
+            }
+            if (rbt_below(&rng, 2))
+                k += snprintf(t + k, sizeof t - (size_t)k, "e%d",
+                              (int)rbt_below(&rng, 70) - 35);
+            t[k] = '\0';
+        }
+        float got, want = strtof(t, NULL);
+        int rc = rb_float_parse(t, &got);
+        if (isinf(want)) {
+            ck_assert_int_eq(rc, -1);
+            continue;
+        }
+        ck_assert_int_eq(rc, 0);
+        ck_assert_msg(bits(got) == bits(want), "%s: %a, strtof %a", t,
+                      (double)got, (double)want);
+        checked++;
+    }
+    ck_assert_int_gt(checked, 300000);
+    /* Midpoints between neighbouring floats, written out exactly (ties
+     * go to even), and their neighbours one digit away. */
+    for (uint32_t m = 1u << 23; m < (1u << 23) + 2000; m++) {
+        for (int e = 0; e < 4; e++) {
+            snprintf(t, sizeof t, "%llu", (unsigned long long)(2ull * m + 1) << e);
+            float got;
+            ck_assert_int_eq(rb_float_parse(t, &got), 0);
+            ck_assert_msg(bits(got) == bits(strtof(t, NULL)), "%s", t);
+        }
+    }
 }
 END_TEST
 
@@ -1029,6 +1092,48 @@ START_TEST(test_bad_options)
 }
 END_TEST
 
+/* POST /v1/scenes/{id}/intersect: the boxes come from the path. */
+START_TEST(test_scene_in_path)
+{
+    rbj_options opt;
+    rbj_options_init(&opt, RBJ_INTERSECT);
+    opt.scene_in_path = 1;
+    opt.scene_dims = 2;
+    /* No "boxes" needed; dims defaults to the scene's. */
+    rbj_parser *p = parse_opt(&opt, "{\"rays\":[[0,0,1,0],[1,1,0,1,0,5]]}");
+    const rbj_request *r = rbj_parser_request(p);
+    ck_assert_uint_eq(r->dims, 2);
+    ck_assert_uint_eq(r->n_rays, 2);
+    ck_assert_uint_eq(r->n_boxes, 0);
+    ck_assert_ptr_null(r->scene);
+    ck_assert_int_eq(r->mode, RB_MODE_NEAREST);
+    rbj_parser_destroy(p);
+    p = parse_opt(&opt, "{\"dims\":2,\"mode\":\"all\",\"rays\":[]}");
+    rbj_parser_destroy(p);
+    static const char *const bodies[] = {
+        "{\"rays\":[],\"boxes\":[]}",
+        "{\"scene\":\"abc\",\"rays\":[]}",
+        "{\"mode\":\"pairs\",\"rays\":[]}",
+        "{\"dims\":3,\"rays\":[]}",
+        "{\"rays\":[[0,0,0,1,0]]}",
+    };
+    static const char *const pointers[] = {"/boxes", "/scene", "/mode",
+                                           "/dims", "/rays/0"};
+    for (int i = 0; i < 5; i++)
+        expect_error_opt(&opt, bodies[i], strlen(bodies[i]), 422,
+                         pointers[i], "");
+    /* Only intersect bodies, and only 2 or 3 dims. */
+    rbj_parser *q = NULL;
+    opt.scene_dims = 4;
+    ck_assert_int_eq(rbj_parser_create(&opt, &q), RB_EINVAL);
+    rbj_options_init(&opt, RBJ_SCENE_CREATE);
+    opt.scene_in_path = 1;
+    opt.scene_dims = 3;
+    ck_assert_int_eq(rbj_parser_create(&opt, &q), RB_EINVAL);
+    ck_assert_ptr_null(q);
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
@@ -1053,6 +1158,8 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_limit_bounds_memory);
     tcase_add_test(tc, test_out_of_memory);
     tcase_add_test(tc, test_bad_options);
+    tcase_add_test(tc, test_float_parse_is_strtof);
+    tcase_add_test(tc, test_scene_in_path);
     suite_add_tcase(s, tc);
     tc = tcase_create("library");
     tcase_add_test(tc, test_library_error_mapping);

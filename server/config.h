@@ -1,0 +1,97 @@
+/*
+ * config.h - rayboxd's options: ONE table (name, environment variable,
+ * default, bounds, help) that the command line, the environment,
+ * `--help` and the markdown table of docs/http.md all come from.
+ *
+ * Precedence: default < environment (RAYBOX_*) < command line.
+ * Values: text, unsigned integers (byte sizes take a K, M or G suffix,
+ * binary), booleans (1/0, true/false, yes/no, on/off; a bare flag is
+ * true), and the backend name.
+ */
+#ifndef RBD_CONFIG_H
+#define RBD_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* X(field, flag, env, type, default, min, max, help) */
+#define RBD_OPTIONS(X)                                                         \
+    X(bind, "bind", "RAYBOX_BIND", STR, "127.0.0.1", 0, 0,                     \
+      "address to listen on: an IPv4 or IPv6 literal")                         \
+    X(port, "port", "RAYBOX_PORT", U64, "8080", 0, 65535,                      \
+      "TCP port; 0 picks a free one (the first log line names it)")            \
+    X(backend, "backend", "RAYBOX_BACKEND", BACKEND, "auto", 0, 0,             \
+      "auto (an OpenCL GPU if any, else cpu), cpu or opencl")                  \
+    X(device, "device", "RAYBOX_DEVICE", STR, "", 0, 0,                        \
+      "OpenCL device: index in GET /v1/devices or part of its name; "          \
+      "empty lets the backend choose")                                         \
+    X(workers, "workers", "RAYBOX_WORKERS", U64, "0", 0, 256,                  \
+      "query worker threads, each owning one backend context; 0 = one per "    \
+      "online CPU")                                                            \
+    X(threads, "threads", "RAYBOX_THREADS", U64, "0", 0, 1024,                 \
+      "CPU backend threads of each worker for large queries (small ones run "  \
+      "on the worker itself); 0 = online CPUs")                                \
+    X(io_threads, "io-threads", "RAYBOX_IO_THREADS", U64, "2", 1, 64,          \
+      "HTTP I/O threads (libmicrohttpd thread pool, epoll)")                   \
+    X(queue_depth, "queue-depth", "RAYBOX_QUEUE_DEPTH", U64, "256", 1,         \
+      1048576, "requests that may wait for a worker; beyond, 503 at once")     \
+    X(retry_after, "retry-after", "RAYBOX_RETRY_AFTER", U64, "1", 0, 3600,     \
+      "Retry-After seconds sent with a 503")                                   \
+    X(max_body_bytes, "max-body-bytes", "RAYBOX_MAX_BODY_BYTES", U64, "256M",  \
+      64, 1ull << 40, "largest request body (413 beyond, from Content-Length " \
+      "before the body is read)")                                              \
+    X(max_rays, "max-rays", "RAYBOX_MAX_RAYS", U64, "4194304", 1, 2147483647,  \
+      "rays per request")                                                      \
+    X(max_boxes, "max-boxes", "RAYBOX_MAX_BOXES", U64, "1048576", 1,           \
+      2147483647, "boxes per request, scene creation or PATCH")                \
+    X(max_results, "max-results", "RAYBOX_MAX_RESULTS", U64, "16777216", 1,    \
+      1ull << 40, "`all` mode: rays x max_hits per request")                   \
+    X(default_max_hits, "default-max-hits", "RAYBOX_DEFAULT_MAX_HITS", U64,    \
+      "64", 1, 4294967295u, "`all` mode: max_hits of requests that omit it")   \
+    X(max_scenes, "max-scenes", "RAYBOX_MAX_SCENES", U64, "1024", 0, 1u << 30, \
+      "stored scenes (507 beyond)")                                            \
+    X(max_scene_bytes, "max-scene-bytes", "RAYBOX_MAX_SCENE_BYTES", U64, "1G", \
+      0, 1ull << 44, "memory of all stored scenes together (507 beyond)")      \
+    X(max_connections, "max-connections", "RAYBOX_MAX_CONNECTIONS", U64,       \
+      "1000", 1, 1000000, "open connections, suspended ones included")         \
+    X(connection_timeout, "connection-timeout",                                \
+      "RAYBOX_CONNECTION_TIMEOUT", U64, "30", 1, 86400,                        \
+      "seconds a connection may stay idle (libmicrohttpd's default, 0, "       \
+      "never closes one)")                                                     \
+    X(connection_memory, "connection-memory", "RAYBOX_CONNECTION_MEMORY",      \
+      U64, "32K", 8192, 64ull << 20,                                           \
+      "per-connection memory pool: headers and the read buffer (the size of "  \
+      "the body pieces handed to the parser); libmicrohttpd clears it after "  \
+      "every request, so larger costs small requests time")                    \
+    X(drain_timeout, "drain-timeout", "RAYBOX_DRAIN_TIMEOUT", U64, "20", 0,    \
+      3600, "seconds SIGTERM/SIGINT waits for open connections before "        \
+      "closing them")                                                          \
+    X(quiet, "quiet", "RAYBOX_QUIET", BOOL, "0", 0, 1,                         \
+      "no per-request log lines (startup, shutdown and errors still)")
+
+#define RBD_FIELD_STR(f) char f[256];
+#define RBD_FIELD_BACKEND(f) char f[16];
+#define RBD_FIELD_U64(f) uint64_t f;
+#define RBD_FIELD_BOOL(f) int f;
+
+typedef struct rbd_config {
+#define RBD_X(f, flag, env, type, def, lo, hi, help) RBD_FIELD_##type(f)
+    RBD_OPTIONS(RBD_X)
+#undef RBD_X
+} rbd_config;
+
+/* Defaults only. */
+void rbd_config_defaults(rbd_config *c);
+
+/* Defaults, then the environment, then argv[1..]. Returns 0 when the
+ * server should run, 1 when it printed --help, --help-markdown or
+ * --version to out (exit 0), -1 on a bad value or option (a one-line
+ * message in err). */
+int rbd_config_load(rbd_config *c, int argc, char **argv, FILE *out,
+                    char *err, size_t err_len);
+
+/* The usage text and the markdown table, from the table. */
+void rbd_config_help(FILE *out);
+void rbd_config_markdown(FILE *out);
+
+#endif

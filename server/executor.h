@@ -1,0 +1,74 @@
+/*
+ * executor.h - the worker threads that run queries, and their bounded
+ * queue. Each worker owns one rb_context (an rb_context is used by one
+ * thread at a time), created at start-up with the configured backend.
+ *
+ * HTTP I/O threads never run a job: they submit it, and the worker calls
+ * job->done() when it is finished (or aborted at shutdown); done() resumes
+ * the suspended connection, whose handler then queues the response.
+ *
+ * Threads: every function may be called from any thread, except that
+ * executor_destroy must come after executor_close and not race with
+ * anything.
+ */
+#ifndef RBD_EXECUTOR_H
+#define RBD_EXECUTOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raybox.h"
+
+typedef struct rbd_job rbd_job;
+struct rbd_job {
+    /* On a worker, with its context. */
+    void (*run)(rbd_job *job, rb_context *ctx);
+    /* After run, on the same worker; or with aborted = 1 on the thread
+     * that closes the executor, for a job no worker took. */
+    void (*done)(rbd_job *job);
+    double t_queued, t_started, t_finished; /* monotonic ms */
+    int aborted;
+    /* A job that spreads over the context's threads (a large query): at
+     * most one runs at a time, since each already uses every core and two
+     * at once only thrash (measured: a quarter less throughput on 2
+     * cores). Other jobs pass a waiting heavy one; heavy ones keep their
+     * order. */
+    int heavy;
+};
+
+typedef struct rbd_executor rbd_executor;
+
+typedef struct rbd_executor_options {
+    unsigned workers;        /* >= 1 */
+    unsigned queue_depth;    /* >= 1 */
+    rb_context_options ctx;  /* for every worker's context */
+} rbd_executor_options;
+
+/* Creates the contexts and starts the workers. On failure returns a
+ * status and writes why (the first context's error). */
+int executor_create(const rbd_executor_options *opt, rbd_executor **out,
+                    char *why, size_t why_len);
+
+/* Queues a job: 0, or -1 when the queue is full or closed (nothing was
+ * called then). on_queue(arg) runs under the queue's lock just before the
+ * job becomes visible to workers, so that it happens before run() and
+ * done() - the server suspends the connection there. */
+int executor_submit(rbd_executor *ex, rbd_job *job,
+                    void (*on_queue)(void *arg), void *arg);
+
+/* Refuses new jobs, lets running jobs finish, aborts the queued ones
+ * (done() with aborted = 1) and joins the workers. */
+void executor_close(rbd_executor *ex);
+void executor_destroy(rbd_executor *ex);
+
+typedef struct rbd_executor_stats {
+    uint64_t queued, running, capacity, workers, heavy_running;
+} rbd_executor_stats;
+void executor_stats(rbd_executor *ex, rbd_executor_stats *out);
+
+/* What the first worker's context runs on (all are alike). */
+const rb_backend_info *executor_backend(const rbd_executor *ex);
+
+double rbd_now_ms(void);
+
+#endif

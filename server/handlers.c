@@ -1,0 +1,192 @@
+/*
+ * handlers.c - what each route does once its request is complete, on the
+ * I/O thread: small answers (health, devices, metrics, scene listings,
+ * DELETE) at once, queries and scene changes as jobs for the workers.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "request.h"
+#include "sbuf.h"
+
+#define HEAVY_TESTS 262144u
+/* Scene builds and refits over this many boxes use the context's threads. */
+#define HEAVY_BOXES 65536u
+
+static void on_queue(void *arg)
+{
+    rbd_request *r = arg;
+    /* Under the executor's lock and before any worker can see the job:
+     * the connection is suspended before anyone can resume it. */
+    MHD_suspend_connection(r->conn);
+    r->phase = PH_QUEUED;
+    atomic_fetch_add(&r->srv->suspended, 1);
+}
+
+static enum MHD_Result submit(rbd_request *r,
+                              void (*run)(rbd_job *, rb_context *))
+{
+    rbd_server *s = r->srv;
+    r->job.run = run;
+    r->job.done = job_done;
+    if (executor_submit(s->ex, &r->job, on_queue, r) == 0)
+        return MHD_YES;
+    atomic_fetch_add_explicit(&s->metrics.rejected_full, 1,
+                              memory_order_relaxed);
+    char detail[128];
+    snprintf(detail, sizeof detail, "the server is saturated: %llu requests "
+             "are waiting (--queue-depth)",
+             (unsigned long long)s->cfg.queue_depth);
+    return respond_problem(r, 503, NULL, detail);
+}
+
+static enum MHD_Result health(rbd_request *r)
+{
+    rbd_server *s = r->srv;
+    if (atomic_load(&s->draining))
+        return respond_problem(r, 503, NULL, "shutting down");
+    const rb_backend_info *b = executor_backend(s->ex);
+    rbd_executor_stats st;
+    executor_stats(s->ex, &st);
+    sbuf o;
+    sbuf_init(&o);
+    sbuf_add(&o, "{\"status\":\"ok\",\"version\":");
+    sbuf_json_str(&o, RB_VERSION_STRING);
+    sbuf_add(&o, ",\"backend\":");
+    sbuf_json_str(&o, b->backend);
+    sbuf_add(&o, ",\"device\":");
+    sbuf_json_str(&o, b->device);
+    sbuf_printf(&o,
+                ",\"workers\":%llu,\"queue_depth\":%llu,"
+                "\"queue_capacity\":%llu,\"uptime_s\":%.3f}",
+                (unsigned long long)st.workers,
+                (unsigned long long)st.queued,
+                (unsigned long long)st.capacity,
+                (rbd_now_ms() - s->t_start) / 1e3);
+    return respond_sbuf(r, 200, &o, NULL);
+}
+
+static enum MHD_Result metrics_page(rbd_request *r)
+{
+    rbd_gauges g;
+    server_gauges(r->srv, &g);
+    sbuf o;
+    sbuf_init(&o);
+    metrics_render(&r->srv->metrics, &g, &o);
+    return respond_sbuf(r, 200, &o,
+                        "text/plain; version=0.0.4; charset=utf-8");
+}
+
+static enum MHD_Result devices(rbd_request *r)
+{
+    sbuf o;
+    sbuf_init(&o);
+    sbuf_add(&o, r->srv->devices_json);
+    return respond_sbuf(r, 200, &o, NULL);
+}
+
+static enum MHD_Result scene_get(rbd_request *r)
+{
+    sbuf o;
+    sbuf_init(&o);
+    if (store_describe_json(r->srv->store, r->scene_id, &o)) {
+        sbuf_free(&o);
+        char detail[200];
+        snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
+        return respond_problem(r, 404, NULL, detail);
+    }
+    return respond_sbuf(r, 200, &o, NULL);
+}
+
+static enum MHD_Result scene_delete(rbd_request *r)
+{
+    if (store_delete(r->srv->store, r->scene_id)) {
+        char detail[200];
+        snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
+        return respond_problem(r, 404, NULL, detail);
+    }
+    return respond_empty(r, 204);
+}
+
+static enum MHD_Result scene_list(rbd_request *r)
+{
+    sbuf o;
+    sbuf_init(&o);
+    store_list_json(r->srv->store, &o);
+    return respond_sbuf(r, 200, &o, NULL);
+}
+
+static enum MHD_Result scene_create(rbd_request *r)
+{
+    char why[256];
+    r->boxes = r->body->n_boxes;
+    if (store_precheck(r->srv->store, r->body->n_boxes, why, sizeof why))
+        return respond_problem(r, 507, NULL, why);
+    r->job.heavy = r->body->n_boxes >= HEAVY_BOXES;
+    return submit(r, job_scene_create);
+}
+
+static enum MHD_Result scene_patch(rbd_request *r)
+{
+    r->boxes = r->body->n_set + r->body->n_append;
+    r->job.heavy = r->boxes >= HEAVY_BOXES;
+    return submit(r, job_scene_patch);
+}
+
+/* Both intersect routes: the scene, if any, is taken now, at the version
+ * current when the query starts; the query keeps that version. */
+static enum MHD_Result intersect(rbd_request *r)
+{
+    const rbj_request *b = r->body;
+    char detail[200];
+    const char *id = r->route == ROUTE_SCENE_INTERSECT ? r->scene_id
+                                                        : b->scene;
+    if (id) {
+        r->ver = store_acquire(r->srv->store, id);
+        if (!r->ver) {
+            snprintf(detail, sizeof detail, "no scene '%.128s'", id);
+            return respond_problem(
+                r, 404, r->route == ROUTE_SCENE_INTERSECT ? NULL : "/scene",
+                detail);
+        }
+        if (scene_ver_dims(r->ver) != b->dims) {
+            snprintf(detail, sizeof detail, "the scene has %u dims, the "
+                     "request %u", scene_ver_dims(r->ver), b->dims);
+            return respond_problem(r, 422, "/dims", detail);
+        }
+        r->boxes = scene_ver_boxes(r->ver);
+    } else {
+        r->boxes = b->n_boxes;
+    }
+    r->rays = b->n_rays;
+    /* The library's own threshold for spreading a query over its threads
+     * (host/cpu/cpu_backend.c: SMALL_JOB_TESTS). */
+    uint64_t tests = b->mode == RB_MODE_PAIRS ? r->rays : r->rays * r->boxes;
+    r->job.heavy = tests >= HEAVY_TESTS;
+    return submit(r, job_intersect);
+}
+
+enum MHD_Result handle_request(rbd_request *r)
+{
+    switch (r->route) {
+    case ROUTE_HEALTH:
+        return health(r);
+    case ROUTE_DEVICES:
+        return devices(r);
+    case ROUTE_METRICS:
+        return metrics_page(r);
+    case ROUTE_SCENES:
+        return r->method == METHOD_POST ? scene_create(r) : scene_list(r);
+    case ROUTE_SCENE:
+        if (r->method == METHOD_PATCH)
+            return scene_patch(r);
+        if (r->method == METHOD_DELETE)
+            return scene_delete(r);
+        return scene_get(r);
+    case ROUTE_INTERSECT:
+    case ROUTE_SCENE_INTERSECT:
+        return intersect(r);
+    default:
+        return respond_problem(r, 404, NULL, "no such path");
+    }
+}

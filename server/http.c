@@ -1,0 +1,461 @@
+/*
+ * http.c - the libmicrohttpd glue: the access handler's three phases
+ * (headers, body pieces, end of body / resumed) and the completion
+ * callback that logs, counts and frees each request.
+ *
+ * MHD 0.9.75 accepts a response only on the first call (headers) or after
+ * the whole body came, and only from inside the handler. So what can be
+ * decided from the headers (404, 405, 413 from Content-Length, 415, 406)
+ * is answered on the first call - MHD then skips "100 Continue", never
+ * reads the body and closes the connection - and whatever goes wrong
+ * while the body streams in is remembered and answered after its last
+ * byte. Every piece is consumed in full (0.9.75 can hang a connection
+ * that leaves bytes unconsumed).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "access_log.h"
+#include "request.h"
+#include "sbuf.h"
+
+/* ------------------------------------------------------------------------
+ * Request state
+ */
+static int id_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.' ||
+           c == ':';
+}
+
+/* The client's X-Request-Id when it is a plain token, else a new one. */
+static void request_id(rbd_request *r)
+{
+    const char *given = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                    "X-Request-Id");
+    size_t n = given ? strlen(given) : 0;
+    int ok = n > 0 && n <= RBD_REQUEST_ID_MAX;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = id_char(given[i]);
+    if (ok) {
+        memcpy(r->request_id, given, n + 1);
+        return;
+    }
+    uint64_t k = atomic_fetch_add(&r->srv->requests, 1) + 1;
+    /* splitmix64 of the counter plus a per-run seed: unique within a run,
+     * unlikely to repeat across runs. */
+    uint64_t x = (r->srv->id_seed + k) * 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    snprintf(r->request_id, sizeof r->request_id, "%016llx",
+             (unsigned long long)x);
+}
+
+static rbd_request *request_new(rbd_server *s, struct MHD_Connection *conn,
+                                const char *url, const char *method)
+{
+    rbd_request *r = calloc(1, sizeof *r);
+    if (!r)
+        return NULL;
+    r->srv = s;
+    r->conn = conn;
+    r->t_start = rbd_now_ms();
+    r->method = method_parse(method);
+    snprintf(r->method_name, sizeof r->method_name, "%s", method);
+    snprintf(r->path, sizeof r->path, "%s", url);
+    r->route = route_match(url, r->scene_id);
+    r->phase = PH_RECEIVING;
+    request_id(r);
+    return r;
+}
+
+static void request_free(rbd_request *r)
+{
+    rbj_parser_destroy(r->jp);
+    rbb_decoder_destroy(r->bd);
+    scene_ver_release(r->ver);
+    free(r->reply.body);
+    payload_free(r->reply.payload);
+    free(r);
+}
+
+/* ------------------------------------------------------------------------
+ * Headers
+ */
+
+/* The media type of a Content-Type or Accept element, without
+ * parameters or white space, lower-cased into out. */
+static void media_type(const char *s, size_t n, char *out, size_t cap)
+{
+    while (n && (*s == ' ' || *s == '\t'))
+        s++, n--;
+    size_t k = 0;
+    for (size_t i = 0; i < n && s[i] != ';' && k + 1 < cap; i++)
+        if (s[i] != ' ' && s[i] != '\t')
+            out[k++] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
+    out[k] = '\0';
+}
+
+static rbd_body_kind body_kind(const char *content_type)
+{
+    char t[64];
+    if (!content_type)
+        return BODY_NONE;
+    media_type(content_type, strlen(content_type), t, sizeof t);
+    if (strcmp(t, "application/json") == 0)
+        return BODY_JSON;
+    if (strcmp(t, RBB_MEDIA_TYPE) == 0)
+        return BODY_BINARY;
+    return BODY_NONE;
+}
+
+/* Accept: JSON or binary for the answer. A specific type beats a
+ * wildcard, a higher q wins, a tie keeps the request's form. -1 when
+ * neither is acceptable (406). */
+static int negotiate(const char *accept, int request_binary)
+{
+    if (!accept || !accept[0])
+        return request_binary;
+    double qj = -1, qb = -1, qw = -1;
+    const char *p = accept;
+    while (*p) {
+        size_t n = strcspn(p, ",");
+        char t[64];
+        media_type(p, n, t, sizeof t);
+        double q = 1;
+        const char *semi = memchr(p, ';', n);
+        while (semi && semi < p + n) {
+            const char *a = semi + 1;
+            while (*a == ' ')
+                a++;
+            if ((a[0] == 'q' || a[0] == 'Q') && a[1] == '=')
+                q = strtod(a + 2, NULL);
+            semi = memchr(a, ';', (size_t)(p + n - a));
+        }
+        double *slot = strcmp(t, "application/json") == 0   ? &qj
+                       : strcmp(t, RBB_MEDIA_TYPE) == 0     ? &qb
+                       : strcmp(t, "*/*") == 0 ||
+                               strcmp(t, "application/*") == 0
+                           ? &qw
+                           : NULL;
+        if (slot && q > *slot)
+            *slot = q;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (qj < 0)
+        qj = qw;
+    if (qb < 0)
+        qb = qw;
+    if (qj <= 0 && qb <= 0)
+        return -1;
+    if (qj == qb)
+        return request_binary;
+    return qb > qj;
+}
+
+static int takes_body(const rbd_request *r)
+{
+    return r->method == METHOD_POST || r->method == METHOD_PATCH;
+}
+
+static enum MHD_Result start_parser(rbd_request *r)
+{
+    rbd_server *s = r->srv;
+    int scene_path = r->route == ROUTE_SCENE_INTERSECT;
+    if (r->in == BODY_JSON) {
+        rbj_options o;
+        rbj_options_init(&o, r->route == ROUTE_SCENES ? RBJ_SCENE_CREATE
+                             : r->route == ROUTE_SCENE ? RBJ_SCENE_PATCH
+                                                       : RBJ_INTERSECT);
+        o.limits = s->limits;
+        o.patch_dims = r->route == ROUTE_SCENE ? r->scene_dims : 3;
+        o.scene_in_path = scene_path;
+        o.scene_dims = scene_path ? r->scene_dims : 0;
+        if (rbj_parser_create(&o, &r->jp) != RB_OK)
+            return respond_problem(r, 503, NULL, "out of memory");
+    } else {
+        rbb_options o;
+        rbb_options_init(&o, r->route == ROUTE_SCENES ? RBB_KIND_SCENE
+                                                      : RBB_KIND_INTERSECT);
+        o.limits = s->limits;
+        o.scene_in_path = scene_path;
+        o.scene_dims = scene_path ? r->scene_dims : 0;
+        o.content_length = r->has_length ? r->content_length
+                                         : RBB_LENGTH_UNKNOWN;
+        o.max_body = s->cfg.max_body_bytes;
+        if (rbb_decoder_create(&o, &r->bd) != RB_OK)
+            return respond_problem(r, 503, NULL, "out of memory");
+    }
+    return MHD_YES;
+}
+
+/* Refuses a request from its headers. With a body on its way the answer
+ * goes out now (MHD then never reads the body and closes the connection);
+ * without one it waits for the end of the request, which keeps the
+ * connection open for the next request. */
+static enum MHD_Result refuse(rbd_request *r, int status, const char *detail)
+{
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Content-Length");
+    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Transfer-Encoding");
+    if (te || (cl && strcmp(cl, "0") != 0))
+        return respond_problem(r, status, NULL, detail);
+    r->early.status = status;
+    snprintf(r->early.detail, sizeof r->early.detail, "%s", detail);
+    return MHD_YES;
+}
+
+/* Everything the headers decide; the first call of the handler. */
+static enum MHD_Result on_headers(rbd_request *r)
+{
+    rbd_server *s = r->srv;
+    char detail[256];
+    if (r->route == ROUTE_NONE)
+        return refuse(r, 404, "no such path");
+    if (!route_allows(r->route, r->method)) {
+        snprintf(detail, sizeof detail, "%s takes %s", route_template(r->route),
+                 route_allow(r->route));
+        return refuse(r, 405, detail);
+    }
+    if (!takes_body(r))
+        return MHD_YES; /* a body, if any, is read and ignored */
+
+    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Transfer-Encoding");
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Content-Length");
+    /* MHD 0.9.75 accepts both; RFC 9112 6.3 calls it a smuggling risk. */
+    if (te && cl)
+        return respond_problem(r, 400, NULL, "a request may not have both "
+                                             "Transfer-Encoding and "
+                                             "Content-Length");
+    if (cl) {
+        char *end;
+        unsigned long long v = strtoull(cl, &end, 10);
+        if (*cl < '0' || *cl > '9' || *end)
+            return respond_problem(r, 400, NULL, "bad Content-Length");
+        r->has_length = 1;
+        r->content_length = v;
+        if (v > s->cfg.max_body_bytes) {
+            snprintf(detail, sizeof detail, "the body has %llu bytes: at "
+                     "most %llu (--max-body-bytes)", v,
+                     (unsigned long long)s->cfg.max_body_bytes);
+            return respond_problem(r, 413, NULL, detail);
+        }
+    }
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Content-Type");
+    r->in = body_kind(ct);
+    if (r->in == BODY_NONE ||
+        (r->in == BODY_BINARY && r->route == ROUTE_SCENE)) {
+        snprintf(detail, sizeof detail, "Content-Type %s%s%s: %s takes %s",
+                 ct ? "'" : "", ct ? ct : "missing", ct ? "'" : "",
+                 route_template(r->route),
+                 r->route == ROUTE_SCENE ? "application/json (PATCH bodies "
+                                           "are JSON only)"
+                                         : "application/json or "
+                                           RBB_MEDIA_TYPE);
+        return respond_problem(r, 415, NULL, detail);
+    }
+    if (r->route == ROUTE_SCENE || r->route == ROUTE_SCENE_INTERSECT) {
+        scene_ver *v = store_acquire(s->store, r->scene_id);
+        if (!v) {
+            snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
+            return respond_problem(r, 404, NULL, detail);
+        }
+        r->scene_dims = scene_ver_dims(v); /* never changes */
+        scene_ver_release(v);
+    }
+    if (r->route == ROUTE_INTERSECT || r->route == ROUTE_SCENE_INTERSECT) {
+        const char *accept = MHD_lookup_connection_value(
+            r->conn, MHD_HEADER_KIND, "Accept");
+        int out = negotiate(accept, r->in == BODY_BINARY);
+        if (out < 0) {
+            snprintf(detail, sizeof detail, "Accept '%.128s': answers are "
+                     "application/json or " RBB_MEDIA_TYPE, accept);
+            return respond_problem(r, 406, NULL, detail);
+        }
+        r->out_binary = out;
+    }
+    if (r->in == BODY_BINARY && r->has_length &&
+        r->content_length < RBB_HEADER_SIZE) {
+        snprintf(detail, sizeof detail, "the body has %llu bytes, less than "
+                 "the %d-byte binary header",
+                 (unsigned long long)r->content_length, RBB_HEADER_SIZE);
+        return respond_problem(r, 400, "", detail);
+    }
+    return start_parser(r);
+}
+
+/* ------------------------------------------------------------------------
+ * Body
+ */
+static enum MHD_Result on_body(rbd_request *r, const char *data, size_t n)
+{
+    uint64_t max = r->srv->cfg.max_body_bytes;
+    r->received += n;
+    if (r->early.status) {
+        /* Already refused: read the rest and drop it, but not forever
+         * (a chunked body has no announced end). */
+        return r->received > 2 * max ? MHD_NO : MHD_YES;
+    }
+    if (r->received > max) {
+        r->early.status = 413;
+        snprintf(r->early.detail, sizeof r->early.detail,
+                 "the body is longer than %llu bytes (--max-body-bytes)",
+                 (unsigned long long)max);
+        return MHD_YES;
+    }
+    if (r->jp && rbj_parser_feed(r->jp, data, n))
+        r->early = *rbj_parser_error(r->jp);
+    else if (r->bd && rbb_decoder_feed(r->bd, data, n))
+        r->early = *rbb_decoder_error(r->bd);
+    return MHD_YES;
+}
+
+/* The last call for the request's body. */
+static enum MHD_Result on_complete(rbd_request *r)
+{
+    if (r->early.status)
+        return respond_error(r, &r->early);
+    if (r->jp) {
+        if (rbj_parser_finish(r->jp))
+            return respond_error(r, rbj_parser_error(r->jp));
+        r->body = rbj_parser_request(r->jp);
+    } else if (r->bd) {
+        if (rbb_decoder_finish(r->bd))
+            return respond_error(r, rbb_decoder_error(r->bd));
+        r->body = rbb_decoder_request(r->bd);
+    }
+    return handle_request(r);
+}
+
+static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn,
+                                      const char *url, const char *method,
+                                      const char *version,
+                                      const char *upload_data,
+                                      size_t *upload_data_size, void **con_cls)
+{
+    rbd_server *s = cls;
+    rbd_request *r = *con_cls;
+    (void)version;
+    if (!r) {
+        if (!(r = request_new(s, conn, url, method)))
+            return MHD_NO; /* no memory: drop the connection */
+        *con_cls = r;
+        return on_headers(r);
+    }
+    if (r->phase == PH_QUEUED) {
+        /* Resumed: the worker is done with r; the answer is in reply. */
+        atomic_fetch_sub(&s->suspended, 1);
+        return respond_reply(r);
+    }
+    if (r->phase == PH_ANSWERED)
+        return MHD_YES;
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        return on_body(r, upload_data, n);
+    }
+    return on_complete(r);
+}
+
+/* ------------------------------------------------------------------------
+ * Completion: log, count, free - whatever happened.
+ */
+static const char *outcome(enum MHD_RequestTerminationCode toe)
+{
+    switch (toe) {
+    case MHD_REQUEST_TERMINATED_COMPLETED_OK: return NULL;
+    case MHD_REQUEST_TERMINATED_WITH_ERROR: return "error";
+    case MHD_REQUEST_TERMINATED_TIMEOUT_REACHED: return "timeout";
+    case MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN: return "shutdown";
+    case MHD_REQUEST_TERMINATED_READ_ERROR: return "read_error";
+    case MHD_REQUEST_TERMINATED_CLIENT_ABORT: return "client_abort";
+    }
+    return "unknown";
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    rbd_server *s = cls;
+    rbd_request *r = *con_cls;
+    (void)conn;
+    if (!r)
+        return;
+    *con_cls = NULL;
+    double end = rbd_now_ms();
+    if (r->status)
+        metrics_request(&s->metrics, r->route, r->status,
+                        (end - r->t_start) / 1e3);
+    if (!s->cfg.quiet) {
+        int queued = r->job.t_queued > 0;
+        rbd_log_request l = {
+            .request_id = r->request_id,
+            .method = r->method_name,
+            .path = r->path,
+            .route = route_template(r->route),
+            .status = r->status,
+            .outcome = outcome(toe),
+            .rays = r->rays,
+            .boxes = r->boxes,
+            .bytes_in = r->received,
+            .bytes_out = r->bytes_out,
+            .queue_ms = queued ? r->job.t_started - r->job.t_queued : 0,
+            .run_ms = queued ? r->job.t_finished - r->job.t_started : 0,
+            .duration_ms = end - r->t_start,
+            .scene = r->scene_id[0] ? r->scene_id : NULL,
+            .error = r->error[0] ? r->error : NULL,
+        };
+        access_log_request(&l);
+    }
+    request_free(r);
+}
+
+/* ------------------------------------------------------------------------
+ * Daemon
+ */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512], fields[1200];
+    (void)cls;
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = '\0';
+    sbuf b;
+    sbuf_init(&b);
+    sbuf_add(&b, "\"detail\":");
+    sbuf_json_str(&b, msg);
+    snprintf(fields, sizeof fields, "%s", b.data ? b.data : "");
+    sbuf_free(&b);
+    log_event("warn", "libmicrohttpd", fields);
+}
+
+struct MHD_Daemon *http_start(rbd_server *s, const struct sockaddr *addr,
+                              int ipv6)
+{
+    const rbd_config *c = &s->cfg;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+                     MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     (ipv6 ? MHD_USE_IPv6 : 0);
+    /* A pool of 1 is no pool: the polling thread serves alone. */
+    unsigned pool = c->io_threads > 1 ? (unsigned)c->io_threads : 0;
+    return MHD_start_daemon(
+        flags, (uint16_t)c->port, NULL, NULL, access_handler, s,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first: catches all */
+        MHD_OPTION_SOCK_ADDR, addr,
+        MHD_OPTION_THREAD_POOL_SIZE, pool,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->connection_timeout,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->connection_memory,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
+        MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+        MHD_OPTION_END);
+}

@@ -1,0 +1,242 @@
+/*
+ * jobs.c - the work a worker does for a request, with the worker's own
+ * rb_context: run the query (or build / patch the scene) and leave the
+ * answer in r->reply, ready for the I/O thread to send. Answers are
+ * rendered here, off the I/O threads: a binary answer is the library's
+ * arrays behind a 64-byte header (no copy), a JSON answer is rendered up
+ * to PRE_RENDER_MAX bytes and the rest, if any, as it is sent (by the I/O
+ * thread, 64 KiB at a time, so memory stays bounded for huge answers).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "request.h"
+#include "sbuf.h"
+
+#define PRE_RENDER_MAX (4u << 20)
+
+static void set_error(rbd_request *r, int status, const char *detail)
+{
+    rbd_reply *y = &r->reply;
+    memset(&y->err, 0, sizeof y->err);
+    y->err.status = y->status = status;
+    snprintf(y->err.detail, sizeof y->err.detail, "%s", detail);
+}
+
+static void set_lib_error(rbd_request *r, rbj_source src, rb_context *ctx)
+{
+    rbd_reply *y = &r->reply;
+    rbj_error_from_library(r->body, src, rb_context_error(ctx), &y->err);
+    y->status = y->err.status;
+}
+
+/* Output arrays of the request's mode; at least one record each, so that
+ * an empty batch still has arrays. */
+static int alloc_results(const rbj_request *b, rb_results *res)
+{
+    size_t n = b->n_rays ? b->n_rays : 1;
+    memset(res, 0, sizeof *res);
+    res->capacity = b->n_rays;
+    switch (b->mode) {
+    case RB_MODE_PAIRS:
+    case RB_MODE_NEAREST:
+        return (res->hits = malloc(n * sizeof *res->hits)) ? 0 : -1;
+    case RB_MODE_ANY:
+        return (res->any = malloc(n)) ? 0 : -1;
+    case RB_MODE_COUNT:
+        return (res->counts = malloc(n * sizeof *res->counts)) ? 0 : -1;
+    case RB_MODE_ALL:
+        /* rays x max_hits is within --max-results; with no ray at all,
+         * max_hits alone is not limited, and no list is needed. */
+        res->counts = malloc(n * sizeof *res->counts);
+        res->list = malloc((b->n_rays ? n * b->max_hits : 1) *
+                           sizeof *res->list);
+        return res->counts && res->list ? 0 : -1;
+    }
+    return -1;
+}
+
+/* Bytes of JSON per ray, roughly, to size the first buffer. */
+static size_t per_ray(const rbj_request *b)
+{
+    switch (b->mode) {
+    case RB_MODE_PAIRS: return 48;
+    case RB_MODE_NEAREST: return 56;
+    case RB_MODE_ALL: return 16;
+    default: return 8;
+    }
+}
+
+static int render_json(rbd_payload *p, const rbj_request *b,
+                       int has_version, uint64_t version)
+{
+    rbj_response resp = {.mode = b->mode, .n_rays = b->n_rays,
+                         .max_hits = b->max_hits, .results = &p->res,
+                         .has_scene_version = has_version,
+                         .scene_version = version};
+    rbj_meta_from_run(&resp.meta, &p->res.info);
+    rbj_writer_init(&p->w, &resp);
+    size_t cap = 1024 + b->n_rays * per_ray(b);
+    if (cap > PRE_RENDER_MAX)
+        cap = PRE_RENDER_MAX;
+    size_t len = 0;
+    for (;;) {
+        char *grown = realloc(p->pre, cap);
+        if (!grown)
+            return -1;
+        p->pre = grown;
+        len += rbj_writer_fill(&p->w, p->pre + len, cap - len);
+        if (rbj_writer_done(&p->w) || cap == PRE_RENDER_MAX)
+            break;
+        cap = cap * 2 < PRE_RENDER_MAX ? cap * 2 : PRE_RENDER_MAX;
+    }
+    p->pre_len = len;
+    return 0;
+}
+
+static void binary_answer(rbd_payload *p, const rbj_request *b,
+                          int has_version, uint64_t version)
+{
+    rbb_result_info info = {.mode = b->mode, .dims = b->dims,
+                            .n_rays = b->n_rays, .max_hits = b->max_hits,
+                            .has_scene_version = has_version,
+                            .scene_version = version,
+                            .fell_back = p->res.info.fell_back,
+                            .elapsed_ms = p->res.info.elapsed_ms};
+    if (b->mode == RB_MODE_ALL)
+        info.list_entries = rbb_compact_lists(&p->res, b->n_rays,
+                                              b->max_hits);
+    rbb_result_header(&info, p->header);
+    const void *part[2];
+    size_t bytes[2];
+    int n = rbb_result_layout(&info, &p->res, part, bytes);
+    p->iov[0].iov_base = p->header;
+    p->iov[0].iov_len = RBB_HEADER_SIZE;
+    p->n_iov = 1;
+    for (int i = 0; i < n; i++)
+        if (bytes[i]) {
+            p->iov[p->n_iov].iov_base = part[i];
+            p->iov[p->n_iov].iov_len = bytes[i];
+            p->n_iov++;
+        }
+}
+
+void job_intersect(rbd_job *job, rb_context *ctx)
+{
+    rbd_request *r = (rbd_request *)job;
+    const rbj_request *b = r->body;
+    rbd_payload *p = calloc(1, sizeof *p);
+    if (!p || alloc_results(b, &p->res)) {
+        payload_free(p);
+        set_error(r, 503, "out of memory for the results");
+        return;
+    }
+    rb_query q = {.mode = b->mode, .dims = b->dims, .rays = b->rays,
+                  .n_rays = b->n_rays, .boxes = b->boxes,
+                  .n_boxes = b->n_boxes, .max_hits = b->max_hits,
+                  .scene = r->ver ? scene_ver_scene(r->ver) : NULL};
+    int st = rb_intersect(ctx, &q, &p->res);
+    int has_version = r->ver != NULL;
+    uint64_t version = has_version ? scene_ver_version(r->ver) : 0;
+    /* The version is not needed any more: a DELETE or PATCH may free it. */
+    scene_ver_release(r->ver);
+    r->ver = NULL;
+    if (st != RB_OK) {
+        payload_free(p);
+        set_lib_error(r, RBJ_FROM_INTERSECT, ctx);
+        return;
+    }
+    metrics_query(&r->srv->metrics, b->n_rays, p->res.info.slab_tests,
+                  p->res.info.fell_back);
+    if (r->out_binary) {
+        binary_answer(p, b, has_version, version);
+    } else if (render_json(p, b, has_version, version)) {
+        payload_free(p);
+        set_error(r, 503, "out of memory for the answer");
+        return;
+    }
+    r->reply.binary = r->out_binary;
+    r->reply.payload = p;
+    r->reply.kind = OUT_PAYLOAD;
+    r->reply.status = 200;
+}
+
+static void json_reply(rbd_request *r, int status, sbuf *o)
+{
+    size_t len;
+    char *body = sbuf_take(o, &len);
+    if (!body) {
+        set_error(r, 503, "out of memory");
+        return;
+    }
+    r->reply.body = body;
+    r->reply.len = len;
+    r->reply.kind = OUT_BUFFER;
+    r->reply.status = status;
+}
+
+void job_scene_create(rbd_job *job, rb_context *ctx)
+{
+    rbd_request *r = (rbd_request *)job;
+    const rbj_request *b = r->body;
+    double t0 = rbd_now_ms();
+    rb_scene *scene = NULL;
+    if (rb_scene_create(ctx, b->dims, b->boxes, b->n_boxes, &scene)) {
+        set_lib_error(r, RBJ_FROM_CREATE, ctx);
+        return;
+    }
+    char id[RBD_SCENE_ID_MAX + 1], why[256];
+    int rc = store_insert(r->srv->store, scene, rbd_now_ms() - t0, id, why,
+                          sizeof why);
+    if (rc) {
+        set_error(r, rc, why);
+        return;
+    }
+    memcpy(r->scene_id, id, strlen(id) + 1); /* for the log */
+    snprintf(r->reply.location, sizeof r->reply.location, "/v1/scenes/%s",
+             id);
+    sbuf o;
+    sbuf_init(&o);
+    sbuf_add(&o, "{\"id\":");
+    sbuf_json_str(&o, id);
+    sbuf_printf(&o, ",\"version\":1,\"boxes\":%zu,\"dims\":%u}", b->n_boxes,
+                b->dims);
+    json_reply(r, 201, &o);
+}
+
+void job_scene_patch(rbd_job *job, rb_context *ctx)
+{
+    rbd_request *r = (rbd_request *)job;
+    uint64_t version = 0, boxes = 0;
+    int rc = store_patch(r->srv->store, ctx, r->scene_id, r->body, &version,
+                         &boxes, &r->reply.err);
+    if (rc) {
+        r->reply.status = rc;
+        return;
+    }
+    sbuf o;
+    sbuf_init(&o);
+    sbuf_add(&o, "{\"id\":");
+    sbuf_json_str(&o, r->scene_id);
+    sbuf_printf(&o, ",\"version\":%llu,\"boxes\":%llu}",
+                (unsigned long long)version, (unsigned long long)boxes);
+    json_reply(r, 200, &o);
+}
+
+void job_done(rbd_job *job)
+{
+    rbd_request *r = (rbd_request *)job;
+    rbd_metrics *m = &r->srv->metrics;
+    if (job->aborted) {
+        scene_ver_release(r->ver);
+        r->ver = NULL;
+        set_error(r, 503, "the server is shutting down");
+    } else {
+        metrics_observe(&m->queue_wait, (job->t_started - job->t_queued) / 1e3);
+        metrics_observe(&m->run, (job->t_finished - job->t_started) / 1e3);
+    }
+    /* The last touch: from here the I/O thread owns r again (and may free
+     * it at any moment). */
+    MHD_resume_connection(r->conn);
+}

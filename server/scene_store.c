@@ -1,0 +1,454 @@
+/*
+ * scene_store.c - see scene_store.h.
+ *
+ * One mutex guards the map (a hash table plus a list in creation order),
+ * each entry's current version and the byte count; it is held only for
+ * pointer work, never while a scene is copied, changed or measured. Each
+ * entry has a second mutex that serialises its PATCHes.
+ */
+#include "scene_store.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct scene_ver {
+    _Atomic long refs;
+    rb_scene *scene;
+    uint64_t version;      /* the store's: +1 per PATCH */
+    rb_scene_stats stats;  /* measured once, when the version was made */
+    double build_ms;       /* creating or patching it */
+};
+
+typedef struct entry {
+    char id[RBD_SCENE_ID_MAX + 1];
+    scene_ver *cur;          /* store lock */
+    int deleted;             /* store lock */
+    long refs;               /* store lock: the map's and patchers' */
+    pthread_mutex_t patch;   /* one PATCH at a time */
+    struct entry *hnext;     /* hash chain */
+    struct entry *prev, *next; /* creation order */
+} entry;
+
+#define BUCKETS 1024
+
+struct scene_store {
+    pthread_mutex_t lock;
+    entry *bucket[BUCKETS];
+    entry *first, *last;
+    uint64_t count, bytes;
+    uint64_t max_scenes, max_bytes;
+    uint64_t next_id, seed;
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static uint64_t splitmix(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static unsigned hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    return h % BUCKETS;
+}
+
+int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_store **out)
+{
+    scene_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return RB_ENOMEM;
+    pthread_mutex_init(&s->lock, NULL);
+    s->max_scenes = max_scenes;
+    s->max_bytes = max_bytes;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    /* Ids are unique (splitmix64 is a bijection of the counter) and hard
+     * to guess across restarts. */
+    s->seed = splitmix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
+                       ((uint64_t)getpid() << 40));
+    *out = s;
+    return RB_OK;
+}
+
+static scene_ver *ver_new(rb_scene *scene, uint64_t version, double build_ms)
+{
+    scene_ver *v = calloc(1, sizeof *v);
+    if (!v)
+        return NULL;
+    atomic_init(&v->refs, 1);
+    v->scene = scene;
+    v->version = version;
+    v->build_ms = build_ms;
+    rb_scene_stats_get(scene, &v->stats);
+    return v;
+}
+
+void scene_ver_release(scene_ver *v)
+{
+    if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
+        rb_scene_destroy(v->scene);
+        free(v);
+    }
+}
+
+static scene_ver *ver_ref(scene_ver *v)
+{
+    atomic_fetch_add(&v->refs, 1);
+    return v;
+}
+
+const rb_scene *scene_ver_scene(const scene_ver *v) { return v->scene; }
+uint64_t scene_ver_version(const scene_ver *v) { return v->version; }
+unsigned scene_ver_dims(const scene_ver *v) { return v->stats.dims; }
+uint64_t scene_ver_boxes(const scene_ver *v) { return v->stats.boxes; }
+
+/* Store lock held. */
+static entry *find(scene_store *s, const char *id)
+{
+    for (entry *e = s->bucket[hash(id)]; e; e = e->hnext)
+        if (strcmp(e->id, id) == 0)
+            return e;
+    return NULL;
+}
+
+/* Store lock held; frees the entry with its last reference. */
+static void entry_unref_locked(entry *e)
+{
+    if (--e->refs > 0)
+        return;
+    pthread_mutex_destroy(&e->patch);
+    free(e);
+}
+
+static void entry_unref(scene_store *s, entry *e)
+{
+    pthread_mutex_lock(&s->lock);
+    entry_unref_locked(e);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Store lock held: takes the entry out of the map and drops the map's
+ * version and reference. The version is released by the caller, outside
+ * the lock (destroying a big scene takes a while). */
+static scene_ver *unlink_locked(scene_store *s, entry *e)
+{
+    entry **p = &s->bucket[hash(e->id)];
+    while (*p != e)
+        p = &(*p)->hnext;
+    *p = e->hnext;
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        s->first = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        s->last = e->prev;
+    scene_ver *v = e->cur;
+    e->cur = NULL;
+    e->deleted = 1;
+    s->count--;
+    s->bytes -= v->stats.host_bytes;
+    entry_unref_locked(e);
+    return v;
+}
+
+void store_destroy(scene_store *s)
+{
+    if (!s)
+        return;
+    while (s->first) {
+        scene_ver *v = unlink_locked(s, s->first);
+        scene_ver_release(v);
+    }
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+scene_ver *store_acquire(scene_store *s, const char *id)
+{
+    pthread_mutex_lock(&s->lock);
+    entry *e = find(s, id);
+    scene_ver *v = e ? ver_ref(e->cur) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    return v;
+}
+
+/* What a scene of n boxes costs at least: six float arrays padded to 16
+ * boxes. */
+static uint64_t estimate_bytes(uint64_t n_boxes)
+{
+    return 24 * ((n_boxes + 15) / 16 * 16) + 256;
+}
+
+static int over_limits_locked(scene_store *s, uint64_t add_scenes,
+                              uint64_t old_bytes, uint64_t new_bytes,
+                              char *why, size_t why_len)
+{
+    if (s->count + add_scenes > s->max_scenes) {
+        snprintf(why, why_len, "the store holds its maximum of %llu scenes "
+                               "(--max-scenes)",
+                 (unsigned long long)s->max_scenes);
+        return 507;
+    }
+    if (s->bytes - old_bytes + new_bytes > s->max_bytes) {
+        snprintf(why, why_len, "the scene needs %llu bytes; the store has "
+                               "%llu of %llu bytes in use "
+                               "(--max-scene-bytes)",
+                 (unsigned long long)new_bytes,
+                 (unsigned long long)(s->bytes - old_bytes),
+                 (unsigned long long)s->max_bytes);
+        return 507;
+    }
+    return 0;
+}
+
+int store_precheck(scene_store *s, uint64_t n_boxes, char *why,
+                   size_t why_len)
+{
+    pthread_mutex_lock(&s->lock);
+    int rc = over_limits_locked(s, 1, 0, estimate_bytes(n_boxes), why,
+                                why_len);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+int store_insert(scene_store *s, rb_scene *scene, double build_ms,
+                 char *id_out, char *why, size_t why_len)
+{
+    scene_ver *v = ver_new(scene, 1, build_ms);
+    entry *e = calloc(1, sizeof *e);
+    if (!v || !e) {
+        if (v)
+            scene_ver_release(v);
+        else
+            rb_scene_destroy(scene);
+        free(e);
+        snprintf(why, why_len, "out of memory");
+        return 500;
+    }
+    pthread_mutex_init(&e->patch, NULL);
+    e->cur = v;
+    e->refs = 1;
+    pthread_mutex_lock(&s->lock);
+    int rc = over_limits_locked(s, 1, 0, v->stats.host_bytes, why, why_len);
+    if (rc) {
+        pthread_mutex_unlock(&s->lock);
+        pthread_mutex_destroy(&e->patch);
+        free(e);
+        scene_ver_release(v);
+        return rc;
+    }
+    snprintf(e->id, sizeof e->id, "%016llx",
+             (unsigned long long)splitmix(s->seed + s->next_id++));
+    unsigned h = hash(e->id);
+    e->hnext = s->bucket[h];
+    s->bucket[h] = e;
+    e->prev = s->last;
+    if (s->last)
+        s->last->next = e;
+    else
+        s->first = e;
+    s->last = e;
+    s->count++;
+    s->bytes += v->stats.host_bytes;
+    memcpy(id_out, e->id, strlen(e->id) + 1);
+    pthread_mutex_unlock(&s->lock);
+    return 0;
+}
+
+static int lib_error(const rbj_request *body, rbj_source src,
+                     rb_context *ctx, rbj_error *err)
+{
+    rbj_error_from_library(body, src, rb_context_error(ctx), err);
+    return err->status;
+}
+
+static int not_found(const char *id, rbj_error *err)
+{
+    memset(err, 0, sizeof *err);
+    err->status = 404;
+    snprintf(err->detail, sizeof err->detail, "no scene '%s'", id);
+    return 404;
+}
+
+/* The new version from the current one; e->patch held. */
+static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
+                        const rbj_request *body, scene_ver **made,
+                        rbj_error *err)
+{
+    pthread_mutex_lock(&s->lock);
+    scene_ver *cur = e->deleted ? NULL : ver_ref(e->cur);
+    pthread_mutex_unlock(&s->lock);
+    if (!cur)
+        return not_found(e->id, err);
+    double t0 = now_ms();
+    rb_scene *copy = NULL;
+    int rc = 0;
+    if (rb_scene_clone(ctx, cur->scene, &copy) != RB_OK)
+        rc = lib_error(body, RBJ_FROM_SET, ctx, err);
+    else if (body->n_set &&
+             rb_scene_set(ctx, copy, body->set_index, body->set_boxes,
+                          body->n_set) != RB_OK)
+        rc = lib_error(body, RBJ_FROM_SET, ctx, err);
+    else if (body->n_append &&
+             rb_scene_append(ctx, copy, body->append_boxes,
+                             body->n_append) != RB_OK)
+        rc = lib_error(body, RBJ_FROM_APPEND, ctx, err);
+    if (!rc && !(*made = ver_new(copy, cur->version + 1, now_ms() - t0))) {
+        memset(err, 0, sizeof *err);
+        err->status = rc = 503;
+        snprintf(err->detail, sizeof err->detail, "out of memory");
+    }
+    if (rc)
+        rb_scene_destroy(copy);
+    scene_ver_release(cur);
+    return rc;
+}
+
+int store_patch(scene_store *s, rb_context *ctx, const char *id,
+                const rbj_request *body, uint64_t *version_out,
+                uint64_t *boxes_out, rbj_error *err)
+{
+    pthread_mutex_lock(&s->lock);
+    entry *e = find(s, id);
+    if (e)
+        e->refs++;
+    pthread_mutex_unlock(&s->lock);
+    if (!e)
+        return not_found(id, err);
+
+    pthread_mutex_lock(&e->patch);
+    scene_ver *made = NULL, *old = NULL;
+    int rc = patch_locked(s, e, ctx, body, &made, err);
+    if (!rc) {
+        pthread_mutex_lock(&s->lock);
+        if (e->deleted) {
+            rc = not_found(id, err);
+        } else {
+            memset(err, 0, sizeof *err);
+            rc = over_limits_locked(s, 0, e->cur->stats.host_bytes,
+                                    made->stats.host_bytes, err->detail,
+                                    sizeof err->detail);
+            err->status = rc;
+        }
+        if (!rc) {
+            old = e->cur;
+            s->bytes += made->stats.host_bytes - old->stats.host_bytes;
+            e->cur = made;
+            *version_out = made->version;
+            *boxes_out = made->stats.boxes;
+            made = NULL;
+        }
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&e->patch);
+    scene_ver_release(made); /* a refused copy */
+    scene_ver_release(old);  /* queries that still read it keep it */
+    entry_unref(s, e);
+    return rc;
+}
+
+int store_delete(scene_store *s, const char *id)
+{
+    pthread_mutex_lock(&s->lock);
+    entry *e = find(s, id);
+    scene_ver *v = e ? unlink_locked(s, e) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!v)
+        return 404;
+    scene_ver_release(v);
+    return 0;
+}
+
+void store_usage(scene_store *s, uint64_t *scenes, uint64_t *bytes)
+{
+    pthread_mutex_lock(&s->lock);
+    *scenes = s->count;
+    *bytes = s->bytes;
+    pthread_mutex_unlock(&s->lock);
+}
+
+void store_list_json(scene_store *s, sbuf *out)
+{
+    sbuf_add(out, "{\"scenes\":[");
+    pthread_mutex_lock(&s->lock);
+    for (entry *e = s->first; e; e = e->next) {
+        const scene_ver *v = e->cur;
+        sbuf_add(out, e == s->first ? "{\"id\":" : ",{\"id\":");
+        sbuf_json_str(out, e->id);
+        sbuf_printf(out,
+                    ",\"dims\":%u,\"boxes\":%llu,\"version\":%llu,"
+                    "\"host_bytes\":%llu}",
+                    v->stats.dims, (unsigned long long)v->stats.boxes,
+                    (unsigned long long)v->version,
+                    (unsigned long long)v->stats.host_bytes);
+    }
+    sbuf_printf(out,
+                "],\"count\":%llu,\"host_bytes\":%llu,\"max_scenes\":%llu,"
+                "\"max_scene_bytes\":%llu}",
+                (unsigned long long)s->count, (unsigned long long)s->bytes,
+                (unsigned long long)s->max_scenes,
+                (unsigned long long)s->max_bytes);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The build statistics of a version: rb_scene_stats is the seam - the
+ * hierarchy's figures belong here when the library reports them. */
+static void stats_json(const char *id, const scene_ver *v, sbuf *out)
+{
+    const rb_scene_stats *st = &v->stats;
+    sbuf_add(out, "{\"id\":");
+    sbuf_json_str(out, id);
+    sbuf_printf(out, ",\"dims\":%u,\"boxes\":%llu,\"version\":%llu", st->dims,
+                (unsigned long long)st->boxes,
+                (unsigned long long)v->version);
+    if (!st->boxes) {
+        sbuf_add(out, ",\"bounds\":null");
+    } else {
+        for (int k = 0; k < 2; k++) {
+            const float *b = k ? st->bounds_max : st->bounds_min;
+            sbuf_add(out, k ? ",\"max\":[" : ",\"bounds\":{\"min\":[");
+            for (unsigned a = 0; a < st->dims; a++) {
+                if (a)
+                    sbuf_add(out, ",");
+                sbuf_json_float(out, b[a]);
+            }
+            sbuf_add(out, "]");
+        }
+        sbuf_add(out, "}");
+    }
+    sbuf_printf(out,
+                ",\"host_bytes\":%llu,\"build\":{\"structure\":\"flat\","
+                "\"ms\":%.3f}}",
+                (unsigned long long)st->host_bytes, v->build_ms);
+}
+
+int store_describe_json(scene_store *s, const char *id, sbuf *out)
+{
+    pthread_mutex_lock(&s->lock);
+    entry *e = find(s, id);
+    scene_ver *v = e ? ver_ref(e->cur) : NULL;
+    pthread_mutex_unlock(&s->lock);
+    if (!v)
+        return 404;
+    stats_json(id, v, out);
+    scene_ver_release(v);
+    return 0;
+}

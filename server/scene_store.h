@@ -1,0 +1,73 @@
+/*
+ * scene_store.h - the in-memory scene store of SPEC section 5.
+ *
+ * A stored scene is a chain of immutable versions. A query takes a
+ * reference to the version that is current when it starts and keeps it to
+ * the end, so a PATCH or DELETE never changes what a running query reads.
+ * A PATCH copies the current version (rb_scene_clone), applies "set" then
+ * "append" to the copy and, only when everything succeeded, makes the copy
+ * current with version + 1 (all-or-nothing; copy-on-write). PATCHes of one
+ * scene run one at a time; queries never wait for them.
+ *
+ * Limits: at most max_scenes scenes and max_bytes of scene memory, counted
+ * over the current versions (an old version still read by a running query
+ * is not counted; it goes away with that query). Over a limit: 507.
+ *
+ * Threads: every function may be called from any thread.
+ */
+#ifndef RBD_SCENE_STORE_H
+#define RBD_SCENE_STORE_H
+
+#include <stdint.h>
+
+#include "json_request.h"
+#include "raybox.h"
+#include "routes.h"
+#include "sbuf.h"
+
+typedef struct scene_store scene_store;
+typedef struct scene_ver scene_ver;
+
+int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_store **out);
+/* Every version must have been released. */
+void store_destroy(scene_store *s);
+
+/* The current version of a scene, with a reference the caller releases;
+ * NULL when there is no such scene. */
+scene_ver *store_acquire(scene_store *s, const char *id);
+void scene_ver_release(scene_ver *v);
+const rb_scene *scene_ver_scene(const scene_ver *v);
+uint64_t scene_ver_version(const scene_ver *v);
+unsigned scene_ver_dims(const scene_ver *v);
+uint64_t scene_ver_boxes(const scene_ver *v);
+
+/* 0 when a scene of n boxes may fit now, else 507 with the reason. A
+ * cheap early answer; store_insert decides. */
+int store_precheck(scene_store *s, uint64_t n_boxes, char *why,
+                   size_t why_len);
+
+/* Stores a new scene (ownership of `scene` passes to the store, even on
+ * failure) as version 1 and writes its id (RBD_SCENE_ID_MAX + 1 bytes).
+ * Returns 0, 507 over a limit (why says which), 500 out of memory. */
+int store_insert(scene_store *s, rb_scene *scene, double build_ms,
+                 char *id_out, char *why, size_t why_len);
+
+/* Applies a PATCH body (set, then append) to a copy of the current
+ * version with ctx, and makes it current. Returns 0 (*version_out, the
+ * new version, and *boxes_out), or an HTTP status with err filled: 404
+ * no such scene (or deleted meanwhile), 422 from the library (pointer
+ * into the body), 507 over the memory limit, 503 out of memory. */
+int store_patch(scene_store *s, rb_context *ctx, const char *id,
+                const rbj_request *body, uint64_t *version_out,
+                uint64_t *boxes_out, rbj_error *err);
+
+/* Removes a scene: 0, or 404. Queries running on it finish. */
+int store_delete(scene_store *s, const char *id);
+
+/* JSON bodies of GET /v1/scenes and GET /v1/scenes/{id} (0, or 404). */
+void store_list_json(scene_store *s, sbuf *out);
+int store_describe_json(scene_store *s, const char *id, sbuf *out);
+
+void store_usage(scene_store *s, uint64_t *scenes, uint64_t *bytes);
+
+#endif

@@ -1,0 +1,324 @@
+/*
+ * server.c - rayboxd's start-up and its shutdown sequence.
+ *
+ * Workers and per-context threads (defaults, see docs/http.md): one worker
+ * per online CPU, each with a CPU-backend pool of one thread per CPU. A
+ * small query (a game tick: 16 rays against 1K boxes, far below the
+ * library's 256K-test threshold) runs on the worker thread itself, so N
+ * workers answer N small queries at once with no hand-off inside the
+ * library. A large query fans out over its worker's pool and uses every
+ * core alone; when several large queries run together their pools share
+ * the cores (the OS time-slices them; total throughput stays the same).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "access_log.h"
+#include "server.h"
+
+static unsigned online_cpus(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (unsigned)n : 1;
+}
+
+static void limits_from(const rbd_config *c, rbj_limits *l)
+{
+    rbj_limits_default(l);
+    l->max_rays = c->max_rays;
+    l->max_boxes = c->max_boxes;
+    l->max_results = c->max_results;
+    /* Numbers in a body: every ray with its range, every box with an
+     * index; the limit then only guards against bodies of lone numbers. */
+    l->max_numbers = 8 * c->max_rays + 7 * c->max_boxes + 64;
+    l->default_max_hits = (uint32_t)c->default_max_hits;
+}
+
+/* ------------------------------------------------------------------------
+ * GET /v1/devices, built once: device discovery can take a while.
+ */
+static void device_json(sbuf *o, const rb_device_desc *d, int serving)
+{
+    sbuf_printf(o, "{\"index\":%d,\"name\":", d->index);
+    sbuf_json_str(o, d->name);
+    sbuf_add(o, ",\"type\":");
+    sbuf_json_str(o, d->type);
+    sbuf_add(o, ",\"platform\":");
+    sbuf_json_str(o, d->platform);
+    sbuf_add(o, ",\"vendor\":");
+    sbuf_json_str(o, d->vendor);
+    sbuf_add(o, ",\"driver\":");
+    sbuf_json_str(o, d->driver);
+    sbuf_add(o, ",\"version\":");
+    sbuf_json_str(o, d->version);
+    sbuf_printf(o,
+                ",\"compute_units\":%u,\"global_mem\":%llu,\"max_alloc\":%llu,"
+                "\"exact_division\":%s,\"denormals\":%s,\"serving\":%s}",
+                d->compute_units, (unsigned long long)d->global_mem,
+                (unsigned long long)d->max_alloc,
+                d->exact_division ? "true" : "false",
+                d->denormals ? "true" : "false", serving ? "true" : "false");
+}
+
+static void backend_json(sbuf *o, const rb_backend_info *b)
+{
+    sbuf_add(o, "{\"backend\":");
+    sbuf_json_str(o, b->backend);
+    sbuf_add(o, ",\"device\":");
+    sbuf_json_str(o, b->device);
+    sbuf_add(o, ",\"platform\":");
+    sbuf_json_str(o, b->platform);
+    sbuf_add(o, ",\"driver\":");
+    sbuf_json_str(o, b->driver);
+    sbuf_add(o, ",\"simd\":");
+    sbuf_json_str(o, b->simd);
+    sbuf_printf(o,
+                ",\"is_gpu\":%s,\"exact_division\":%s,\"denormals\":%s,"
+                "\"compute_units\":%u,\"threads\":%u}",
+                b->is_gpu ? "true" : "false",
+                b->exact_division ? "true" : "false",
+                b->denormals ? "true" : "false", b->compute_units,
+                b->threads);
+}
+
+static int build_devices_json(rbd_server *s, const rb_context_options *copt)
+{
+    const rb_backend_info *serving = executor_backend(s->ex);
+    int on_cpu = strcmp(serving->backend, "cpu") == 0;
+    sbuf o;
+    sbuf_init(&o);
+    sbuf_add(&o, "{\"serving\":");
+    backend_json(&o, serving);
+    sbuf_printf(&o, ",\"workers\":%llu", (unsigned long long)s->cfg.workers);
+    if (serving->skipped[0]) {
+        sbuf_add(&o, ",\"opencl_skipped\":");
+        sbuf_json_str(&o, serving->skipped);
+    }
+
+    size_t count = 0;
+    char why[256] = "";
+    rb_device_desc *devs = NULL;
+    int st = rb_devices_list(NULL, 0, &count, why, sizeof why);
+    if (st == RB_OK && count) {
+        devs = calloc(count, sizeof *devs);
+        st = devs ? rb_devices_list(devs, count, &count, why, sizeof why)
+                  : RB_ENOMEM;
+    }
+    sbuf_add(&o, ",\"opencl\":{\"devices\":[");
+    for (size_t i = 0; st == RB_OK && i < count; i++) {
+        if (i)
+            sbuf_add(&o, ",");
+        device_json(&o, &devs[i],
+                    !on_cpu && strcmp(devs[i].name, serving->device) == 0 &&
+                        strcmp(devs[i].platform, serving->platform) == 0);
+    }
+    sbuf_add(&o, "],\"error\":");
+    sbuf_json_str(&o, st != RB_OK ? rb_status_str(st) : why[0] ? why : NULL);
+    free(devs);
+
+    /* The CPU backend always exists; describe it even when OpenCL serves. */
+    sbuf_add(&o, "},\"cpu\":");
+    if (on_cpu) {
+        backend_json(&o, serving);
+    } else {
+        rb_context_options cpu = *copt;
+        cpu.backend = RB_BACKEND_CPU;
+        rb_context *ctx = NULL;
+        rb_backend_info info;
+        if (rb_context_create(&cpu, &ctx, why, sizeof why) == RB_OK &&
+            rb_context_info(ctx, &info) == RB_OK)
+            backend_json(&o, &info);
+        else
+            sbuf_add(&o, "null");
+        rb_context_destroy(ctx);
+    }
+    sbuf_printf(&o, ",\"cpu_serving\":%s}", on_cpu ? "true" : "false");
+    s->devices_json = sbuf_take(&o, NULL);
+    return s->devices_json ? 0 : -1;
+}
+
+/* ------------------------------------------------------------------------
+ * Start
+ */
+static int parse_bind(const char *text, uint16_t port,
+                      struct sockaddr_storage *ss, int *ipv6)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
+    if (inet_pton(AF_INET, text, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons(port);
+        *ipv6 = 0;
+        return 0;
+    }
+    if (inet_pton(AF_INET6, text, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons(port);
+        *ipv6 = 1;
+        return 0;
+    }
+    return -1;
+}
+
+static void context_options(const rbd_config *c, rb_context_options *o)
+{
+    rb_context_options_init(o);
+    rb_backend_kind_parse(c->backend, &o->backend);
+    o->threads = (unsigned)c->threads;
+    if (c->device[0]) {
+        if (strspn(c->device, "0123456789") == strlen(c->device))
+            o->device_index = atoi(c->device);
+        else
+            o->device_name = c->device;
+    }
+}
+
+int server_start(rbd_server *s, const rbd_config *cfg, char *why,
+                 size_t why_len)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = *cfg;
+    s->listen_fd = -1;
+    s->t_start = rbd_now_ms();
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    s->id_seed = ((uint64_t)now.tv_sec << 30) ^ (uint64_t)now.tv_nsec ^
+                 ((uint64_t)getpid() << 48);
+    if (!s->cfg.workers)
+        s->cfg.workers = online_cpus();
+    if (!s->cfg.threads)
+        s->cfg.threads = online_cpus();
+    limits_from(&s->cfg, &s->limits);
+    metrics_init(&s->metrics);
+
+    struct sockaddr_storage addr;
+    int ipv6 = 0;
+    if (parse_bind(s->cfg.bind, (uint16_t)s->cfg.port, &addr, &ipv6)) {
+        snprintf(why, why_len, "--bind '%s' is not an IPv4 or IPv6 address",
+                 s->cfg.bind);
+        return -1;
+    }
+
+    rbd_executor_options eo = {.workers = (unsigned)s->cfg.workers,
+                               .queue_depth = (unsigned)s->cfg.queue_depth};
+    context_options(&s->cfg, &eo.ctx);
+    char err[512] = "";
+    int rc = executor_create(&eo, &s->ex, err, sizeof err);
+    if (rc) {
+        snprintf(why, why_len, "no %s backend: %s (%s)", s->cfg.backend,
+                 err[0] ? err : rb_status_str(rc), rb_status_name(rc));
+        goto fail;
+    }
+    if (store_create(s->cfg.max_scenes, s->cfg.max_scene_bytes, &s->store) ||
+        build_devices_json(s, &eo.ctx)) {
+        snprintf(why, why_len, "out of memory");
+        goto fail;
+    }
+    s->daemon = http_start(s, (const struct sockaddr *)&addr, ipv6);
+    if (!s->daemon) {
+        snprintf(why, why_len, "cannot listen on %s port %llu: %s",
+                 s->cfg.bind, (unsigned long long)s->cfg.port,
+                 strerror(errno));
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = info ? info->port : (uint16_t)s->cfg.port;
+    return 0;
+fail:
+    executor_close(s->ex);
+    executor_destroy(s->ex);
+    store_destroy(s->store);
+    free(s->devices_json);
+    s->ex = NULL;
+    s->store = NULL;
+    s->devices_json = NULL;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------
+ * Stop
+ */
+static unsigned connections(const rbd_server *s)
+{
+    const union MHD_DaemonInfo *i =
+        MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    return i ? i->num_connections : 0;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+void server_stop(rbd_server *s)
+{
+    char fields[160];
+    atomic_store(&s->draining, 1);
+    /* 1. Stop accepting: the listening socket leaves the daemon's polls;
+     *    open connections go on, and every answer now says
+     *    "Connection: close". */
+    s->listen_fd = MHD_quiesce_daemon(s->daemon);
+    snprintf(fields, sizeof fields, "\"connections\":%u,\"drain_timeout_s\":"
+             "%llu", connections(s), (unsigned long long)s->cfg.drain_timeout);
+    log_event("info", "draining", fields);
+
+    /* 2. Let what is in flight finish: queued and running jobs, bodies
+     *    still arriving, answers being sent - until no connection is left
+     *    or the drain timeout. */
+    double deadline = rbd_now_ms() + 1e3 * (double)s->cfg.drain_timeout;
+    while (connections(s) > 0 && rbd_now_ms() < deadline)
+        sleep_ms(10);
+
+    /* 3. Refuse new jobs, wait for the running ones, answer the queued
+     *    ones 503: every suspended connection is resumed. */
+    executor_close(s->ex);
+    /* 4. ... and wait until MHD has taken each of them back (a resumed
+     *    connection is still "suspended" until its thread processes the
+     *    resumption); MHD_stop_daemon must not meet a suspended one. */
+    double resumed_by = rbd_now_ms() + 5e3;
+    while (atomic_load(&s->suspended) > 0 && rbd_now_ms() < resumed_by)
+        sleep_ms(5);
+    unsigned left = connections(s);
+
+    /* 5. Close what is left (idle keep-alive connections) and stop. */
+    MHD_stop_daemon(s->daemon);
+    if (s->listen_fd >= 0)
+        close(s->listen_fd);
+    snprintf(fields, sizeof fields, "\"connections_closed\":%u", left);
+    log_event("info", "stopped", fields);
+
+    executor_destroy(s->ex);
+    store_destroy(s->store);
+    free(s->devices_json);
+}
+
+void server_gauges(rbd_server *s, rbd_gauges *g)
+{
+    rbd_executor_stats st;
+    executor_stats(s->ex, &st);
+    const rb_backend_info *b = executor_backend(s->ex);
+    memset(g, 0, sizeof *g);
+    g->queue_depth = st.queued;
+    g->queue_capacity = st.capacity;
+    g->running = st.running;
+    g->workers = st.workers;
+    g->connections = connections(s);
+    store_usage(s->store, &g->scenes, &g->scene_bytes);
+    g->max_scenes = s->cfg.max_scenes;
+    g->max_scene_bytes = s->cfg.max_scene_bytes;
+    g->backend = b->backend;
+    g->device = b->device;
+    g->draining = atomic_load(&s->draining);
+    g->uptime_s = (rbd_now_ms() - s->t_start) / 1e3;
+}

@@ -1,0 +1,54 @@
+/*
+ * server.h - rayboxd as a whole: the daemon, the workers, the scene store,
+ * the metrics, and the start/drain/stop sequence main() runs.
+ */
+#ifndef RBD_SERVER_H
+#define RBD_SERVER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "executor.h"
+#include "json_request.h"
+#include "metrics.h"
+#include "scene_store.h"
+
+struct MHD_Daemon;
+
+typedef struct rbd_server {
+    rbd_config cfg;
+    rbj_limits limits;          /* per request, from cfg */
+    struct MHD_Daemon *daemon;
+    int listen_fd;              /* after quiesce: ours to close */
+    uint16_t port;
+    rbd_executor *ex;
+    scene_store *store;
+    rbd_metrics metrics;
+    char *devices_json;         /* GET /v1/devices, built at start-up */
+    double t_start;             /* monotonic ms */
+    _Atomic int draining;       /* SIGTERM/SIGINT came */
+    _Atomic long suspended;     /* connections suspended and not yet back */
+    _Atomic uint64_t requests;  /* request ids */
+    uint64_t id_seed;
+} rbd_server;
+
+/* Creates everything and starts listening. Returns 0, or -1 with why. */
+int server_start(rbd_server *s, const rbd_config *cfg, char *why,
+                 size_t why_len);
+
+/* The shutdown sequence: stop accepting (quiesce), let open connections
+ * finish (until the drain timeout), answer the jobs still queued with
+ * 503, resume every suspended connection, stop the daemon, free all. */
+void server_stop(rbd_server *s);
+
+/* http.c: starts libmicrohttpd on addr with the configured threads and
+ * limits; NULL on failure (MHD logged why). */
+struct sockaddr;
+struct MHD_Daemon *http_start(rbd_server *s, const struct sockaddr *addr,
+                              int ipv6);
+
+/* The metrics page's point-in-time values. */
+void server_gauges(rbd_server *s, rbd_gauges *g);
+
+#endif

@@ -1,0 +1,388 @@
+/* http_util.c - see http_util.h. */
+#include "http_util.h"
+
+#include <arpa/inet.h>
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef RAYBOXD
+#error "RAYBOXD must name the rayboxd executable"
+#endif
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+char *rbt_read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    size_t k;
+    while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += k;
+        if (cap - n - 1 == 0) {
+            char *g = realloc(buf, cap * 2);
+            if (!g) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = g;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[n] = '\0';
+    if (len)
+        *len = n;
+    return buf;
+}
+
+void rbt_server_start(rbt_server *s, const char *const *args)
+{
+    static unsigned seq;
+    memset(s, 0, sizeof *s);
+    snprintf(s->log_path, sizeof s->log_path, "/tmp/rayboxd-test-%d-%u.log",
+             (int)getpid(), seq++);
+    const char *argv[64] = {RAYBOXD, "--port", "0", "--backend", "cpu"};
+    int n = 5;
+    for (int i = 0; args && args[i] && n < 63; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    pid_t pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int null = open("/dev/null", O_RDWR);
+        if (fd < 0 || null < 0)
+            _exit(127);
+        dup2(fd, 2);
+        dup2(null, 1);
+        dup2(null, 0);
+        execv(RAYBOXD, (char *const *)argv);
+        _exit(127);
+    }
+    s->pid = pid;
+    /* Wait for the first line: {"ts":..,"msg":"listening","port":N,..}. */
+    for (int tries = 0; tries < 6000; tries++) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) {
+            char *log = rbt_server_log(s);
+            s->pid = 0;
+            ck_abort_msg("rayboxd exited at start-up: %s", log ? log : "");
+        }
+        char *log = rbt_server_log(s);
+        const char *at = log ? strstr(log, "\"msg\":\"listening\"") : NULL;
+        const char *port = at ? strstr(at, "\"port\":") : NULL;
+        if (port && strchr(port, '\n')) {
+            s->port = atoi(port + 7);
+            free(log);
+            break;
+        }
+        free(log);
+        sleep_ms(5);
+    }
+    ck_assert_msg(s->port > 0, "rayboxd did not say which port it took");
+    snprintf(s->base, sizeof s->base, "http://127.0.0.1:%d", s->port);
+}
+
+int rbt_server_stop(rbt_server *s)
+{
+    if (!s->pid)
+        return -1;
+    kill(s->pid, SIGTERM);
+    int st = 0;
+    pid_t got;
+    while ((got = waitpid(s->pid, &st, 0)) < 0 && errno == EINTR)
+        ;
+    s->pid = 0;
+    if (got < 0 || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}
+
+void rbt_server_kill(rbt_server *s)
+{
+    if (!s->pid)
+        return;
+    kill(s->pid, SIGKILL);
+    waitpid(s->pid, NULL, 0);
+    s->pid = 0;
+}
+
+char *rbt_server_log(const rbt_server *s)
+{
+    return rbt_read_file(s->log_path, NULL);
+}
+
+/* ------------------------------------------------------------------------
+ * curl
+ */
+typedef struct sink {
+    rbt_resp *r;
+    size_t cap;
+} sink;
+
+static size_t on_body(char *p, size_t size, size_t n, void *arg)
+{
+    sink *k = arg;
+    rbt_resp *r = k->r;
+    size_t add = size * n;
+    if (r->len + add + 1 > k->cap) {
+        size_t cap = k->cap ? k->cap : 4096;
+        while (cap < r->len + add + 1)
+            cap *= 2;
+        char *g = realloc(r->body, cap);
+        if (!g)
+            return 0;
+        r->body = g;
+        k->cap = cap;
+    }
+    memcpy(r->body + r->len, p, add);
+    r->len += add;
+    r->body[r->len] = '\0';
+    return add;
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *arg)
+{
+    rbt_resp *r = arg;
+    size_t add = size * n, have = strlen(r->headers);
+    if (add >= 5 && strncmp(p, "HTTP/", 5) == 0) /* a new response */
+        have = 0, r->headers[0] = '\0';
+    if (have + add + 1 < sizeof r->headers) {
+        memcpy(r->headers + have, p, add);
+        r->headers[have + add] = '\0';
+    }
+    return add;
+}
+
+typedef struct source {
+    const char *p;
+    size_t left, piece;
+} source;
+
+static size_t on_read(char *buf, size_t size, size_t n, void *arg)
+{
+    source *s = arg;
+    size_t k = size * n;
+    if (k > s->piece)
+        k = s->piece;
+    if (k > s->left)
+        k = s->left;
+    memcpy(buf, s->p, k);
+    s->p += k;
+    s->left -= k;
+    return k;
+}
+
+static int perform(CURL *h, int own, const char *method, const char *url,
+                   const char *content_type, const void *body, size_t len,
+                   const char *accept, const char *const *extra,
+                   source *chunked, rbt_resp *resp)
+{
+    memset(resp, 0, sizeof *resp);
+    sink k = {resp, 0};
+    struct curl_slist *hdr = NULL;
+    char line[512];
+    if (content_type) {
+        snprintf(line, sizeof line, "Content-Type: %s", content_type);
+        hdr = curl_slist_append(hdr, line);
+    }
+    else if (body || chunked) /* curl would say form-urlencoded */
+        hdr = curl_slist_append(hdr, "Content-Type:");
+    if (accept) {
+        snprintf(line, sizeof line, "Accept: %s", accept);
+        hdr = curl_slist_append(hdr, line);
+    }
+    /* No "Expect: 100-continue" round trip (and its 1 s wait). */
+    hdr = curl_slist_append(hdr, "Expect:");
+    if (chunked)
+        hdr = curl_slist_append(hdr, "Transfer-Encoding: chunked");
+    for (int i = 0; extra && extra[i]; i++)
+        hdr = curl_slist_append(hdr, extra[i]);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &k);
+    curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(h, CURLOPT_HEADERDATA, resp);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 300L);
+    if (strcmp(method, "HEAD") == 0) {
+        curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    } else if (chunked) {
+        curl_easy_setopt(h, CURLOPT_POST, 1L);
+        curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+        curl_easy_setopt(h, CURLOPT_READDATA, chunked);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    } else if (body || strcmp(method, "POST") == 0 ||
+               strcmp(method, "PATCH") == 0) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body ? body : "");
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    } else {
+        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    }
+    CURLcode rc = curl_easy_perform(h);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    /* Leave the handle reusable for a plain request. */
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
+    curl_easy_setopt(h, CURLOPT_NOBODY, 0L);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, NULL);
+    curl_easy_setopt(h, CURLOPT_READFUNCTION, NULL);
+    curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+    curl_slist_free_all(hdr);
+    if (own)
+        curl_easy_cleanup(h);
+    if (!resp->body) {
+        resp->body = calloc(1, 1);
+        resp->len = 0;
+    }
+    return rc == CURLE_OK ? 0 : -1;
+}
+
+int rbt_http(CURL *h, const char *method, const char *url,
+             const char *content_type, const void *body, size_t len,
+             const char *accept, const char *const *extra, rbt_resp *resp)
+{
+    int own = !h;
+    if (own)
+        h = curl_easy_init();
+    return perform(h, own, method, url, content_type, body, len, accept,
+                   extra, NULL, resp);
+}
+
+int rbt_http_chunked(CURL *h, const char *url, const char *content_type,
+                     const void *body, size_t len, size_t piece,
+                     rbt_resp *resp)
+{
+    int own = !h;
+    if (own)
+        h = curl_easy_init();
+    source src = {body, len, piece};
+    return perform(h, own, "POST", url, content_type, NULL, 0, NULL, NULL,
+                   &src, resp);
+}
+
+void rbt_resp_free(rbt_resp *r)
+{
+    free(r->body);
+    r->body = NULL;
+}
+
+const char *rbt_header(const rbt_resp *r, const char *name, char *buf,
+                       size_t cap)
+{
+    size_t n = strlen(name);
+    const char *p = r->headers;
+    while (p && *p) {
+        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
+            const char *v = p + n + 1;
+            while (*v == ' ')
+                v++;
+            size_t k = strcspn(v, "\r\n");
+            if (k >= cap)
+                k = cap - 1;
+            memcpy(buf, v, k);
+            buf[k] = '\0';
+            return buf;
+        }
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return NULL;
+}
+
+size_t rbt_strip_meta(const char *body, size_t len)
+{
+    const char *m = NULL, *p = body;
+    while ((p = strstr(p, ",\"meta\":")) && p < body + len)
+        m = p++;
+    return m ? (size_t)(m - body) : len;
+}
+
+/* ------------------------------------------------------------------------
+ * Raw sockets
+ */
+size_t rbt_raw(int port, const void *req, size_t len, int shut_wr,
+               char *out, size_t cap, int timeout_ms, int *closed)
+{
+    *closed = 0;
+    out[0] = '\0';
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    const char *p = req;
+    size_t left = len;
+    while (left) {
+        ssize_t n = send(fd, p, left, MSG_NOSIGNAL);
+        if (n <= 0)
+            break; /* the server may close early: that is what some
+                      tests want to see */
+        p += n;
+        left -= (size_t)n;
+    }
+    if (shut_wr)
+        shutdown(fd, SHUT_WR);
+    size_t got = 0;
+    for (;;) {
+        struct pollfd pf = {fd, POLLIN, 0};
+        if (poll(&pf, 1, timeout_ms) <= 0)
+            break;
+        ssize_t n = recv(fd, out + got, cap - 1 - got, 0);
+        if (n == 0) {
+            *closed = 1;
+            break;
+        }
+        if (n < 0) {
+            *closed = errno == ECONNRESET;
+            break;
+        }
+        got += (size_t)n;
+        out[got] = '\0';
+        if (got + 1 >= cap)
+            break;
+    }
+    close(fd);
+    return got;
+}
+
+double rbt_metric(const char *page, const char *name)
+{
+    size_t n = strlen(name);
+    const char *p = page;
+    while (p && *p) {
+        if (strncmp(p, name, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    return -1;
+}

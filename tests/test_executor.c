@@ -1,0 +1,207 @@
+/* test_executor.c - the worker pool of rayboxd (server/executor.h): every
+ * job runs once and is done once, the queue bound is exact, at most one
+ * heavy job runs at a time while light jobs pass a waiting heavy one, and
+ * closing aborts what is still queued. Ordering is forced with gates, not
+ * with timing. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sched.h>
+#include <stdlib.h>
+
+#include "executor.h"
+#include "testutil.h"
+
+typedef struct tjob {
+    rbd_job job;
+    int id;
+    atomic_int ran, done;
+    pthread_mutex_t *gate_lock; /* run() waits until *gate is set */
+    pthread_cond_t *gate_cond;
+    int *gate;
+} tjob;
+
+static atomic_int heavy_now, heavy_max, order_next;
+static int order[16];
+
+static void run(rbd_job *j, rb_context *ctx)
+{
+    tjob *t = (tjob *)j;
+    ck_assert_ptr_nonnull(ctx); /* every worker has its context */
+    if (j->heavy) {
+        int now = atomic_fetch_add(&heavy_now, 1) + 1;
+        int max = atomic_load(&heavy_max);
+        while (now > max && !atomic_compare_exchange_weak(&heavy_max, &max,
+                                                          now))
+            ;
+    }
+    order[atomic_fetch_add(&order_next, 1)] = t->id;
+    if (t->gate) {
+        pthread_mutex_lock(t->gate_lock);
+        while (!*t->gate)
+            pthread_cond_wait(t->gate_cond, t->gate_lock);
+        pthread_mutex_unlock(t->gate_lock);
+    }
+    if (j->heavy)
+        atomic_fetch_sub(&heavy_now, 1);
+    atomic_fetch_add(&t->ran, 1);
+}
+
+static pthread_mutex_t done_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t done_cond = PTHREAD_COND_INITIALIZER;
+
+static void done(rbd_job *j)
+{
+    tjob *t = (tjob *)j;
+    pthread_mutex_lock(&done_lock);
+    atomic_fetch_add(&t->done, 1);
+    pthread_cond_broadcast(&done_cond);
+    pthread_mutex_unlock(&done_lock);
+}
+
+static void wait_done(tjob *t)
+{
+    pthread_mutex_lock(&done_lock);
+    while (!atomic_load(&t->done))
+        pthread_cond_wait(&done_cond, &done_lock);
+    pthread_mutex_unlock(&done_lock);
+}
+
+static rbd_executor *make(unsigned workers, unsigned depth)
+{
+    rbd_executor_options o = {.workers = workers, .queue_depth = depth};
+    rb_context_options_init(&o.ctx);
+    o.ctx.backend = RB_BACKEND_CPU;
+    o.ctx.threads = 1;
+    rbd_executor *ex = NULL;
+    char why[256];
+    ck_assert_int_eq(executor_create(&o, &ex, why, sizeof why), RB_OK);
+    return ex;
+}
+
+static void init(tjob *t, int id, int heavy)
+{
+    memset(t, 0, sizeof *t);
+    t->id = id;
+    t->job.run = run;
+    t->job.done = done;
+    t->job.heavy = heavy;
+}
+
+/* H1 runs and holds its gate; H2 (heavy) and L (light) are queued after
+ * it. The idle second worker must pass H2 and run L; H1's gate opens only
+ * once L is done, so an executor that did not let L pass would hang. */
+START_TEST(test_heavy_one_at_a_time)
+{
+    rbd_executor *ex = make(2, 8);
+    pthread_mutex_t gl = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t gc = PTHREAD_COND_INITIALIZER;
+    int gate = 0;
+    static tjob h1, h2, l;
+    init(&h1, 1, 1);
+    init(&h2, 2, 1);
+    init(&l, 3, 0);
+    h1.gate_lock = &gl;
+    h1.gate_cond = &gc;
+    h1.gate = &gate;
+    atomic_store(&heavy_now, 0);
+    atomic_store(&heavy_max, 0);
+    atomic_store(&order_next, 0);
+    ck_assert_int_eq(executor_submit(ex, &h1.job, NULL, NULL), 0);
+    while (!atomic_load(&order_next)) /* H1 has started */
+        sched_yield();
+    ck_assert_int_eq(executor_submit(ex, &h2.job, NULL, NULL), 0);
+    ck_assert_int_eq(executor_submit(ex, &l.job, NULL, NULL), 0);
+    wait_done(&l);
+    ck_assert_int_eq(atomic_load(&h2.ran), 0); /* still waiting for H1 */
+    pthread_mutex_lock(&gl);
+    gate = 1;
+    pthread_cond_broadcast(&gc);
+    pthread_mutex_unlock(&gl);
+    wait_done(&h1);
+    wait_done(&h2);
+    ck_assert_int_eq(order[0], 1);
+    ck_assert_int_eq(order[1], 3);
+    ck_assert_int_eq(order[2], 2);
+    ck_assert_int_eq(atomic_load(&heavy_max), 1);
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
+static void *close_main(void *ex)
+{
+    executor_close(ex);
+    return NULL;
+}
+
+/* A full queue refuses at once; close aborts what is queued and lets the
+ * running job finish; every job is done exactly once. */
+START_TEST(test_bound_and_close)
+{
+    rbd_executor *ex = make(1, 2);
+    pthread_mutex_t gl = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t gc = PTHREAD_COND_INITIALIZER;
+    int gate = 0;
+    static tjob busy, q1, q2, extra;
+    init(&busy, 1, 0);
+    init(&q1, 2, 0);
+    init(&q2, 3, 1);
+    init(&extra, 4, 0);
+    busy.gate_lock = &gl;
+    busy.gate_cond = &gc;
+    busy.gate = &gate;
+    atomic_store(&order_next, 0);
+    ck_assert_int_eq(executor_submit(ex, &busy.job, NULL, NULL), 0);
+    while (!atomic_load(&order_next))
+        sched_yield();
+    ck_assert_int_eq(executor_submit(ex, &q1.job, NULL, NULL), 0);
+    ck_assert_int_eq(executor_submit(ex, &q2.job, NULL, NULL), 0);
+    ck_assert_int_eq(executor_submit(ex, &extra.job, NULL, NULL), -1);
+    rbd_executor_stats st;
+    executor_stats(ex, &st);
+    ck_assert_uint_eq(st.queued, 2);
+    ck_assert_uint_eq(st.running, 1);
+    ck_assert_uint_eq(st.capacity, 2);
+    /* Close from another thread: it waits for the running job. */
+    pthread_t closer;
+    ck_assert_int_eq(pthread_create(&closer, NULL, close_main, ex), 0);
+    pthread_mutex_lock(&gl);
+    gate = 1;
+    pthread_cond_broadcast(&gc);
+    pthread_mutex_unlock(&gl);
+    pthread_join(closer, NULL);
+    ck_assert_int_eq(atomic_load(&busy.ran), 1);
+    ck_assert_int_eq(atomic_load(&busy.done), 1);
+    ck_assert(!busy.job.aborted);
+    /* The queued ones may have run before the close took hold (then
+     * not aborted) or been aborted (then not run): never both, never
+     * neither. */
+    tjob *qs[2] = {&q1, &q2};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(atomic_load(&qs[i]->done), 1);
+        ck_assert_int_eq(atomic_load(&qs[i]->ran) + qs[i]->job.aborted, 1);
+    }
+    ck_assert_int_eq(atomic_load(&extra.done), 0);
+    ck_assert_int_eq(executor_submit(ex, &extra.job, NULL, NULL), -1);
+    executor_destroy(ex);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("executor");
+    TCase *tc = tcase_create("executor");
+    tcase_add_test(tc, test_heavy_one_at_a_time);
+    tcase_add_test(tc, test_bound_and_close);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

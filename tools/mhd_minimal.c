@@ -1,0 +1,101 @@
+/*
+ * mhd_minimal.c - the serving-layer limit of this machine, for make load:
+ * libmicrohttpd with rayboxd's daemon flags (internal polling thread,
+ * epoll, suspend/resume allowed, a thread pool of --io-threads) and its
+ * connection memory, answering every request with a constant JSON body of
+ * about the size of a 16-ray answer. It reads request bodies and drops
+ * them; nothing else.
+ *
+ *   mhd-minimal [--port N] [--io-threads N] [--connection-memory BYTES]
+ *
+ * Prints {"msg":"listening","port":N} on stderr; stops on SIGTERM/SIGINT.
+ */
+#include <microhttpd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char body[1100];
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c,
+                               const char *url, const char *method,
+                               const char *version, const char *data,
+                               size_t *size, void **state)
+{
+    static int first;
+    (void)cls, (void)url, (void)method, (void)version, (void)data;
+    if (!*state) {
+        *state = &first;
+        return MHD_YES;
+    }
+    if (*size) {
+        *size = 0; /* consume and drop */
+        return MHD_YES;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(
+        strlen(body), body, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, 200, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+int main(int argc, char **argv)
+{
+    unsigned port = 0, threads = 2;
+    size_t memory = 32 * 1024; /* rayboxd's default */
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--port") == 0)
+            port = (unsigned)atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--io-threads") == 0)
+            threads = (unsigned)atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--connection-memory") == 0)
+            memory = (size_t)atol(argv[i + 1]);
+    }
+    /* A nearest answer for 16 rays, roughly. */
+    int n = snprintf(body, sizeof body, "{\"mode\":\"nearest\",\"count\":16,"
+                     "\"hit\":[");
+    for (int i = 0; i < 16; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "%strue",
+                      i ? "," : "");
+    n += snprintf(body + n, sizeof body - (size_t)n, "],\"box\":[");
+    for (int i = 0; i < 16; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s%d",
+                      i ? "," : "", 100 + i);
+    n += snprintf(body + n, sizeof body - (size_t)n, "],\"t_enter\":[");
+    for (int i = 0; i < 16; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s12.3456%d",
+                      i ? "," : "", i);
+    snprintf(body + n, sizeof body - (size_t)n,
+             "],\"meta\":{\"backend\":\"none\"}}");
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+            MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+        (uint16_t)port, NULL, NULL, handler, NULL,
+        MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0,
+        MHD_OPTION_CONNECTION_LIMIT, 1000u,
+        MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
+        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
+    if (!d) {
+        fprintf(stderr, "mhd-minimal: cannot start\n");
+        return 1;
+    }
+    const union MHD_DaemonInfo *info =
+        MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    fprintf(stderr, "{\"msg\":\"listening\",\"port\":%u}\n",
+            info ? info->port : port);
+    sigdelset(&set, SIGPIPE);
+    int sig;
+    sigwait(&set, &sig);
+    MHD_stop_daemon(d);
+    return 0;
+}
