@@ -16,12 +16,15 @@ endif
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libcurl4-openssl-dev
-BENCH_DEPS = libembree-dev
+# gnuplot-nox draws raybox-bench --plot charts; the bench's tests draw one.
+BENCH_DEPS = libembree-dev gnuplot-nox
+TEST_DEPS = gnuplot-nox
 LOAD_DEPS = wrk
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps bench-deps load-deps configure build run test bench load \
+.PHONY: all deps bench-deps test-deps load-deps configure build run test \
+        bench load gpu-check-fetch \
         fuzz clean
 
 all: build
@@ -46,6 +49,9 @@ deps:
 bench-deps: deps
 	$(call install_missing,$(BENCH_DEPS))
 
+test-deps: deps
+	$(call install_missing,$(TEST_DEPS))
+
 load-deps: deps
 	$(call install_missing,$(LOAD_DEPS))
 
@@ -58,7 +64,7 @@ build: configure
 run: build
 	$(BUILD)/bin/rayboxd $(ARGS)
 
-test: build
+test: build test-deps
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200 -j 2
 
 bench: bench-deps
@@ -68,3 +74,8 @@ bench: bench-deps
 
 clean:
 	rm -rf build build-ci
+
+# The build dependencies scripts/gpu-check.sh carries to a GPU machine
+# without network, as .deb files in .debs/ (ignored by git).
+gpu-check-fetch:
+	scripts/gpu-check.sh fetch .debs

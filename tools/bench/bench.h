@@ -138,6 +138,8 @@ typedef struct rbb_target {
     rbb_target_kind kind;
     int cl_index;            /* OpenCL: index in rb_devices_list */
     rb_device_desc desc;     /* OpenCL */
+    char label[160];         /* OpenCL: the name rows carry; two devices of
+                                one name get " [index]" to stay apart */
     const char *url;         /* HTTP */
 } rbb_target;
 

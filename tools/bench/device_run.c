@@ -16,8 +16,8 @@
 
 #define LIMIT_STEPS_CPU 4
 #define LIMIT_STEPS_CL 2
-#define REF_RAYS 65536
-#define REF_BOXES 4096
+/* The reference loop runs at the size the summary compares count at. */
+#define REF_RAYS_MAX 65536
 
 size_t rbb_device_steps(const rbb_options *o, const rbb_target *t)
 {
@@ -85,16 +85,24 @@ static void cpu_limits(rbb_device *d, const rb_backend_info *info,
             best = b;
     }
     rbb_progress("cpu reference slab loop");
-    double ref = rbb_reference_count(&o->plan, info->threads, REF_RAYS,
-                                     REF_BOXES, &t);
+    size_t ref_rays = 0;
+    for (size_t i = 0; i < o->n_rays; i++)
+        if (o->rays[i] <= REF_RAYS_MAX && o->rays[i] > ref_rays)
+            ref_rays = o->rays[i];
+    if (!ref_rays)
+        ref_rays = REF_RAYS_MAX;
+    double ref = rbb_reference_count(&o->plan, info->threads, ref_rays,
+                                     o->boxes, &t);
     if (ref > 0) {
-        double tests = (double)REF_RAYS * REF_BOXES;
+        double tests = (double)ref_rays * (double)o->boxes;
+        char size[48];
+        snprintf(size, sizeof size, "%zux%zu", ref_rays, o->boxes);
         rbb_where w = d->where;
         w.category = "limits";
         w.test = "reference_loop";
-        w.size = "65536x4096";
-        w.rays = REF_RAYS;
-        w.boxes = REF_BOXES;
+        w.size = size;
+        w.rays = ref_rays;
+        w.boxes = o->boxes;
         rbb_add(d->rows, &w, "tests_per_s", "tests/s", ref, tests / t.max,
                 tests / t.min, t.repeats);
     } else {
@@ -199,7 +207,7 @@ void rbb_run_device(const rbb_options *o, const rbb_target *t,
     char why[512] = "";
     rbb_device d = {.o = o, .rows = rows, .is_cl = t->kind != RBB_TARGET_CPU};
     d.where.backend = d.is_cl ? "opencl" : "cpu";
-    d.where.device = d.is_cl ? t->desc.name : "native";
+    d.where.device = d.is_cl ? t->label : "native";
     d.where.type = d.is_cl ? t->desc.type : "cpu";
     d.where.driver = d.is_cl ? t->desc.driver : RB_VERSION_STRING;
     if (rb_context_create(&opt, &ctx, why, sizeof why) != RB_OK) {

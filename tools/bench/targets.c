@@ -106,6 +106,18 @@ int rbb_targets(const rbb_options *o, rbb_target **out, size_t *n,
         t[0] = (rbb_target){.kind = RBB_TARGET_CPU, .cl_index = -1};
         k++;
     }
+    for (size_t i = 0; i < k; i++) {
+        if (t[i].kind != RBB_TARGET_OPENCL)
+            continue;
+        int twins = 0;
+        for (size_t j = 0; j < nd; j++)
+            twins += strcmp(devs[j].name, t[i].desc.name) == 0;
+        if (twins > 1)
+            snprintf(t[i].label, sizeof t[i].label, "%.120s [%d]",
+                     t[i].desc.name, t[i].cl_index);
+        else
+            snprintf(t[i].label, sizeof t[i].label, "%s", t[i].desc.name);
+    }
     if (o->http)
         t[k++] = (rbb_target){.kind = RBB_TARGET_HTTP, .cl_index = -1,
                               .url = o->http};
