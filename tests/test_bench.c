@@ -62,6 +62,13 @@ static const char *err_text(void)
     return buf;
 }
 
+/* The end of a long text: check's messages have a size limit. */
+static const char *tail(const char *text)
+{
+    size_t n = strlen(text);
+    return n > 1500 ? text + n - 1500 : text;
+}
+
 static int opencl_expected(void)
 {
     const char *no = getenv("RAYBOX_TEST_NO_OPENCL");
@@ -83,7 +90,8 @@ static void measure_once(void)
              "--json '%s/run.json' --csv '%s/run.csv'",
              dir, dir);
     int rc = run("", args);
-    ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, out_text, err_text());
+    ck_assert_msg(rc == 0, "exit %d\n%s\n%s", rc, tail(out_text),
+                  tail(err_text()));
     char path[128], err[256];
     snprintf(path, sizeof path, "%s/run.json", dir);
     ck_assert_msg(rbb_read_json(path, &rows, err, sizeof err) == 0, "%s",
@@ -204,7 +212,7 @@ START_TEST(test_skips_carry_reasons)
     /* pairs, then 4 modes on each of 2 shapes. */
     ck_assert_uint_eq(http_skips, 9);
     ck_assert_msg(strstr(out_text, "summary (native CPU backend"), "%s",
-                  out_text);
+                  tail(out_text));
 }
 END_TEST
 
@@ -228,7 +236,7 @@ START_TEST(test_csv_and_compare)
     ck_assert_int_eq(run("", args), 0);
     char want[64];
     snprintf(want, sizeof want, "%zu rows compared", rows.n);
-    ck_assert_msg(strstr(out_text, want), "%s", out_text);
+    ck_assert_msg(strstr(out_text, want), "%s", tail(out_text));
     ck_assert_ptr_nonnull(strstr(out_text, "0 only here, 0 only in the "
                                            "baseline"));
 }

@@ -49,10 +49,14 @@ typedef struct rbb_options {
     size_t n_from;
     double threshold;           /* --compare: change that counts */
     int quick, quiet;
+    char *owned[3 * RBB_MAX_LIST]; /* the split list words, freed at exit */
+    size_t n_owned;
 } rbb_options;
 
-/* 0 = run, 1 = exit 0 (--help printed), 2 = usage error (message printed). */
+/* 0 = run, 1 = exit 0 (--help printed), 2 = usage error (message printed).
+ * rbb_options_free releases what parsing allocated, in every case. */
 int rbb_parse_options(int argc, char **argv, rbb_options *o);
+void rbb_options_free(rbb_options *o);
 
 /* ---- timing (timing.c). fn runs one call; it may set *device_s to the
  * call's device-side (kernel) time in seconds. After warm-ups, the number

@@ -45,8 +45,8 @@ static devices list_devices(const rbb_rows *rows)
     return d;
 }
 
-static const char *pair_devices(devices *now, devices *base, FILE *f,
-                                rbb_compare_stats *st)
+static void pair_devices(devices *now, devices *base, FILE *f,
+                         rbb_compare_stats *st)
 {
     /* Same name first. */
     for (size_t i = 0; i < now->n; i++)
@@ -71,7 +71,6 @@ static const char *pair_devices(devices *now, devices *base, FILE *f,
                        "\"%s\"\n", a->backend, a->device, b->device);
         }
     }
-    return NULL;
 }
 
 static const char *paired_name(const devices *now, const rbb_row *r)
@@ -117,7 +116,8 @@ void rbb_compare(const rbb_rows *base, const rbb_rows *now,
     devices dn = list_devices(now), db = list_devices(base);
     pair_devices(&dn, &db, f, st);
     char *used = calloc(base->n ? base->n : 1, 1);
-    if (!used) {
+    char *alone = calloc(now->n ? now->n : 1, 1); /* rows only now */
+    if (!used || !alone) {
         fprintf(stderr, "raybox-bench: out of memory\n");
         exit(1);
     }
@@ -133,6 +133,7 @@ void rbb_compare(const rbb_rows *base, const rbb_rows *now,
             }
         if (!b) {
             st->only_now++;
+            alone[i] = 1;
             continue;
         }
         st->matched++;
@@ -169,16 +170,11 @@ void rbb_compare(const rbb_rows *base, const rbb_rows *now,
     if (st->only_now) {
         fprintf(f, "\nrows only in this run (%zu):\n", st->only_now);
         for (size_t i = 0; i < now->n; i++) {
-            const rbb_row *r = &now->rows[i];
-            const char *bdev = paired_name(&dn, r);
-            int found = 0;
-            for (size_t j = 0; bdev && j < base->n && !found; j++)
-                found = same_place(r, &base->rows[j], bdev);
-            if (!found) {
-                char name[160];
-                label(r, name, sizeof name);
-                fprintf(f, "  %s: %s\n", r->device, name);
-            }
+            if (!alone[i])
+                continue;
+            char name[160];
+            label(&now->rows[i], name, sizeof name);
+            fprintf(f, "  %s: %s\n", now->rows[i].device, name);
         }
     }
     for (size_t j = 0; j < base->n; j++)
@@ -198,6 +194,7 @@ void rbb_compare(const rbb_rows *base, const rbb_rows *now,
             st->matched, st->better, st->worse, 100.0 * threshold,
             st->only_now, st->only_base);
     free(used);
+    free(alone);
     free(dn.v);
     free(db.v);
 }

@@ -58,12 +58,24 @@ static int measure(const rbb_options *o, rbb_rows *rows)
     return 0;
 }
 
+static int run(rbb_options *o);
+
 int main(int argc, char **argv)
 {
     rbb_options o;
     int rc = rbb_parse_options(argc, argv, &o);
-    if (rc)
-        return rc == 1 ? 0 : 2;
+    if (rc == 0)
+        rc = run(&o);
+    else
+        rc = rc == 1 ? 0 : 2;
+    rbb_options_free(&o);
+    return rc;
+}
+
+static int run(rbb_options *opt)
+{
+    const rbb_options o = *opt;
+    int rc;
     if (o.list)
         return rbb_print_devices(stdout);
     char why[512];

@@ -198,9 +198,9 @@ static int size_list(const char *opt, const char *text, size_t *out,
     return 0;
 }
 
-/* Splits a comma list into strdup'd pieces (kept for the whole run). */
-static int word_list(const char *opt, const char *text, const char **out,
-                     size_t *n, size_t cap)
+/* Splits a comma list into strdup'd pieces, owned by the options. */
+static int word_list(rbb_options *o, const char *opt, const char *text,
+                     const char **out, size_t *n, size_t cap)
 {
     const char *p = text;
     while (*p) {
@@ -211,9 +211,14 @@ static int word_list(const char *opt, const char *text, const char **out,
                         cap);
                 return -1;
             }
-            char *s = strndup(p, w);
-            if (!s)
+            char *s = NULL;
+            if (o->n_owned < sizeof o->owned / sizeof *o->owned)
+                s = strndup(p, w);
+            if (!s) {
+                fprintf(stderr, "raybox-bench: --%s: too many words\n", opt);
                 return -1;
+            }
+            o->owned[o->n_owned++] = s;
             out[(*n)++] = s;
         }
         p += w;
@@ -289,7 +294,7 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
             }
             break;
         case OPT_DEVICE:
-            if (word_list(name, optarg, o->devices, &o->n_devices,
+            if (word_list(o, name, optarg, o->devices, &o->n_devices,
                           RBB_MAX_LIST))
                 return 2;
             break;
@@ -302,7 +307,7 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
         case OPT_MODES: {
             const char *m[8];
             size_t n = 0;
-            if (word_list(name, optarg, m, &n, 8))
+            if (word_list(o, name, optarg, m, &n, 8))
                 return 2;
             o->modes = 0;
             for (size_t i = 0; i < n; i++) {
@@ -313,7 +318,6 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
                     return 2;
                 }
                 o->modes |= 1 << mode;
-                free((void *)m[i]);
             }
             break;
         }
@@ -350,7 +354,7 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
         case OPT_SHAPES:
             o->n_shapes = 0;
             if (strcmp(optarg, "none") != 0 &&
-                word_list(name, optarg, o->shapes, &o->n_shapes,
+                word_list(o, name, optarg, o->shapes, &o->n_shapes,
                           RBB_MAX_LIST))
                 return 2;
             for (size_t i = 0; i < o->n_shapes; i++)
@@ -465,4 +469,11 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
         return 2;
     }
     return 0;
+}
+
+void rbb_options_free(rbb_options *o)
+{
+    for (size_t i = 0; i < o->n_owned; i++)
+        free(o->owned[i]);
+    o->n_owned = 0;
 }

@@ -123,7 +123,7 @@ static int write_chart(const rbb_rows *rows, const char *dir,
     char title[128];
     snprintf(title, sizeof title, "raybox-bench: %s, %s", mode, ylabel);
     gp_str(gp, title);
-    fprintf(gp, "\nset logscale x 2\nset format x '%%.0s%%c'\n"
+    fprintf(gp, "\nset logscale x 2\nset format x '%%.0b%%B'\n"
                 "set xlabel 'rays per batch'\nset ylabel ");
     gp_str(gp, ylabel);
     fprintf(gp, "\n%s\nset grid\nset key top left font ',8'\n",
