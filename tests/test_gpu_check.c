@@ -6,7 +6,9 @@
  *   - a "driver" the ICD loader cannot load, and no other vendor: the
  *     probe sees no OpenCL device;
  *   - PoCL registered as the driver through the generated ICD directory
- *     (where OpenCL is expected): a device is found, but it is no GPU. */
+ *     (where OpenCL is expected): a device is found, but it is no GPU;
+ *   - and its CPU path: --cpu-ok accepts PoCL, so the test and bench steps
+ *     run (one small suite, a tiny bench) and the results are written. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -152,6 +154,33 @@ START_TEST(test_cpu_opencl_is_no_gpu)
 }
 END_TEST
 
+START_TEST(test_cpu_path)
+{
+    const char *no = getenv("RAYBOX_TEST_NO_OPENCL");
+    if (no && strcmp(no, "1") == 0)
+        return; /* the machine has no OpenCL on purpose (testutil.h) */
+    int rc = run_check(
+        "RAYBOX_NVIDIA_OPENCL=/nonexistent/libnvidia-opencl.so.1",
+        "--cpu-ok --prebuilt '" RAYBOX_BUILD_DIR "' --tests '^test_vectors$' "
+        "--bench-args '--quiet --budget 0.002 --repeats 1 --warmups 1 "
+        "--pairs 64 --rays 16 --boxes 64 --scene-rays 16 --scene-boxes 64 "
+        "--shapes city --copy-bytes 1M'");
+    ck_assert_msg(rc == 0, "exit %d: %s", rc, tail(output));
+    summary_says("result: ok");
+    summary_says("step tests: exit 0");
+    summary_says("step bench: exit 0");
+    summary_says("summary (native CPU backend");
+    static const char *const files[] = {"bench.json", "bench.csv",
+                                        "bench.txt", "tests.log",
+                                        "devices.txt", "steps.log"};
+    for (size_t i = 0; i < sizeof files / sizeof *files; i++) {
+        char path[160];
+        snprintf(path, sizeof path, "%s/out/%s", dir, files[i]);
+        ck_assert_msg(access(path, R_OK) == 0, "no %s", path);
+    }
+}
+END_TEST
+
 START_TEST(test_usage)
 {
     char cmd[512];
@@ -172,6 +201,7 @@ int main(void)
     tcase_add_test(tc, test_no_driver);
     tcase_add_test(tc, test_driver_that_does_not_load);
     tcase_add_test(tc, test_cpu_opencl_is_no_gpu);
+    tcase_add_test(tc, test_cpu_path);
     tcase_add_test(tc, test_usage);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
