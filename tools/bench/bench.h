@@ -208,6 +208,9 @@ void rbb_summary(rbb_rows *rows, const rbb_cpu_figures *cpu, FILE *f);
 /* ---- charts (plot.c). rbb_plot_check says why plotting cannot work
  * (no gnuplot) before anything is measured. */
 int rbb_plot_check(char *why, size_t len);
-int rbb_plot(const rbb_rows *rows, const char *dir, char *err, size_t len);
+/* sources[k-1] names the file rows with source k came from (NULL when
+ * nothing was loaded); returns the number of charts or -1 with err. */
+int rbb_plot(const rbb_rows *rows, const char *const *sources,
+             size_t n_sources, const char *dir, char *err, size_t len);
 
 #endif

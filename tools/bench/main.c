@@ -90,11 +90,14 @@ static int run(rbb_options *opt)
     printf("raybox-bench %s (git %s)\n", rows.version, rows.git);
     if (o.n_from) {
         for (size_t i = 0; i < o.n_from; i++) {
+            size_t first = rows.n;
             if (rbb_read_json(o.from[i], &rows, why, sizeof why)) {
                 fprintf(stderr, "raybox-bench: --from: %s\n", why);
                 rbb_rows_free(&rows);
                 return 1;
             }
+            for (size_t k = first; k < rows.n; k++)
+                rows.rows[k].source = (int)i + 1;
         }
         rbb_print_table(&rows, stdout);
     } else {
@@ -128,7 +131,8 @@ static int run(rbb_options *opt)
         rbb_rows_free(&base);
     }
     if (o.plot) {
-        int charts = rbb_plot(&rows, o.plot, why, sizeof why);
+        int charts = rbb_plot(&rows, o.n_from ? o.from : NULL, o.n_from,
+                              o.plot, why, sizeof why);
         if (charts < 0) {
             fprintf(stderr, "raybox-bench: %s\n", why);
             rc = 1;

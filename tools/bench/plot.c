@@ -47,6 +47,10 @@ static int plotted(const rbb_row *r)
             strcmp(r->category, "http") == 0);
 }
 
+/* The files rows were loaded from, to label runs of one device apart. */
+static const char *const *plot_sources;
+static size_t plot_n_sources;
+
 /* Distinct values of a row field among plotted rows of `mode`. */
 typedef const char *(*field_fn)(const rbb_row *r, char *buf, size_t len);
 
@@ -59,8 +63,23 @@ static const char *shape_of(const rbb_row *r, char *buf, size_t len)
 
 static const char *series_of(const rbb_row *r, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s %s (%s)", r->backend, r->device, r->path);
+    if (plot_n_sources > 1 && r->source >= 1 &&
+        (size_t)r->source <= plot_n_sources) {
+        const char *file = plot_sources[r->source - 1];
+        const char *base = strrchr(file, '/');
+        snprintf(buf, len, "%.16s %.100s (%.8s) [%.40s]", r->backend, r->device,
+                 r->path, base ? base + 1 : file);
+    } else {
+        snprintf(buf, len, "%s %s (%s)", r->backend, r->device, r->path);
+    }
     return buf;
+}
+
+static int by_rays(const void *a, const void *b)
+{
+    uint64_t x = (*(const rbb_row *const *)a)->rays;
+    uint64_t y = (*(const rbb_row *const *)b)->rays;
+    return x < y ? -1 : x > y;
 }
 
 static size_t distinct(const rbb_rows *rows, const char *mode,
@@ -114,7 +133,8 @@ static int write_chart(const rbb_rows *rows, const char *dir,
         snprintf(err, len, "%s: %s", gp_path, strerror(errno));
         return -1;
     }
-    int cols = ns < 2 ? 1 : 2, lines = (int)((ns + 1) / (size_t)cols);
+    int cols = ns < 2 ? 1 : 2;
+    int lines = (int)((ns + (size_t)cols - 1) / (size_t)cols);
     fprintf(gp, "set terminal pngcairo noenhanced size %d,%d font ',9'\n",
             640 * cols, 440 * lines);
     fputs("set output ", gp);
@@ -147,23 +167,32 @@ static int write_chart(const rbb_rows *rows, const char *dir,
         gp_str(gp, ptitle);
         fputs("\nplot ", gp);
         int index = 0, first = 1;
+        const rbb_row **pts = malloc((rows->n ? rows->n : 1) * sizeof *pts);
+        if (!pts) {
+            snprintf(err, len, "out of memory");
+            fclose(d);
+            fclose(gp);
+            return -1;
+        }
         for (size_t s = 0; s < nl; s++) {
-            int any = 0;
+            size_t np = 0;
             char buf[192];
             for (size_t i = 0; i < rows->n; i++) {
                 const rbb_row *r = &rows->rows[i];
-                if (!plotted(r) || strcmp(r->test, mode) != 0 ||
-                    strcmp(r->metric, metric) != 0 ||
-                    strcmp(r->shape, shapes[p]) != 0 ||
-                    strcmp(series_of(r, buf, sizeof buf), series[s]) != 0)
-                    continue;
-                fprintf(d, "%llu %.9g %.9g %.9g\n",
-                        (unsigned long long)r->rays, r->value, r->min,
-                        r->max);
-                any = 1;
+                if (plotted(r) && strcmp(r->test, mode) == 0 &&
+                    strcmp(r->metric, metric) == 0 &&
+                    strcmp(r->shape, shapes[p]) == 0 &&
+                    strcmp(series_of(r, buf, sizeof buf), series[s]) == 0)
+                    pts[np++] = r;
             }
-            if (!any)
+            if (!np)
                 continue;
+            /* Lines join sizes in order, whatever order they ran in. */
+            qsort(pts, np, sizeof *pts, by_rays);
+            for (size_t i = 0; i < np; i++)
+                fprintf(d, "%llu %.9g %.9g %.9g\n",
+                        (unsigned long long)pts[i]->rays, pts[i]->value,
+                        pts[i]->min, pts[i]->max);
             fputs("\n\n", d);
             fprintf(gp, "%s", first ? "" : ", \\\n     ");
             gp_str(gp, dat);
@@ -172,6 +201,7 @@ static int write_chart(const rbb_rows *rows, const char *dir,
             gp_str(gp, series[s]);
             first = 0;
         }
+        free(pts);
         fputc('\n', gp);
         fclose(d);
     }
@@ -188,8 +218,11 @@ static int write_chart(const rbb_rows *rows, const char *dir,
     return 1;
 }
 
-int rbb_plot(const rbb_rows *rows, const char *dir, char *err, size_t len)
+int rbb_plot(const rbb_rows *rows, const char *const *sources,
+             size_t n_sources, const char *dir, char *err, size_t len)
 {
+    plot_sources = sources;
+    plot_n_sources = n_sources;
     if (strchr(dir, '\'')) {
         snprintf(err, len, "--plot: a directory name with a quote is not "
                            "supported");

@@ -38,6 +38,8 @@ typedef struct rbb_row {
     int repeats;
     char status[12];    /* "ok", "skipped", "failed" */
     char note[256];     /* the skip or failure reason, or a remark */
+    int source;         /* not written: 0 measured, k for the k-th --from
+                           file (charts tell runs of one device apart) */
 } rbb_row;
 
 typedef struct rbb_rows {
