@@ -17,7 +17,9 @@ endif
 # Debian 12 packages the build and the tests need.
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
-       libmicrohttpd-dev libcurl4-openssl-dev python3
+       libmicrohttpd-dev libcurl4-openssl-dev python3 gnuplot-nox
+# gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
+# draw one, so it is a test dependency too.
 BENCH_DEPS = libembree-dev
 LOAD_DEPS = wrk curl
 # libFuzzer comes with clang's runtime libraries in Debian 12.
@@ -26,8 +28,8 @@ FUZZ_SECONDS ?= 60
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps bench-deps load-deps fuzz-deps configure build run test \
-        bench load fuzz clean
+.PHONY: all deps bench-deps load-deps fuzz-deps configure build \
+        run test bench load gpu-check-fetch fuzz clean
 
 all: build
 
@@ -95,3 +97,8 @@ fuzz: fuzz-deps
 
 clean:
 	rm -rf build build-ci build-asan build-fuzz
+
+# The build dependencies scripts/gpu-check.sh carries to a GPU machine
+# without network, as .deb files in .debs/ (ignored by git).
+gpu-check-fetch:
+	scripts/gpu-check.sh fetch .debs

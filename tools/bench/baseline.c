@@ -66,8 +66,9 @@ typedef struct copy_arg {
     int streaming;
 } copy_arg;
 
-static int copy_once(void *p, int rep)
+static int copy_once(void *p, uint64_t rep, double *device_s)
 {
+    (void)device_s;
     copy_arg *c = p;
     pthread_t th[MAX_THREADS];
     copy_job jobs[MAX_THREADS];
@@ -87,11 +88,13 @@ static int copy_once(void *p, int rep)
 }
 
 double rbb_copy_bandwidth(const rbb_plan *plan, unsigned threads,
-                          int streaming, rbb_timing *t,
+                          int streaming, size_t bytes, rbb_timing *t,
                           size_t *bytes_per_call)
 {
-    /* 256 MiB each way: far beyond any cache. */
-    size_t n = (size_t)64 << 20;
+    /* `bytes` each way (256 MiB by default): far beyond any cache. */
+    size_t n = bytes / 4 / 64 * 64;
+    if (n < 1024)
+        n = 1024;
     if (threads < 1)
         threads = 1;
     if (threads > MAX_THREADS)
@@ -99,9 +102,18 @@ double rbb_copy_bandwidth(const rbb_plan *plan, unsigned threads,
     copy_arg c = {aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), n,
                   threads, streaming};
     double bw = 0;
+    *t = (rbb_timing){0};
     if (c.a && c.b) {
-        memset(c.a, 1, n * 4);
-        memset(c.b, 2, n * 4);
+        /* Random bits, not a constant: nothing may compress them. */
+        uint64_t s = 0x2545f4914f6cdd1dULL;
+        uint32_t *a = (uint32_t *)c.a, *b = (uint32_t *)c.b;
+        for (size_t i = 0; i < n; i++) {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            a[i] = (uint32_t)s;
+            b[i] = (uint32_t)(s >> 32);
+        }
         if (rbb_time(plan, copy_once, &c, t) == 0)
             bw = 2.0 * (double)(n / threads / 16 * 16 * threads) * 4 /
                  t->median;

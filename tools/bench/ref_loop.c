@@ -57,10 +57,11 @@ typedef struct ref_arg {
     unsigned threads;
 } ref_arg;
 
-static int ref_once(void *p, int rep)
+static int ref_once(void *p, uint64_t rep, double *device_s)
 {
     ref_arg *a = p;
     (void)rep;
+    (void)device_s;
     pthread_t th[MAX_THREADS];
     ref_part parts[MAX_THREADS];
     size_t per = (a->d.n_rays + a->threads - 1) / a->threads;

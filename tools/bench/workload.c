@@ -1,5 +1,8 @@
-/* workload.c - seeded random rays and boxes for the benchmark. */
+/* workload.c - seeded random rays and boxes for the benchmark, and the
+ * pools of data sets that calls rotate through. */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "bench.h"
 
@@ -55,4 +58,74 @@ void rbb_make_pair_boxes(uint64_t seed, const rb_ray *rays, rb_box *boxes,
             boxes[i].max[a] = c + h;
         }
     }
+}
+
+static unsigned pool_sets(size_t set_bytes)
+{
+    size_t sets = set_bytes ? (RBB_ROTATE_BYTES + set_bytes - 1) / set_bytes
+                            : 2;
+    return sets < 2 ? 2 : sets > 64 ? 64 : (unsigned)sets;
+}
+
+static size_t set_bytes(rbb_pool_kind kind, size_t n_rays, size_t n_boxes)
+{
+    size_t b = n_rays * sizeof(rb_ray);
+    if (kind == RBB_POOL_PAIRS)
+        b += n_rays * sizeof(rb_box);
+    else if (kind == RBB_POOL_INLINE)
+        b += n_boxes * sizeof(rb_box);
+    return b;
+}
+
+double rbb_pool_bytes(rbb_pool_kind kind, size_t n_rays, size_t n_boxes)
+{
+    size_t one = set_bytes(kind, n_rays, n_boxes);
+    return (double)one * pool_sets(one);
+}
+
+/* Page-aligned, so zero-copy paths (CL_MEM_USE_HOST_PTR) may use it. */
+static void *page_alloc(size_t bytes)
+{
+    return aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+}
+
+int rbb_pool_make(rbb_pool *p, rbb_pool_kind kind, const rbb_shape *shape,
+                  size_t n_rays, size_t n_boxes, uint64_t seed)
+{
+    memset(p, 0, sizeof *p);
+    if (kind == RBB_POOL_PAIRS)
+        n_boxes = n_rays;
+    if (kind == RBB_POOL_SCENE)
+        n_boxes = 0;
+    p->n_rays = n_rays;
+    p->n_boxes = n_boxes;
+    p->sets = pool_sets(set_bytes(kind, n_rays, n_boxes));
+    p->rays = page_alloc(p->sets * n_rays * sizeof(rb_ray));
+    if (n_boxes)
+        p->boxes = page_alloc(p->sets * n_boxes * sizeof(rb_box));
+    if (!p->rays || (n_boxes && !p->boxes)) {
+        rbb_pool_free(p);
+        return -1;
+    }
+    for (unsigned k = 0; k < p->sets; k++) {
+        rb_ray *r = p->rays + (size_t)k * n_rays;
+        uint64_t s = seed * 1000 + k;
+        if (kind == RBB_POOL_SCENE && shape)
+            shape->rays(s, r, n_rays);
+        else
+            rbb_make_rays(s, r, n_rays);
+        if (kind == RBB_POOL_PAIRS)
+            rbb_make_pair_boxes(s + 500, r, p->boxes + (size_t)k * n_boxes,
+                                n_rays);
+        else if (kind == RBB_POOL_INLINE)
+            rbb_make_boxes(s + 500, p->boxes + (size_t)k * n_boxes, n_boxes);
+    }
+    return 0;
+}
+
+void rbb_pool_free(rbb_pool *p)
+{
+    free(p->rays);
+    free(p->boxes);
+    memset(p, 0, sizeof *p);
 }

@@ -1,0 +1,289 @@
+/* test_bench_report.c - raybox-bench's rows and what is done with them
+ * (tools/bench/rows.h): the JSON writer and reader round trip, CSV
+ * quoting, skip reasons, number formatting, the table, and --compare's
+ * matching, device pairing, direction of "better" and one-sided rows. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "rows.h"
+#include "testutil.h"
+
+static char path[64];
+
+static void tmp_file(void)
+{
+    strcpy(path, "/tmp/raybox-bench-report-XXXXXX");
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+}
+
+static rbb_where at(const char *backend, const char *device,
+                    const char *type, const char *test, const char *path_,
+                    uint64_t rays)
+{
+    static char size[32];
+    snprintf(size, sizeof size, "%llu", (unsigned long long)rays);
+    return (rbb_where){.backend = backend, .device = device, .type = type,
+                       .driver = "d1", .category = "modes", .test = test,
+                       .shape = "inline", .path = path_, .rays = rays,
+                       .boxes = rays, .size = size};
+}
+
+static void sample(rbb_rows *rows, const char *device, const char *type,
+                   double scale)
+{
+    snprintf(rows->version, sizeof rows->version, "9.8.7");
+    snprintf(rows->git, sizeof rows->git, "abc123-dirty");
+    rbb_where w = at("opencl", device, type, "pairs", "e2e", 1024);
+    rbb_add(rows, &w, "rays_per_s", "rays/s", 1e6 * scale, 0.9e6 * scale,
+            1.1e6 * scale, 5);
+    w = at("opencl", device, type, "pairs", "kernel", 1024);
+    rbb_add(rows, &w, "rays_per_s", "rays/s", 2e6 * scale, 2e6, 2e6, 5);
+    w = at("opencl", device, type, "launch", "", 0);
+    w.category = "limits";
+    rbb_add(rows, &w, "latency", "us", 10.0 / scale, 9, 11, 5);
+}
+
+START_TEST(test_json_round_trip)
+{
+    rbb_rows rows = {0};
+    sample(&rows, "GPU \"A\", rev\\2", "gpu", 1);
+    rbb_where w = at("cpu", "native", "cpu", "count", "e2e", 64);
+    rbb_add_status(&rows, &w, "rays_per_s", "skipped",
+                   "line one\nline \"two\"");
+    rbb_add_status(&rows, &w, "rays_per_s", "failed", "");
+    w = at("cpu", "native", "cpu", "any", "e2e", 64);
+    rbb_add(&rows, &w, "rays_per_s", "rays/s", INFINITY, 1, 2, 3);
+    snprintf(rows.summary, sizeof rows.summary, "{\"threads\":2}");
+    tmp_file();
+    ck_assert_int_eq(rbb_write_file(&rows, path, rbb_write_json), 0);
+
+    rbb_rows back = {0};
+    char err[256] = "";
+    ck_assert_msg(rbb_read_json(path, &back, err, sizeof err) == 0, "%s",
+                  err);
+    ck_assert_uint_eq(back.n, rows.n);
+    for (size_t i = 0; i < rows.n; i++) {
+        const rbb_row *a = &rows.rows[i], *b = &back.rows[i];
+        ck_assert_str_eq(b->version, "9.8.7");
+        ck_assert_str_eq(b->git, "abc123-dirty");
+        ck_assert_str_eq(a->device, b->device);
+        ck_assert_str_eq(a->test, b->test);
+        ck_assert_str_eq(a->path, b->path);
+        ck_assert_str_eq(a->size, b->size);
+        ck_assert_str_eq(a->metric, b->metric);
+        ck_assert_str_eq(a->status, b->status);
+        ck_assert_str_eq(a->note, b->note);
+        ck_assert_uint_eq(a->rays, b->rays);
+        ck_assert_int_eq(a->repeats, b->repeats);
+        if (isfinite(a->value))
+            ck_assert_double_eq_tol(a->value, b->value,
+                                    fabs(a->value) * 1e-8 + 1e-12);
+    }
+    /* A skip never goes without its reason. */
+    ck_assert_str_eq(back.rows[4].note, "no reason given");
+    /* JSON has no infinity: null, read back as 0. */
+    ck_assert_double_eq(back.rows[5].value, 0);
+    rbb_rows_free(&back);
+
+    /* Not a result file: an error, not rows. */
+    FILE *f = fopen(path, "w");
+    fputs("{\"rows\":[]}", f);
+    fclose(f);
+    ck_assert_int_eq(rbb_read_json(path, &back, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "not a raybox-bench result"));
+    ck_assert_int_eq(rbb_read_json("/nonexistent/x.json", &back, err,
+                                   sizeof err), -1);
+    unlink(path);
+    rbb_rows_free(&rows);
+}
+END_TEST
+
+START_TEST(test_csv_quoting)
+{
+    rbb_rows rows = {0};
+    sample(&rows, "GPU \"A\", rev 2", "gpu", 1);
+    rbb_where w = at("cpu", "native", "cpu", "count", "e2e", 64);
+    rbb_add_status(&rows, &w, "rays_per_s", "skipped", "no, \"really\"");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    ck_assert_int_eq(rbb_write_csv(&rows, f), 0);
+    fclose(f);
+    ck_assert_msg(strncmp(text, "tool,version,git,backend,device,type,"
+                                "driver,category,test,shape,path,rays,boxes,"
+                                "size,metric,unit,value,min,max,repeats,"
+                                "status,note\n", 120) == 0, "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "raybox-bench,9.8.7,abc123-dirty,"
+                                       "opencl,\"GPU \"\"A\"\", rev 2\","
+                                       "gpu,d1,modes,pairs,inline,e2e,1024,"
+                                       "1024,1024,rays_per_s,rays/s,1000000,"
+                                       "900000,1100000,5,ok,\n"));
+    /* A skipped row has no value, and its reason quoted. */
+    ck_assert_ptr_nonnull(strstr(text, ",rays_per_s,,,,,0,skipped,"
+                                       "\"no, \"\"really\"\"\"\n"));
+    size_t lines = 0;
+    for (char *p = text; *p; p++)
+        lines += *p == '\n';
+    ck_assert_uint_eq(lines, rows.n + 1);
+    free(text);
+    rbb_rows_free(&rows);
+}
+END_TEST
+
+START_TEST(test_human_and_direction)
+{
+    char b[32];
+    rbb_human(999700, b, sizeof b);
+    ck_assert_str_eq(b, "1 M");
+    rbb_human(1.234e9, b, sizeof b);
+    ck_assert_str_eq(b, "1.23 G");
+    rbb_human(0.5, b, sizeof b);
+    ck_assert_str_eq(b, "0.5");
+    rbb_row r = {.unit = "us"};
+    ck_assert_int_eq(rbb_higher_is_better(&r), 0);
+    strcpy(r.unit, "rays/s");
+    ck_assert_int_eq(rbb_higher_is_better(&r), 1);
+    strcpy(r.unit, "");
+    ck_assert_int_eq(rbb_higher_is_better(&r), 1); /* fractions */
+}
+END_TEST
+
+START_TEST(test_table_shows_reasons)
+{
+    rbb_rows rows = {0};
+    sample(&rows, "GPU A", "gpu", 1);
+    rbb_where w = at("http", "rayboxd", "server", "nearest", "http", 16);
+    rbb_add_status(&rows, &w, "rays_per_s", "skipped",
+                   "rayboxd not reachable at http://127.0.0.1:9");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    rbb_print_table(&rows, f);
+    fclose(f);
+    ck_assert_ptr_nonnull(strstr(text, "== opencl: GPU A (gpu, driver d1)"));
+    ck_assert_ptr_nonnull(strstr(text, "1 M"));
+    ck_assert_ptr_nonnull(strstr(text, "skipped: rayboxd not reachable at "
+                                       "http://127.0.0.1:9"));
+    free(text);
+    rbb_rows_free(&rows);
+}
+END_TEST
+
+static char *compare_text(const rbb_rows *base, const rbb_rows *now,
+                          rbb_compare_stats *st)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    rbb_compare(base, now, 0.05, f, st);
+    fclose(f);
+    return text;
+}
+
+START_TEST(test_compare_same_device)
+{
+    rbb_rows base = {0}, now = {0};
+    sample(&base, "GPU A", "gpu", 1);
+    sample(&now, "GPU A", "gpu", 2); /* twice as fast, half the latency */
+    /* One row only in the baseline, one only now. */
+    rbb_where w = at("opencl", "GPU A", "gpu", "count", "e2e", 16);
+    rbb_add(&base, &w, "rays_per_s", "rays/s", 5, 5, 5, 1);
+    w = at("opencl", "GPU A", "gpu", "count", "e2e", 32);
+    rbb_add(&now, &w, "rays_per_s", "rays/s", 5, 5, 5, 1);
+    rbb_compare_stats st;
+    char *text = compare_text(&base, &now, &st);
+    ck_assert_uint_eq(st.matched, 3);
+    ck_assert_uint_eq(st.better, 3); /* rays/s up, latency down */
+    ck_assert_uint_eq(st.worse, 0);
+    ck_assert_uint_eq(st.only_now, 1);
+    ck_assert_uint_eq(st.only_base, 1);
+    ck_assert_uint_eq(st.paired_devices, 0);
+    ck_assert_msg(strstr(text, "+100.0%  better") != NULL, "%s", text);
+    ck_assert_msg(strstr(text, "-50.0%  better") != NULL, "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "rows only in this run (1):"));
+    ck_assert_ptr_nonnull(strstr(text, "count/inline/e2e 32 rays_per_s"));
+    ck_assert_ptr_nonnull(strstr(text, "rows only in the baseline (1):"));
+    ck_assert_ptr_nonnull(strstr(text, "count/inline/e2e 16 rays_per_s"));
+    free(text);
+
+    /* Slower now: worse. */
+    rbb_rows slow = {0};
+    sample(&slow, "GPU A", "gpu", 0.5);
+    text = compare_text(&base, &slow, &st);
+    ck_assert_uint_eq(st.worse, 3);
+    ck_assert_uint_eq(st.better, 0);
+    free(text);
+    rbb_rows_free(&slow);
+    rbb_rows_free(&base);
+    rbb_rows_free(&now);
+}
+END_TEST
+
+START_TEST(test_compare_two_gpus)
+{
+    rbb_rows base = {0}, now = {0};
+    sample(&base, "GPU A", "gpu", 1);
+    sample(&base, "pthread-cpu", "cpu", 1);
+    sample(&now, "pthread-cpu", "cpu", 1);
+    sample(&now, "GPU B", "gpu", 1.5);
+    rbb_compare_stats st;
+    char *text = compare_text(&base, &now, &st);
+    /* The CPU device by name, the GPUs paired by backend and type. */
+    ck_assert_uint_eq(st.paired_devices, 1);
+    ck_assert_uint_eq(st.matched, 6);
+    ck_assert_uint_eq(st.only_now + st.only_base, 0);
+    ck_assert_uint_eq(st.better, 3);
+    ck_assert_ptr_nonnull(strstr(text, "opencl device \"GPU B\" is compared "
+                                       "with baseline device \"GPU A\""));
+    free(text);
+
+    /* A GPU is never paired with a CPU device: its rows are one-sided. */
+    rbb_rows cpu_only = {0};
+    sample(&cpu_only, "other-cpu", "cpu", 1);
+    text = compare_text(&cpu_only, &now, &st);
+    ck_assert_uint_eq(st.paired_devices, 1); /* the CPUs */
+    ck_assert_uint_eq(st.matched, 3);
+    ck_assert_uint_eq(st.only_now, 3);
+    free(text);
+    rbb_rows_free(&cpu_only);
+    rbb_rows_free(&base);
+    rbb_rows_free(&now);
+}
+END_TEST
+
+START_TEST(test_find)
+{
+    rbb_rows rows = {0};
+    sample(&rows, "GPU A", "gpu", 1);
+    const rbb_row *r = rbb_find(&rows, "opencl", "GPU A", "pairs", "inline",
+                                "kernel", 1024, "rays_per_s");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_double_eq(r->value, 2e6);
+    ck_assert_ptr_null(rbb_find(&rows, "cpu", NULL, "pairs", NULL, NULL, 0,
+                                NULL));
+    rbb_rows_free(&rows);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bench_report");
+    TCase *tc = tcase_create("rows");
+    tcase_add_test(tc, test_json_round_trip);
+    tcase_add_test(tc, test_csv_quoting);
+    tcase_add_test(tc, test_human_and_direction);
+    tcase_add_test(tc, test_table_shows_reasons);
+    tcase_add_test(tc, test_compare_same_device);
+    tcase_add_test(tc, test_compare_two_gpus);
+    tcase_add_test(tc, test_find);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

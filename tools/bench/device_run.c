@@ -1,0 +1,234 @@
+/* device_run.c - one CPU or OpenCL target: open a library context on it,
+ * measure its own limits first (the bounds its figures are read against),
+ * then hand it to the mode ladders (modes.c).
+ *
+ *   native CPU: the copy loop with ordinary and streaming stores (the
+ *               higher is the bound), the reference slab loop, and the
+ *               library's per-call overhead (one ray);
+ *   OpenCL:     the device's copy kernel, host<->device transfers
+ *               (pageable and pinned), launch latency (cl_limits.c), and
+ *               the library's per-call overhead (one ray). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bench.h"
+
+#define LIMIT_STEPS_CPU 4
+#define LIMIT_STEPS_CL 2
+/* The reference loop runs at the size the summary compares count at. */
+#define REF_RAYS_MAX 65536
+
+size_t rbb_device_steps(const rbb_options *o, const rbb_target *t)
+{
+    size_t limits = t->kind == RBB_TARGET_CPU ? LIMIT_STEPS_CPU
+                                              : LIMIT_STEPS_CL;
+    return limits + rbb_modes_steps(o);
+}
+
+static void size_bytes(char *buf, size_t len, double bytes)
+{
+    snprintf(buf, len, "%.0f MiB", bytes / 1048576.0);
+}
+
+static void limit_row(rbb_device *d, const char *test, const char *size,
+                      const char *metric, const char *unit, double value,
+                      double lo, double hi, const rbb_timing *t)
+{
+    rbb_where w = d->where;
+    w.category = "limits";
+    w.test = test;
+    w.size = size;
+    rbb_add(d->rows, &w, metric, unit, value, lo, hi, t ? t->repeats : 1);
+}
+
+static void limit_skip(rbb_device *d, const char *test, const char *metric,
+                       const char *status, const char *why)
+{
+    rbb_where w = d->where;
+    w.category = "limits";
+    w.test = test;
+    rbb_add_status(d->rows, &w, metric, status, why);
+}
+
+/* A bandwidth row from a timing of `bytes` per call. */
+static void bw_row(rbb_device *d, const char *test, double bytes, double Bps,
+                   const rbb_timing *t, const char *error)
+{
+    if (Bps <= 0) {
+        limit_skip(d, test, "bytes_per_s", "failed",
+                   error && *error ? error : "not measured");
+        return;
+    }
+    char size[32];
+    size_bytes(size, sizeof size, bytes);
+    /* Spread scales with the figure: min time gives max bandwidth. */
+    double lo = Bps * t->median / t->max, hi = Bps * t->median / t->min;
+    limit_row(d, test, size, "bytes_per_s", "B/s", Bps, lo, hi, t);
+}
+
+static void cpu_limits(rbb_device *d, const rb_backend_info *info,
+                       rbb_cpu_figures *cpu)
+{
+    const rbb_options *o = d->o;
+    rbb_timing t;
+    size_t bytes;
+    double best = 0;
+    for (int streaming = 0; streaming < 2; streaming++) {
+        const char *name = streaming ? "copy_streaming" : "copy_plain";
+        rbb_progress(streaming ? "cpu copy loop (streaming stores)"
+                               : "cpu copy loop");
+        double b = rbb_copy_bandwidth(&o->plan, info->threads, streaming,
+                                      o->copy_bytes, &t, &bytes);
+        bw_row(d, name, (double)bytes / 2, b, &t, "copy loop failed");
+        if (b > best)
+            best = b;
+    }
+    rbb_progress("cpu reference slab loop");
+    size_t ref_rays = 0;
+    for (size_t i = 0; i < o->n_rays; i++)
+        if (o->rays[i] <= REF_RAYS_MAX && o->rays[i] > ref_rays)
+            ref_rays = o->rays[i];
+    if (!ref_rays)
+        ref_rays = REF_RAYS_MAX;
+    double ref = rbb_reference_count(&o->plan, info->threads, ref_rays,
+                                     o->boxes, &t);
+    if (ref > 0) {
+        double tests = (double)ref_rays * (double)o->boxes;
+        char size[48];
+        snprintf(size, sizeof size, "%zux%zu", ref_rays, o->boxes);
+        rbb_where w = d->where;
+        w.category = "limits";
+        w.test = "reference_loop";
+        w.size = size;
+        w.rays = ref_rays;
+        w.boxes = o->boxes;
+        rbb_add(d->rows, &w, "tests_per_s", "tests/s", ref, tests / t.max,
+                tests / t.min, t.repeats);
+    } else {
+        limit_skip(d, "reference_loop", "tests_per_s", "failed",
+                   "reference loop failed (out of memory?)");
+    }
+    d->copy_Bps = best;
+    cpu->have = 1;
+    cpu->copy_Bps = best;
+    cpu->reference_tests_per_s = ref;
+    cpu->threads = info->threads;
+    snprintf(cpu->simd, sizeof cpu->simd, "%s", info->simd);
+    snprintf(cpu->device, sizeof cpu->device, "%s", info->device);
+}
+
+static void cl_limits(rbb_device *d, const rbb_target *t)
+{
+    rbb_progress("opencl device limits (copy, transfers, launch)");
+    rbb_cl_limits L;
+    rbb_cl_limits_measure(t->cl_index, t->desc.name, &d->o->plan,
+                          d->o->copy_bytes, &L);
+    double b = (double)L.bytes;
+    bw_row(d, "copy_bandwidth", b, L.copy_Bps, &L.t_copy, L.error);
+    if (L.copy_Bps > 0 && L.host_unified)
+        snprintf(d->rows->rows[d->rows->n - 1].note,
+                 sizeof d->rows->rows[0].note,
+                 "host-unified memory: transfers are copies in host RAM");
+    bw_row(d, "h2d_bandwidth", b, L.h2d_Bps, &L.t_h2d, L.error);
+    bw_row(d, "d2h_bandwidth", b, L.d2h_Bps, &L.t_d2h, L.error);
+    bw_row(d, "h2d_pinned_bandwidth", b, L.h2d_pinned_Bps, &L.t_h2d_pinned,
+           L.error);
+    bw_row(d, "d2h_pinned_bandwidth", b, L.d2h_pinned_Bps, &L.t_d2h_pinned,
+           L.error);
+    if (L.launch_s > 0)
+        limit_row(d, "launch_latency", "empty kernel", "latency", "us",
+                  L.launch_s * 1e6, L.t_launch.min * 1e6,
+                  L.t_launch.max * 1e6, &L.t_launch);
+    else
+        limit_skip(d, "launch_latency", "latency", "failed",
+                   L.error[0] ? L.error : "not measured");
+    if (L.launch_batched_s > 0) {
+        double k = L.launch_batched_s / L.t_launch_batched.median;
+        limit_row(d, "launch_batched", "64 launches", "latency", "us",
+                  L.launch_batched_s * 1e6, L.t_launch_batched.min * k * 1e6,
+                  L.t_launch_batched.max * k * 1e6, &L.t_launch_batched);
+    } else {
+        limit_skip(d, "launch_batched", "latency", "failed",
+                   L.error[0] ? L.error : "not measured");
+    }
+    d->copy_Bps = L.copy_Bps;
+    d->h2d_Bps = L.h2d_Bps;
+    d->d2h_Bps = L.d2h_Bps;
+    d->host_unified = L.host_unified;
+}
+
+typedef struct one_ray {
+    rb_context *ctx;
+    rb_ray ray;
+    rb_box box;
+    rb_hit hit;
+} one_ray;
+
+static int one_ray_call(void *p, uint64_t call, double *device_s)
+{
+    one_ray *a = p;
+    (void)call;
+    (void)device_s;
+    rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = &a->ray,
+                  .n_rays = 1, .boxes = &a->box, .n_boxes = 1};
+    rb_results r = {.hits = &a->hit, .capacity = 1};
+    return rb_intersect(a->ctx, &q, &r);
+}
+
+/* The library's fixed cost per call: validation, dispatch, (launch). */
+static void call_overhead(rbb_device *d)
+{
+    rbb_progress("library per-call overhead (1 ray)");
+    one_ray a = {.ctx = d->ctx,
+                 .ray = {{0, 0, 0}, {1, 0.5f, 0.25f}, 0, INFINITY},
+                 .box = {{4, -1, -1}, {6, 1, 1}}};
+    rbb_timing t;
+    if (rbb_time(&d->o->plan, one_ray_call, &a, &t)) {
+        limit_skip(d, "call_1ray", "latency", "failed",
+                   rb_context_error(d->ctx)->message);
+        return;
+    }
+    limit_row(d, "call_1ray", "1 ray", "latency", "us", t.median * 1e6,
+              t.min * 1e6, t.max * 1e6, &t);
+}
+
+void rbb_run_device(const rbb_options *o, const rbb_target *t,
+                    rbb_rows *rows, rbb_cpu_figures *cpu)
+{
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.threads = o->threads;
+    opt.backend = t->kind == RBB_TARGET_CPU ? RB_BACKEND_CPU
+                                            : RB_BACKEND_OPENCL;
+    opt.device_index = t->cl_index;
+    opt.cpu_fallback = 0; /* a benchmark must not measure the fallback */
+    rb_context *ctx = NULL;
+    char why[512] = "";
+    rbb_device d = {.o = o, .rows = rows, .is_cl = t->kind != RBB_TARGET_CPU};
+    d.where.backend = d.is_cl ? "opencl" : "cpu";
+    d.where.device = d.is_cl ? t->label : "native";
+    d.where.type = d.is_cl ? t->desc.type : "cpu";
+    d.where.driver = d.is_cl ? t->desc.driver : RB_VERSION_STRING;
+    if (rb_context_create(&opt, &ctx, why, sizeof why) != RB_OK) {
+        rbb_where w = d.where;
+        w.category = "limits";
+        w.test = "device";
+        rbb_add_status(rows, &w, "", "skipped", why);
+        rbb_progress_skip(rbb_device_steps(o, t));
+        return;
+    }
+    rb_backend_info info;
+    rb_context_info(ctx, &info);
+    if (!d.is_cl)
+        d.where.device = info.device; /* the processor model */
+    d.where.driver = info.driver;
+    d.ctx = ctx;
+    if (d.is_cl)
+        cl_limits(&d, t);
+    else
+        cpu_limits(&d, &info, cpu);
+    call_overhead(&d);
+    rbb_run_modes(&d);
+    rb_context_destroy(ctx);
+}

@@ -1,0 +1,132 @@
+/* summary.c - the figures the project's performance targets are stated in
+ * (issue 2), computed from the rows: the CPU backend's pairs as a fraction
+ * of the copy-loop bound (largest pairs batch), count against the
+ * reference slab loop, nearest's and any's per-test cost against count's
+ * (65536 rays x --boxes inline boxes, or the largest ray count run), and
+ * each mode's OpenCL slowdown against the CPU backend at the same sizes
+ * (the first OpenCL device), all end to end. The JSON keys are the ones
+ * the README quotes; they stay. */
+#include <string.h>
+
+#include "bench.h"
+
+#define SUMMARY_RAYS 65536
+
+static const rbb_row *rate(const rbb_rows *rows, const char *backend,
+                           const char *device, const char *mode,
+                           uint64_t rays)
+{
+    return rbb_find(rows, backend, device, mode, "inline", "e2e", rays,
+                    "tests_per_s");
+}
+
+/* The largest ray count of `mode` that ran on the CPU backend, preferring
+ * `want` when it ran. */
+static uint64_t size_for(const rbb_rows *rows, const char *device,
+                         const char *mode, uint64_t want)
+{
+    if (want && rate(rows, "cpu", device, mode, want))
+        return want;
+    uint64_t best = 0;
+    for (size_t i = 0; i < rows->n; i++) {
+        const rbb_row *r = &rows->rows[i];
+        if (strcmp(r->backend, "cpu") == 0 && strcmp(r->test, mode) == 0 &&
+            strcmp(r->shape, "inline") == 0 && strcmp(r->path, "e2e") == 0 &&
+            strcmp(r->status, "ok") == 0 && r->rays > best)
+            best = r->rays;
+    }
+    return best;
+}
+
+static void add(char *buf, size_t cap, const char *fmt, const char *key,
+                double v)
+{
+    size_t len = strlen(buf);
+    if (len < cap)
+        snprintf(buf + len, cap - len, fmt, key, v);
+}
+
+void rbb_summary(rbb_rows *rows, const rbb_cpu_figures *cpu, FILE *f)
+{
+    char *s = rows->summary;
+    size_t cap = sizeof rows->summary;
+    snprintf(s, cap, "{");
+    if (!cpu->have) {
+        snprintf(s, cap, "{}");
+        return;
+    }
+    const char *dev = cpu->device;
+    add(s, cap, "\"%s\":%.0f", "threads", cpu->threads);
+    add(s, cap, ",\"%s\":%.6g", "copy_bandwidth_Bps", cpu->copy_Bps);
+    add(s, cap, ",\"%s\":%.6g", "reference_tests_per_s",
+        cpu->reference_tests_per_s);
+    fprintf(f, "\nsummary (native CPU backend, %u threads, %s)\n",
+            cpu->threads, cpu->simd[0] ? cpu->simd : "scalar");
+
+    uint64_t np = size_for(rows, dev, "pairs", 0);
+    const rbb_row *pf = rbb_find(rows, "cpu", dev, "pairs", "inline", "e2e",
+                                 np, "fraction_of_bound");
+    if (pf) {
+        add(s, cap, ",\"%s\":%.4g", "cpu_pairs_fraction_of_bound", pf->value);
+        add(s, cap, ",\"%s\":%.0f", "pairs_size", (double)np);
+        fprintf(f, "  cpu pairs (%llu): %.2f of the copy-loop bandwidth "
+                   "bound\n", (unsigned long long)np, pf->value);
+    }
+    uint64_t nr = size_for(rows, dev, "count", SUMMARY_RAYS);
+    const rbb_row *count = rate(rows, "cpu", dev, "count", nr);
+    const rbb_row *nearest = rate(rows, "cpu", dev, "nearest", nr);
+    const rbb_row *any = rate(rows, "cpu", dev, "any", nr);
+    if (count) {
+        add(s, cap, ",\"%s\":%.0f", "rays_size", (double)nr);
+        add(s, cap, ",\"%s\":%.0f", "boxes_size", (double)count->boxes);
+    }
+    if (count && cpu->reference_tests_per_s > 0) {
+        double v = count->value / cpu->reference_tests_per_s;
+        add(s, cap, ",\"%s\":%.4g", "cpu_count_ratio_to_reference", v);
+        fprintf(f, "  cpu count (%s): %.2fx the reference slab loop\n",
+                count->size, v);
+    }
+    if (count && nearest) {
+        double v = count->value / nearest->value;
+        add(s, cap, ",\"%s\":%.4g", "cpu_nearest_cost_vs_count", v);
+        fprintf(f, "  cpu nearest per-test cost: %.2fx count's\n", v);
+    }
+    if (count && any) {
+        double v = count->value / any->value;
+        add(s, cap, ",\"%s\":%.4g", "cpu_any_cost_vs_count", v);
+        fprintf(f, "  cpu any per-test cost: %.2fx count's\n", v);
+    }
+    /* The first OpenCL device in the rows. */
+    const char *cl = NULL;
+    for (size_t i = 0; i < rows->n && !cl; i++)
+        if (strcmp(rows->rows[i].backend, "opencl") == 0 &&
+            strcmp(rows->rows[i].status, "ok") == 0)
+            cl = rows->rows[i].device;
+    static const char *const modes[] = {"pairs", "nearest", "any", "count",
+                                        "all"};
+    for (size_t m = 0; cl && m < sizeof modes / sizeof *modes; m++) {
+        uint64_t n = m == 0 ? np : size_for(rows, dev, modes[m], nr);
+        const rbb_row *a = rate(rows, "cpu", dev, modes[m], n);
+        const rbb_row *b = rate(rows, "opencl", cl, modes[m], n);
+        if (!a || !b || b->value <= 0)
+            continue;
+        char key[64];
+        snprintf(key, sizeof key, "opencl_%s_slowdown_vs_cpu", modes[m]);
+        add(s, cap, ",\"%s\":%.4g", key, a->value / b->value);
+        fprintf(f, "  opencl %s (%s): %.2fx slower than cpu\n", modes[m],
+                b->size, a->value / b->value);
+    }
+    if (cl) {
+        size_t len = strlen(s);
+        snprintf(s + len, cap - len, ",\"opencl_device\":\"");
+        /* Device names are plain text; drop what JSON would need escaped. */
+        len = strlen(s);
+        for (const char *p = cl; *p && len + 3 < cap; p++)
+            if (*p != '"' && *p != '\\' && (unsigned char)*p >= 0x20)
+                s[len++] = *p;
+        s[len] = '\0';
+        snprintf(s + len, cap - len, "\"");
+    }
+    size_t len = strlen(s);
+    snprintf(s + len, cap - len, "}");
+}
