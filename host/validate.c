@@ -7,6 +7,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -15,53 +16,94 @@ static inline int finite_f(float x)
     return fabsf(x) <= FLT_MAX;
 }
 
+/* The checks below work on magnitude bits: NaN and +-inf have the largest
+ * magnitudes as integers, so one integer max over a record's fields and
+ * one compare tell "all finite" without branches, and a block of records
+ * is checked without a branch per record (the compiler can vectorise it);
+ * only a block with a bad record is searched record by record. */
+static inline uint32_t mag_bits(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u & 0x7fffffffu;
+}
+
+static inline uint32_t max_u32(uint32_t a, uint32_t b)
+{
+    return a > b ? a : b;
+}
+
+#define INF_BITS 0x7f800000u
+#define MIN_NORMAL_BITS 0x00800000u
+
+/* flush(a) <= flush(b) (R7 before R6) without flushing: a flush moves a
+ * subnormal to a zero of its sign, which keeps its order against every
+ * normal number, so the two orders differ only when both are tiny (and
+ * then the flushed values are zeros: equal). NaNs compare false either
+ * way. */
+static inline int flushed_le(float a, float b)
+{
+    return (a <= b) | (max_u32(mag_bits(a), mag_bits(b)) < MIN_NORMAL_BITS);
+}
+
+/* tmin finite (in m), tmax neither NaN nor -inf, flushed tmin <= tmax. */
+static inline int range_ok_bits(float tmin, float tmax)
+{
+    return (mag_bits(tmax) <= INF_BITS) & (tmax != -INFINITY) &
+           flushed_le(tmin, tmax);
+}
+
 static inline int range_ok(float tmin, float tmax)
 {
-    return finite_f(tmin) && tmax > -INFINITY &&
-           rb_flush(tmin) <= rb_flush(tmax);
+    return finite_f(tmin) && range_ok_bits(tmin, tmax);
 }
 
 static inline int ray3_ok(const rb_ray *r)
 {
-    int ok = 1;
+    uint32_t m = mag_bits(r->tmin);
     for (int a = 0; a < 3; a++)
-        ok &= finite_f(r->origin[a]) & finite_f(r->dir[a]);
-    return ok && range_ok(r->tmin, r->tmax);
+        m = max_u32(m, max_u32(mag_bits(r->origin[a]), mag_bits(r->dir[a])));
+    return (m < INF_BITS) & range_ok_bits(r->tmin, r->tmax);
 }
 
 static inline int ray2_ok(const rb_ray2 *r)
 {
-    int ok = 1;
+    uint32_t m = mag_bits(r->tmin);
     for (int a = 0; a < 2; a++)
-        ok &= finite_f(r->origin[a]) & finite_f(r->dir[a]);
-    return ok && range_ok(r->tmin, r->tmax);
+        m = max_u32(m, max_u32(mag_bits(r->origin[a]), mag_bits(r->dir[a])));
+    return (m < INF_BITS) & range_ok_bits(r->tmin, r->tmax);
 }
 
 static inline int box_ok(const float *lo, const float *hi, int axes)
 {
-    int ok = 1;
-    for (int a = 0; a < axes; a++)
-        ok &= finite_f(lo[a]) & finite_f(hi[a]);
-    for (int a = 0; a < axes && ok; a++)
-        ok &= rb_flush(lo[a]) <= rb_flush(hi[a]);
-    return ok;
+    uint32_t m = 0;
+    int ordered = 1;
+    for (int a = 0; a < axes; a++) {
+        m = max_u32(m, max_u32(mag_bits(lo[a]), mag_bits(hi[a])));
+        ordered &= flushed_le(lo[a], hi[a]);
+    }
+    return (m < INF_BITS) & ordered;
 }
+
+#define CHECK_BLOCK 64
+
+/* The first i in [begin, end) with !OK(i): blocks of CHECK_BLOCK records
+ * are checked without branching, a failed block record by record. */
+#define FIND_FIRST_BAD(OK, begin, end)                                             do {                                                                               for (size_t b0 = (begin); b0 < (end); b0 += CHECK_BLOCK) {                         size_t b1 = b0 + CHECK_BLOCK < (end) ? b0 + CHECK_BLOCK : (end);               int all = 1;                                                                   for (size_t i = b0; i < b1; i++)                                                   all &= OK(i);                                                              if (all)                                                                           continue;                                                                  for (size_t i = b0; i < b1; i++)                                                   if (!OK(i))                                                                        return i;                                                          }                                                                              return (end);                                                              } while (0)
 
 size_t rb_check_rays(const void *rays, unsigned dims, size_t begin,
                      size_t end)
 {
     if (dims == 3) {
         const rb_ray *r = rays;
-        for (size_t i = begin; i < end; i++)
-            if (!ray3_ok(&r[i]))
-                return i;
-    } else {
-        const rb_ray2 *r = rays;
-        for (size_t i = begin; i < end; i++)
-            if (!ray2_ok(&r[i]))
-                return i;
+#define RAY3_OK(i) ray3_ok(&r[i])
+        FIND_FIRST_BAD(RAY3_OK, begin, end);
+#undef RAY3_OK
     }
-    return end;
+    const rb_ray2 *r = rays;
+#define RAY2_OK(i) ray2_ok(&r[i])
+    FIND_FIRST_BAD(RAY2_OK, begin, end);
+#undef RAY2_OK
 }
 
 size_t rb_check_boxes(const void *boxes, unsigned dims, size_t begin,
@@ -69,16 +111,14 @@ size_t rb_check_boxes(const void *boxes, unsigned dims, size_t begin,
 {
     if (dims == 3) {
         const rb_box *b = boxes;
-        for (size_t i = begin; i < end; i++)
-            if (!box_ok(b[i].min, b[i].max, 3))
-                return i;
-    } else {
-        const rb_box2 *b = boxes;
-        for (size_t i = begin; i < end; i++)
-            if (!box_ok(b[i].min, b[i].max, 2))
-                return i;
+#define BOX3_OK(i) box_ok(b[i].min, b[i].max, 3)
+        FIND_FIRST_BAD(BOX3_OK, begin, end);
+#undef BOX3_OK
     }
-    return end;
+    const rb_box2 *b = boxes;
+#define BOX2_OK(i) box_ok(b[i].min, b[i].max, 2)
+    FIND_FIRST_BAD(BOX2_OK, begin, end);
+#undef BOX2_OK
 }
 
 size_t rb_prep_rays(const void *rays, unsigned dims, size_t begin,

@@ -21,7 +21,8 @@
  * Every-box kernel arguments, in order:
  *   0 rays  1 dims  2 n_rays  3 boxes  4 stride  5 nb  6 box_base
  *   7 tile (__local, 6 * RB_PITCH(tile_n) floats)  8 tile_n  9 first
- *   10.. outputs
+ *   10.. outputs, then ray_base (the chunk's first ray) and bad (R6, see
+ *   rb_note_bad in slab.cl). Pairs: rays boxes dims n base hits bad.
  *
  * This file is the "tiled" variant, for GPUs; brute_wide.cl has the same
  * kernels for CPU devices (RB_WIDE). Exactly one of the two is compiled.
@@ -114,11 +115,16 @@ static inline void rb_nearest_finish(const rb_prep *r,
 /* Ray i against box i. No barriers, so items past n simply return. */
 __kernel void rb_pairs(__global const float *rays,
                        __global const float *boxes, uint dims, uint n,
-                       uint base, __global rb_hit *hits)
+                       uint base, __global rb_hit *hits,
+                       __global uint *bad)
 {
     size_t i = get_global_id(0);
     if (i >= n)
         return;
+    if (!rb_ray_ok(rays, dims, i))
+        rb_note_bad(bad, (base + (uint)i) * 2);
+    else if (!rb_box_ok(boxes, dims, i))
+        rb_note_bad(bad, (base + (uint)i) * 2 + 1);
     rb_prep r = rb_load_ray(rays, dims, i);
     float lo[3], hi[3];
     rb_load_box(boxes, dims, i, lo, hi);
@@ -131,7 +137,8 @@ __kernel void rb_pairs(__global const float *rays,
 __kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
                        __global const float *boxes, uint stride, uint nb,
                        uint box_base, __local float *tile, uint tile_n,
-                       int first, __global uint *counts)
+                       int first, __global uint *counts,
+    uint ray_base, __global uint *bad)
 {
     (void)box_base; /* same arguments as the other every-box kernels */
     size_t i = get_global_id(0);
@@ -139,6 +146,8 @@ __kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
     rb_prep r;
     uint near[3], far[3];
     if (live) {
+        if (!rb_ray_ok(rays, dims, i))
+            rb_note_bad(bad, (ray_base + (uint)i) * 2);
         r = rb_load_ray(rays, dims, i);
         rb_tile_planes(&r, tile_n, near, far);
     }
@@ -164,7 +173,8 @@ __kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
 __kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
                      __global const float *boxes, uint stride, uint nb,
                      uint box_base, __local float *tile, uint tile_n,
-                     int first, __global uchar *any)
+                     int first, __global uchar *any,
+    uint ray_base, __global uint *bad)
 {
     __local int open_items;
     (void)box_base;
@@ -175,6 +185,8 @@ __kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
     int done = 1;
     if (live) {
         done = first ? 0 : any[i];
+        if (!rb_ray_ok(rays, dims, i))
+            rb_note_bad(bad, (ray_base + (uint)i) * 2);
         r = rb_load_ray(rays, dims, i);
         rb_tile_planes(&r, tile_n, near, far);
     }
@@ -207,13 +219,16 @@ __kernel void rb_nearest(__global const float *rays, uint dims,
                          uint n_rays, __global const float *boxes,
                          uint stride, uint nb, uint box_base,
                          __local float *tile, uint tile_n, int first,
-                         __global rb_hit *hits)
+                         __global rb_hit *hits,
+    uint ray_base, __global uint *bad)
 {
     size_t i = get_global_id(0);
     int live = i < n_rays;
     rb_prep r;
     uint near[3], far[3];
     if (live) {
+        if (!rb_ray_ok(rays, dims, i))
+            rb_note_bad(bad, (ray_base + (uint)i) * 2);
         r = rb_load_ray(rays, dims, i);
         rb_tile_planes(&r, tile_n, near, far);
     }
@@ -247,7 +262,8 @@ __kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
                      __global const float *boxes, uint stride, uint nb,
                      uint box_base, __local float *tile, uint tile_n,
                      int first, uint max_hits, __global uint *counts,
-                     __global rb_list_hit *lists)
+                     __global rb_list_hit *lists,
+    uint ray_base, __global uint *bad)
 {
     size_t i = get_global_id(0);
     int live = i < n_rays;
@@ -256,6 +272,8 @@ __kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
     uint count = 0, stored = 0;
     __global rb_list_hit *list = lists + (live ? i * max_hits : 0);
     if (live) {
+        if (!rb_ray_ok(rays, dims, i))
+            rb_note_bad(bad, (ray_base + (uint)i) * 2);
         r = rb_load_ray(rays, dims, i);
         rb_tile_planes(&r, tile_n, near, far);
         if (!first) {

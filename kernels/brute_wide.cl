@@ -101,9 +101,26 @@ static inline void rb_transpose8(float8 r[8])
     }
 }
 
+/* R6 for one pair, lowest index first, the ray before its box. */
+static inline void rb_check_pair(__global const float *rays,
+                                 __global const float *boxes, uint dims,
+                                 uint i, uint base, __global uint *bad)
+{
+    if (!rb_ray_ok(rays, dims, i))
+        rb_note_bad(bad, (base + i) * 2);
+    else if (!rb_box_ok(boxes, dims, i))
+        rb_note_bad(bad, (base + i) * 2 + 1);
+}
+
+static inline int8 rb_finite8(float8 x)
+{
+    return fabs(x) <= (float8)(FLT_MAX);
+}
+
 __kernel void rb_pairs(__global const float *rays,
                        __global const float *boxes, uint dims, uint n,
-                       uint base, __global rb_hit *hits)
+                       uint base, __global rb_hit *hits,
+                       __global uint *bad)
 {
     uint i0 = (uint)get_global_id(0) * 8;
     if (i0 >= n)
@@ -111,6 +128,7 @@ __kernel void rb_pairs(__global const float *rays,
     /* i0 + 8 < n: the last box load reads two floats of box i0 + 8. */
     if (dims != 3 || i0 + 8 >= n) {
         for (uint i = i0; i < n && i < i0 + 8; i++) {
+            rb_check_pair(rays, boxes, dims, i, base, bad);
             rb_prep r = rb_load_ray(rays, dims, i);
             float lo[3], hi[3];
             rb_load_box(boxes, dims, i, lo, hi);
@@ -129,6 +147,15 @@ __kernel void rb_pairs(__global const float *rays,
     rb_transpose8(r); /* ox oy oz dx dy dz tmin tmax */
     rb_transpose8(b); /* lx ly lz hx hy hz (next box) (next box) */
     float8 tmin = rb_flush8(r[6]), tmax = rb_flush8(r[7]);
+    int8 ok = (r[7] > (float8)(-INFINITY)) & (tmin <= tmax);
+    for (int k = 0; k < 7; k++)
+        ok &= rb_finite8(r[k]);
+    for (int a = 0; a < 3; a++)
+        ok &= rb_finite8(b[a]) & rb_finite8(b[3 + a]) &
+              (rb_flush8(b[a]) <= rb_flush8(b[3 + a]));
+    if (!all(ok))
+        for (uint k = 0; k < 8; k++)
+            rb_check_pair(rays, boxes, dims, i0 + k, base, bad);
     float8 e = (float8)(-INFINITY), x = (float8)(INFINITY);
     int8 ef = (int8)(0), xf = (int8)(0);
     for (int a = 0; a < 3; a++) {
@@ -174,11 +201,14 @@ __kernel void rb_pairs(__global const float *rays,
 __kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
                        __global const float *boxes, uint stride, uint nb,
                        uint box_base, __local float *tile, uint tile_n,
-                       int first, __global uint *counts)
+                       int first, __global uint *counts,
+    uint ray_base, __global uint *bad)
 {
     size_t i = get_global_id(0);
     if (i >= n_rays)
         return;
+    if (!rb_ray_ok(rays, dims, i))
+        rb_note_bad(bad, (ray_base + (uint)i) * 2);
     rb_prep r = rb_load_ray(rays, dims, i);
     rb_planes p = rb_wide_planes(&r, boxes, stride);
     int8 acc = (int8)(0);
@@ -197,11 +227,14 @@ __kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
 __kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
                      __global const float *boxes, uint stride, uint nb,
                      uint box_base, __local float *tile, uint tile_n,
-                     int first, __global uchar *any_hit)
+                     int first, __global uchar *any_hit,
+    uint ray_base, __global uint *bad)
 {
     size_t i = get_global_id(0);
     if (i >= n_rays)
         return;
+    if (!rb_ray_ok(rays, dims, i))
+        rb_note_bad(bad, (ray_base + (uint)i) * 2);
     int done = first ? 0 : any_hit[i];
     if (!done) {
         rb_prep r = rb_load_ray(rays, dims, i);
@@ -224,11 +257,14 @@ __kernel void rb_nearest(__global const float *rays, uint dims,
                          uint n_rays, __global const float *boxes,
                          uint stride, uint nb, uint box_base,
                          __local float *tile, uint tile_n, int first,
-                         __global rb_hit *hits)
+                         __global rb_hit *hits,
+    uint ray_base, __global uint *bad)
 {
     size_t i = get_global_id(0);
     if (i >= n_rays)
         return;
+    if (!rb_ray_ok(rays, dims, i))
+        rb_note_bad(bad, (ray_base + (uint)i) * 2);
     rb_prep r = rb_load_ray(rays, dims, i);
     rb_planes p = rb_wide_planes(&r, boxes, stride);
     float8 bt = (float8)(INFINITY);
@@ -271,11 +307,14 @@ __kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
                      __global const float *boxes, uint stride, uint nb,
                      uint box_base, __local float *tile, uint tile_n,
                      int first, uint max_hits, __global uint *counts,
-                     __global rb_list_hit *lists)
+                     __global rb_list_hit *lists,
+    uint ray_base, __global uint *bad)
 {
     size_t i = get_global_id(0);
     if (i >= n_rays)
         return;
+    if (!rb_ray_ok(rays, dims, i))
+        rb_note_bad(bad, (ray_base + (uint)i) * 2);
     rb_prep r = rb_load_ray(rays, dims, i);
     rb_planes p = rb_wide_planes(&r, boxes, stride);
     __global rb_list_hit *list = lists + i * max_hits;

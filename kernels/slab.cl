@@ -119,6 +119,45 @@ static inline void rb_load_box(__global const float *boxes, uint dims,
     }
 }
 
+/* SPEC R6 after the R7 flush, rule for rule as host/validate.c: kernels
+ * check every ray (and the pairs' boxes) as they load it and keep the
+ * lowest invalid element in *bad, coded index * 2 (+ 1 for a box), so a
+ * batch is read once and the host need not scan it first. An invalid
+ * element's own answer is garbage; the host then reports RB_EINPUT. */
+static inline int rb_finite(float x)
+{
+    return fabs(x) <= FLT_MAX; /* false for NaN and +-inf */
+}
+
+static inline int rb_ray_ok(__global const float *rays, uint dims, size_t i)
+{
+    uint fields = dims == 3 ? 6 : 4; /* origin and dir */
+    __global const float *r = rays + i * (fields + 2);
+    int ok = 1;
+    for (uint f = 0; f < fields; f++)
+        ok &= rb_finite(r[f]);
+    float tmin = r[fields], tmax = r[fields + 1];
+    /* tmax > -inf is false for NaN too */
+    return ok && rb_finite(tmin) && tmax > -INFINITY &&
+           rb_flush(tmin) <= rb_flush(tmax);
+}
+
+static inline int rb_box_ok(__global const float *boxes, uint dims,
+                            size_t i)
+{
+    __global const float *b = boxes + i * 2 * dims;
+    int ok = 1;
+    for (uint a = 0; a < dims; a++)
+        ok &= rb_finite(b[a]) & rb_finite(b[dims + a]) &
+              (rb_flush(b[a]) <= rb_flush(b[dims + a]));
+    return ok;
+}
+
+static inline void rb_note_bad(__global uint *bad, uint code)
+{
+    atomic_min(bad, code);
+}
+
 static inline void rb_hit_miss(rb_hit *h)
 {
     h->t_enter = INFINITY;

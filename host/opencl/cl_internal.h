@@ -25,6 +25,7 @@ typedef enum rb_cl_buffer_id {
     RB_CLB_BOXES,      /* every-box modes: a boxset or one chunk of it */
     RB_CLB_OUT,        /* hits, any flags or counts */
     RB_CLB_LIST,       /* all: max_hits slots per ray */
+    RB_CLB_BAD,        /* one uint: the lowest invalid element (R6) */
     RB_CLB_N
 } rb_cl_buffer_id;
 
@@ -96,13 +97,6 @@ typedef struct rb_cl_plan {
  * one box) fits. */
 int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                    size_t wg, rb_cl_plan *out, char *why, size_t why_len);
-
-/* cl_check.c: validates rays [begin, end) of the job (and the pairs'
- * boxes) with rb_check_rays/rb_check_boxes, on the context's thread pool
- * when the chunk is large. Returns 1 and the lowest invalid element in
- * *bad (a ray before a box of the same index), 0 if all are valid. */
-int rb_cl_check_chunk(rb_context *ctx, const rb_job *job, size_t begin,
-                      size_t end, rb_bad_input *bad);
 
 /* cl_run.c: the backend's run() (see struct rb_backend_ops). */
 int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,

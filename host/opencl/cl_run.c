@@ -2,13 +2,19 @@
  * cl_run.c - one query on the OpenCL device.
  *
  * Rays go in chunks (cl_plan.c). For each chunk, in one in-order queue:
- * check the chunk on the host (R6), write it, launch the kernel once per
+ * write it, launch the kernel once per
  * box chunk (the boxes themselves are uploaded only when the buffer does
  * not already hold them, so a scene stays on the device across queries),
  * and read the answers straight into the caller's arrays. Writes and
- * reads are non-blocking, so the host checks chunk k + 1 while the device
- * runs chunk k; the call waits for the queue before it returns, on every
- * path, because the caller's memory is only borrowed.
+ * reads are non-blocking; the call waits for the queue before it returns,
+ * on every path, because the caller's memory is only borrowed.
+ *
+ * R6 is checked by the kernels as they load each ray and pair box (slab.cl
+ * rb_ray_ok/rb_box_ok, the rules of host/validate.c): they keep the lowest
+ * invalid element, coded index * 2 (+ 1 for a box), in a one-word buffer
+ * that starts at all ones and is read once at the end. A host pass would
+ * read the whole batch once more, which is as much as the kernels' own
+ * work for pairs on a CPU device.
  *
  * On a device that shares the host's memory (zero_copy: CPU devices such
  * as PoCL) the rays, the pairs' boxes and the answers are not copied: each
@@ -279,6 +285,8 @@ static int run_pairs(run_state *st, size_t r0, size_t nr)
         rc = ARG(k, 4, base);
     if (!rc)
         rc = ARG(k, 5, out);
+    if (!rc)
+        rc = ARG(k, 6, be->bufs[RB_CLB_BAD].mem);
     /* The wide kernel answers eight pairs per item. */
     if (!rc)
         rc = launch(st, k, be->wide ? (nr + 7) / 8 : nr);
@@ -333,7 +341,8 @@ static int run_scan(run_state *st, size_t r0, size_t nr)
     cl_uint max_hits = job->max_hits;
     size_t per_chunk = st->plan.boxes ? st->plan.boxes : 1;
     cl_mem rays = buf(st, RB_CLB_RAYS), out = buf(st, RB_CLB_OUT);
-    cl_mem list = buf(st, RB_CLB_LIST);
+    cl_mem list = buf(st, RB_CLB_LIST), bad = be->bufs[RB_CLB_BAD].mem;
+    cl_uint ray_base = (cl_uint)r0;
     int rc = RB_OK;
 
     /* One launch per box chunk; zero boxes still take one launch, which
@@ -371,8 +380,16 @@ static int run_scan(run_state *st, size_t r0, size_t nr)
                 rc = ARG(k, 11, out);
             if (!rc)
                 rc = ARG(k, 12, list);
+            if (!rc)
+                rc = ARG(k, 13, ray_base);
+            if (!rc)
+                rc = ARG(k, 14, bad);
         } else if (!rc) {
             rc = ARG(k, 10, out);
+            if (!rc)
+                rc = ARG(k, 11, ray_base);
+            if (!rc)
+                rc = ARG(k, 12, bad);
         }
         if (!rc)
             rc = launch(st, k, nr);
@@ -425,12 +442,14 @@ static int allocate(run_state *st)
         [RB_CLB_BOXES] = CL_MEM_READ_ONLY,
         [RB_CLB_OUT] = CL_MEM_READ_WRITE, /* box chunks read it back */
         [RB_CLB_LIST] = CL_MEM_READ_WRITE,
+        [RB_CLB_BAD] = CL_MEM_READ_WRITE,
     };
     for (int b = 0; b < RB_CLB_N; b++) {
-        /* zero_copy: only the boxes live in device buffers */
-        if (be->zero_copy && b != RB_CLB_BOXES)
+        size_t bytes = b == RB_CLB_BAD ? sizeof(cl_uint) : st->plan.bytes[b];
+        /* zero_copy: only the boxes and the R6 word are device buffers */
+        if (be->zero_copy && b != RB_CLB_BOXES && b != RB_CLB_BAD)
             continue;
-        int rc = ensure_buffer(be, b, st->plan.bytes[b], flags[b]);
+        int rc = ensure_buffer(be, b, bytes, flags[b]);
         if (rc)
             return rc;
     }
@@ -460,14 +479,13 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
     if (rc)
         return rb_fail(ctx, rc, "OpenCL: %s", why);
     rc = allocate(&st);
+    static const cl_uint none = 0xffffffffu;
+    if (!rc)
+        rc = write_buf(be, RB_CLB_BAD, 0, sizeof none, &none);
 
     for (size_t r0 = 0; !rc && r0 < job->n_rays; r0 += st.plan.rays) {
         size_t nr = job->n_rays - r0 < st.plan.rays ? job->n_rays - r0
                                                     : st.plan.rays;
-        if (rb_cl_check_chunk(ctx, job, r0, r0 + nr, bad)) {
-            rc = RB_EINPUT;
-            break;
-        }
         rc = bind_chunk(&st, r0, nr);
         if (!rc)
             rc = job->mode == RB_MODE_PAIRS ? run_pairs(&st, r0, nr)
@@ -477,6 +495,16 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         rc = RB_CL(&be->env, clFinish, be->queue);
     if (!rc)
         rc = drain_events(&st);
+    cl_uint code = none;
+    if (!rc)
+        rc = RB_CL(&be->env, clEnqueueReadBuffer, be->queue,
+                   be->bufs[RB_CLB_BAD].mem, CL_TRUE, 0, sizeof code, &code,
+                   0, NULL, NULL);
+    if (!rc && code != none) {
+        bad->index = code / 2;
+        bad->element = (code & 1) ? RB_ELEMENT_BOX : RB_ELEMENT_RAY;
+        rc = RB_EINPUT;
+    }
     unwrap(&st); /* after clFinish, or settle() below */
 
     if (rc) {
