@@ -10,6 +10,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -655,42 +656,70 @@ static int word_char(unsigned char c)
            c == '-' || c == '+' || c == '.';
 }
 
+/* Byte classes and the token-state machine of scan_tokens as tables:
+ * two lookups a byte instead of a switch (the scan sees every byte of
+ * every body, so it is on the small-request path). */
+enum { CL_OTHER, CL_QUOTE, CL_BACKSLASH, CL_WORD, CL_N };
+
+static unsigned char byte_class[256];
+static unsigned char next_lex[4][CL_N];
+static pthread_once_t lex_tables_once = PTHREAD_ONCE_INIT;
+
+static void make_lex_tables(void)
+{
+    for (int c = 0; c < 256; c++)
+        byte_class[c] = c == '"'          ? CL_QUOTE
+                        : c == '\\'        ? CL_BACKSLASH
+                        : word_char((unsigned char)c) ? CL_WORD
+                                                      : CL_OTHER;
+    for (int k = 0; k < CL_N; k++) {
+        /* outside a token: a quote opens a string, a word char a word */
+        next_lex[LX_OUT][k] = k == CL_QUOTE ? LX_STRING
+                              : k == CL_WORD ? LX_WORD
+                                             : LX_OUT;
+        next_lex[LX_STRING][k] = k == CL_BACKSLASH ? LX_ESCAPE
+                                 : k == CL_QUOTE   ? LX_OUT
+                                                   : LX_STRING;
+        next_lex[LX_ESCAPE][k] = LX_STRING;
+        /* The byte that ends a word goes with it (yajl looks ahead); a
+         * quote right after a word starts a string at once. */
+        next_lex[LX_WORD][k] = k == CL_WORD    ? LX_WORD
+                               : k == CL_QUOTE ? LX_STRING
+                                               : LX_OUT;
+    }
+}
+
 /* Follows token boundaries over data (see rbj_parser_feed): returns the
  * offsets just after the first and the last byte after which no token is
  * open (len + 1 when there is none). */
 static void scan_tokens(rbj_parser *p, const char *data, size_t len,
                         size_t *first_safe, size_t *last_safe)
 {
-    rbj_lex lx = p->lex;
-    *first_safe = *last_safe = len + 1;
-    for (size_t i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)data[i];
-        switch (lx) {
-        case LX_OUT:
-            lx = c == '"' ? LX_STRING : word_char(c) ? LX_WORD : LX_OUT;
-            if (!p->nonblank)
-                p->nonblank = c != ' ' && c != '\t' && c != '\r' &&
-                              c != '\n';
-            break;
-        case LX_STRING:
-            lx = c == '\\' ? LX_ESCAPE : c == '"' ? LX_OUT : LX_STRING;
-            break;
-        case LX_ESCAPE:
-            lx = LX_STRING;
-            break;
-        case LX_WORD:
-            /* The byte that ends a word goes with it (yajl looks ahead);
-             * a quote right after a word starts a string at once. */
-            lx = word_char(c) ? LX_WORD : c == '"' ? LX_STRING : LX_OUT;
-            break;
-        }
+    pthread_once(&lex_tables_once, make_lex_tables);
+    const unsigned char *u = (const unsigned char *)data;
+    unsigned lx = p->lex;
+    size_t first = len + 1, last = len + 1, i = 0;
+    for (; i < len && !p->nonblank; i++) {
+        unsigned char c = u[i];
+        p->nonblank = c != ' ' && c != '\t' && c != '\r' && c != '\n';
+        lx = next_lex[lx][byte_class[c]];
         if (lx == LX_OUT) {
-            if (*first_safe > len)
-                *first_safe = i + 1;
-            *last_safe = i + 1;
+            if (first > len)
+                first = i + 1;
+            last = i + 1;
         }
     }
-    p->lex = lx;
+    for (; i < len; i++) {
+        lx = next_lex[lx][byte_class[u[i]]];
+        if (lx == LX_OUT) {
+            if (first > len)
+                first = i + 1;
+            last = i + 1;
+        }
+    }
+    *first_safe = first;
+    *last_safe = last;
+    p->lex = (rbj_lex)lx;
 }
 
 /* yajl's error offsets depend on where the calls split a token (a token
