@@ -179,6 +179,7 @@ typedef struct rbb_device {
 typedef struct rbb_cpu_figures {
     int have;
     double copy_Bps, reference_tests_per_s;
+    double plain_copy_Bps; /* the plain-store copy loop alone */
     unsigned threads;
     char simd[16];
     char device[128];

@@ -83,6 +83,8 @@ static void cpu_limits(rbb_device *d, const rb_backend_info *info,
         bw_row(d, name, (double)bytes / 2, b, &t, "copy loop failed");
         if (b > best)
             best = b;
+        if (!streaming)
+            cpu->plain_copy_Bps = b;
     }
     rbb_progress("cpu reference slab loop");
     size_t ref_rays = 0;
