@@ -5,7 +5,38 @@
  */
 #include <string.h>
 
+#include "bvh/bvh.h"
 #include "internal.h"
+
+/* Inline boxes go through a transient hierarchy when building it and
+ * walking it costs less than scanning every box (see transient_pays). */
+#define TRANSIENT_MIN_BOXES 1000
+#define TRANSIENT_MIN_RAYS 1000
+
+static int transient_pays(const rb_context *ctx, size_t n_rays,
+                          size_t n_boxes)
+{
+    if (ctx->bvh_use == RB_BVH_USE_OFF || !ctx->active->ops->bvh)
+        return 0;
+    if (ctx->bvh_use == RB_BVH_USE_ALWAYS)
+        return n_boxes > 0;
+    return n_boxes >= TRANSIENT_MIN_BOXES && n_rays >= TRANSIENT_MIN_RAYS;
+}
+
+/* The context's transient hierarchy rebuilt over its scratch boxes, or
+ * NULL when memory is short (brute force then answers the same). */
+static const rb_bvh *transient_bvh(rb_context *ctx)
+{
+    if (!ctx->scratch_bvh) {
+        ctx->scratch_bvh = rb_calloc(ctx, sizeof *ctx->scratch_bvh, 16);
+        if (!ctx->scratch_bvh)
+            return NULL;
+    }
+    if (rb_bvh_build(ctx->pool, &ctx->alloc, &ctx->scratch_boxes,
+                     ctx->scratch_bvh) != RB_OK)
+        return NULL;
+    return ctx->scratch_bvh;
+}
 
 static int check_query(rb_context *ctx, const rb_query *q,
                        const rb_results *r)
@@ -105,6 +136,8 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
     } else if (q->scene) {
         job.boxes = rb_scene_boxset(q->scene);
         n_boxes = job.boxes->n;
+        if (ctx->bvh_use != RB_BVH_USE_OFF)
+            job.bvh = rb_scene_bvh(q->scene);
     } else {
         /* Boxes are checked before any ray: a bad box fails every ray. */
         rc = rb_boxset_build(ctx, &ctx->scratch_boxes, &ctx->scratch_cap,
@@ -113,6 +146,8 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
             return rc;
         job.boxes = &ctx->scratch_boxes;
         n_boxes = q->n_boxes;
+        if (transient_pays(ctx, q->n_rays, q->n_boxes))
+            job.bvh = transient_bvh(ctx);
     }
 
     rb_backend *b = ctx->active;

@@ -1,0 +1,507 @@
+/*
+ * bvh_build.c - binned SAH build on the context's thread pool.
+ *
+ * The boxes are copied into prims (32-byte records that keep their
+ * original index) and reordered in place by recursive partitioning. A
+ * range is split where the surface area heuristic, evaluated at NBINS
+ * centroid bins per axis, is cheapest. Ranges of at least SHARE_MIN boxes
+ * go to a queue that every pool thread drains; smaller ones are finished
+ * by the thread that made them. Nodes go to a scratch array in allocation
+ * order (sibling pairs allocated together through an atomic counter) and
+ * are then copied depth first into an exactly sized array.
+ *
+ * Each range is split the same way whichever thread splits it, so the
+ * tree does not depend on the thread count. Node bounds are exact unions
+ * of box corners (min/max only, no rounding), which is what makes the
+ * conservative node test of bvh_traverse.c sound. Split positions only
+ * affect speed, so centroid and area arithmetic need not be exact; areas
+ * are computed in double so that huge coordinates cannot overflow them.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "../threadpool.h"
+#include "bvh.h"
+
+#define NBINS 16
+#define SHARE_MIN 4096
+
+typedef struct range {
+    uint32_t node, begin, end, depth;
+    float clo[3], chi[3]; /* bounds of the box centres */
+} range;
+
+typedef struct bin {
+    float lo[3], hi[3];
+    uint32_t n;
+} bin;
+
+/* Maps a centre coordinate to its bin along each axis. */
+typedef struct binner {
+    float base[3], scale[3];
+} binner;
+
+typedef struct split {
+    int axis, k;        /* boxes whose bin along axis is < k go left */
+    double cost;        /* RB_BVH_COST_* units, relative to the parent */
+    float lo[2][3], hi[2][3];
+} split;
+
+typedef struct builder {
+    rb_bvh_prim *prims;
+    rb_bvh_node *tmp;
+    atomic_size_t next; /* next free node of tmp */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    range *queue;
+    size_t len, cap;
+    unsigned busy;      /* threads working on a range taken from queue */
+} builder;
+
+static inline float centre(const rb_bvh_prim *p, int a)
+{
+    /* Halves first: lo + hi may overflow for huge coordinates. */
+    return p->lo[a] * 0.5f + p->hi[a] * 0.5f;
+}
+
+static inline void grow(float lo[3], float hi[3], const float plo[3],
+                        const float phi[3])
+{
+    for (int a = 0; a < 3; a++) {
+        lo[a] = plo[a] < lo[a] ? plo[a] : lo[a];
+        hi[a] = phi[a] > hi[a] ? phi[a] : hi[a];
+    }
+}
+
+static inline void empty_bounds(float lo[3], float hi[3])
+{
+    for (int a = 0; a < 3; a++) {
+        lo[a] = INFINITY;
+        hi[a] = -INFINITY;
+    }
+}
+
+/* Half the surface area, or the sum of extents for a box flat in two
+ * axes, where area cannot tell splits apart. */
+static double measure(const float lo[3], const float hi[3], int perimeter)
+{
+    double dx = (double)hi[0] - lo[0];
+    double dy = (double)hi[1] - lo[1];
+    double dz = (double)hi[2] - lo[2];
+    return perimeter ? dx + dy + dz : dx * dy + dy * dz + dz * dx;
+}
+
+static inline int bin_of(const binner *b, float c, int a)
+{
+    float x = (c - b->base[a]) * b->scale[a];
+    x = x < (float)(NBINS - 1) ? x : (float)(NBINS - 1);
+    return x > 0.0f ? (int)x : 0;
+}
+
+static void make_binner(const range *r, binner *b, int live[3])
+{
+    for (int a = 0; a < 3; a++) {
+        double ext = (double)r->chi[a] - r->clo[a];
+        double scale = ext > 0 ? NBINS * (1.0 - 1e-6) / ext : 0.0;
+        b->base[a] = r->clo[a];
+        b->scale[a] = scale < FLT_MAX ? (float)scale : FLT_MAX;
+        live[a] = ext > 0;
+    }
+}
+
+/* The cheapest binned split of r, if any axis can be split at all. */
+static int find_split(const builder *bld, const range *r,
+                      const rb_bvh_node *node, split *best)
+{
+    binner bn;
+    int live[3];
+    make_binner(r, &bn, live);
+    if (!live[0] && !live[1] && !live[2])
+        return 0;
+
+    bin bins[3][NBINS];
+    for (int a = 0; a < 3; a++) {
+        for (int k = 0; k < NBINS; k++) {
+            empty_bounds(bins[a][k].lo, bins[a][k].hi);
+            bins[a][k].n = 0;
+        }
+    }
+    const rb_bvh_prim *p = bld->prims;
+    for (uint32_t i = r->begin; i < r->end; i++) {
+        for (int a = 0; a < 3; a++) {
+            bin *b = &bins[a][bin_of(&bn, centre(&p[i], a), a)];
+            grow(b->lo, b->hi, p[i].lo, p[i].hi);
+            b->n++;
+        }
+    }
+
+    int perimeter = measure(node->lo, node->hi, 0) <= 0;
+    double parent = measure(node->lo, node->hi, perimeter);
+    int found = 0;
+    for (int a = 0; a < 3; a++) {
+        if (!live[a])
+            continue;
+        /* Right sides, swept from the last bin down. */
+        double right_area[NBINS];
+        uint32_t right_n[NBINS];
+        float lo[3], hi[3];
+        empty_bounds(lo, hi);
+        uint32_t n = 0;
+        for (int k = NBINS - 1; k > 0; k--) {
+            grow(lo, hi, bins[a][k].lo, bins[a][k].hi);
+            n += bins[a][k].n;
+            right_area[k] = n ? measure(lo, hi, perimeter) : 0;
+            right_n[k] = n;
+        }
+        empty_bounds(lo, hi);
+        n = 0;
+        for (int k = 1; k < NBINS; k++) {
+            grow(lo, hi, bins[a][k - 1].lo, bins[a][k - 1].hi);
+            n += bins[a][k - 1].n;
+            if (n == 0 || right_n[k] == 0)
+                continue;
+            double sum = measure(lo, hi, perimeter) * n +
+                         right_area[k] * right_n[k];
+            double cost = RB_BVH_COST_NODE +
+                          RB_BVH_COST_BOX * (parent > 0 ? sum / parent : 0);
+            if (!found || cost < best->cost) {
+                found = 1;
+                best->axis = a;
+                best->k = k;
+                best->cost = cost;
+            }
+        }
+    }
+    if (!found)
+        return 0;
+    for (int s = 0; s < 2; s++)
+        empty_bounds(best->lo[s], best->hi[s]);
+    for (int k = 0; k < NBINS; k++) {
+        const bin *b = &bins[best->axis][k];
+        int s = k >= best->k;
+        grow(best->lo[s], best->hi[s], b->lo, b->hi);
+    }
+    return 1;
+}
+
+/* Moves the boxes of r that belong left of s to the front; returns where
+ * the right side starts and fills the children's centre bounds. */
+static uint32_t partition(builder *bld, const range *r, const split *s,
+                          range kids[2])
+{
+    binner bn;
+    int live[3];
+    make_binner(r, &bn, live);
+    for (int c = 0; c < 2; c++)
+        empty_bounds(kids[c].clo, kids[c].chi);
+    rb_bvh_prim *p = bld->prims;
+    uint32_t i = r->begin, j = r->end;
+    while (i < j) {
+        float c[3] = {centre(&p[i], 0), centre(&p[i], 1), centre(&p[i], 2)};
+        if (bin_of(&bn, c[s->axis], s->axis) < s->k) {
+            grow(kids[0].clo, kids[0].chi, c, c);
+            i++;
+        } else {
+            j--;
+            rb_bvh_prim t = p[i];
+            p[i] = p[j];
+            p[j] = t;
+            grow(kids[1].clo, kids[1].chi, c, c);
+        }
+    }
+    return i;
+}
+
+/* Bounds and centre bounds of prims [begin, end). */
+static void bounds_of(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
+                      float lo[3], float hi[3], range *r)
+{
+    empty_bounds(lo, hi);
+    empty_bounds(r->clo, r->chi);
+    for (uint32_t i = begin; i < end; i++) {
+        float c[3] = {centre(&p[i], 0), centre(&p[i], 1), centre(&p[i], 2)};
+        grow(lo, hi, p[i].lo, p[i].hi);
+        grow(r->clo, r->chi, c, c);
+    }
+}
+
+static void set_bounds(rb_bvh_node *n, const float lo[3], const float hi[3])
+{
+    memcpy(n->lo, lo, sizeof n->lo);
+    memcpy(n->hi, hi, sizeof n->hi);
+}
+
+/* Splits r into kids (returns 1) or makes it a leaf (returns 0). */
+static int split_one(builder *bld, const range *r, range kids[2])
+{
+    rb_bvh_node *node = &bld->tmp[r->node];
+    uint32_t n = r->end - r->begin;
+    float lo[2][3], hi[2][3];
+    uint32_t mid;
+    split s;
+
+    if (n <= 1)
+        goto leaf;
+    if (r->depth < RB_BVH_SAH_DEPTH && find_split(bld, r, node, &s)) {
+        if (n <= RB_BVH_MAX_LEAF && n * RB_BVH_COST_BOX <= s.cost)
+            goto leaf;
+        mid = partition(bld, r, &s, kids);
+        memcpy(lo, s.lo, sizeof lo);
+        memcpy(hi, s.hi, sizeof hi);
+    } else {
+        /* Every centre equal, or too deep for SAH: halve by count. */
+        if (n <= RB_BVH_MAX_LEAF)
+            goto leaf;
+        mid = r->begin + n / 2;
+        bounds_of(bld->prims, r->begin, mid, lo[0], hi[0], &kids[0]);
+        bounds_of(bld->prims, mid, r->end, lo[1], hi[1], &kids[1]);
+    }
+    size_t pair = atomic_fetch_add_explicit(&bld->next, 2,
+                                            memory_order_relaxed);
+    node->first = (uint32_t)pair;
+    node->count = 0;
+    for (int c = 0; c < 2; c++) {
+        rb_bvh_node *child = &bld->tmp[pair + (size_t)c];
+        set_bounds(child, lo[c], hi[c]);
+        kids[c].node = (uint32_t)(pair + (size_t)c);
+        kids[c].depth = r->depth + 1;
+    }
+    kids[0].begin = r->begin;
+    kids[0].end = mid;
+    kids[1].begin = mid;
+    kids[1].end = r->end;
+    return 1;
+leaf:
+    node->first = r->begin;
+    node->count = n;
+    return 0;
+}
+
+static void share(builder *bld, const range *r)
+{
+    pthread_mutex_lock(&bld->lock);
+    bld->queue[bld->len++] = *r;
+    pthread_cond_signal(&bld->cond);
+    pthread_mutex_unlock(&bld->lock);
+}
+
+/* Finishes r: left children are kept, right children of SHARE_MIN boxes
+ * or more are offered to the other threads. */
+static void build_range(builder *bld, const range *r)
+{
+    /* One entry per level at most: each split pushes two and pops one. */
+    range stack[RB_BVH_STACK + 2];
+    int sp = 0;
+    stack[sp++] = *r;
+    while (sp) {
+        range cur = stack[--sp];
+        range kids[2];
+        if (!split_one(bld, &cur, kids))
+            continue;
+        if (kids[1].end - kids[1].begin >= SHARE_MIN)
+            share(bld, &kids[1]);
+        else
+            stack[sp++] = kids[1];
+        stack[sp++] = kids[0];
+    }
+}
+
+static void build_worker(void *arg, size_t task, unsigned worker)
+{
+    builder *bld = arg;
+    (void)task;
+    (void)worker;
+    pthread_mutex_lock(&bld->lock);
+    for (;;) {
+        while (bld->len == 0 && bld->busy > 0)
+            pthread_cond_wait(&bld->cond, &bld->lock);
+        if (bld->len == 0)
+            break; /* nothing queued and nobody can queue more */
+        range r = bld->queue[--bld->len];
+        bld->busy++;
+        pthread_mutex_unlock(&bld->lock);
+        build_range(bld, &r);
+        pthread_mutex_lock(&bld->lock);
+        if (--bld->busy == 0 && bld->len == 0)
+            pthread_cond_broadcast(&bld->cond);
+    }
+    pthread_mutex_unlock(&bld->lock);
+}
+
+/* Copies the scratch tree depth first into out; returns the node count
+ * and the depth. */
+static size_t flatten(const rb_bvh_node *tmp, rb_bvh_node *out,
+                      unsigned *depth)
+{
+    struct {
+        uint32_t from, to, depth;
+    } stack[RB_BVH_STACK + 2];
+    int sp = 0;
+    size_t next = 2;
+    memset(&out[1], 0, sizeof out[1]);
+    stack[sp].from = 0;
+    stack[sp].to = 0;
+    stack[sp++].depth = 1;
+    *depth = 0;
+    while (sp) {
+        sp--;
+        uint32_t from = stack[sp].from, to = stack[sp].to;
+        uint32_t d = stack[sp].depth;
+        out[to] = tmp[from];
+        if (d > *depth)
+            *depth = d;
+        if (tmp[from].count)
+            continue;
+        uint32_t pair = (uint32_t)next;
+        next += 2;
+        out[to].first = pair;
+        stack[sp].from = tmp[from].first + 1;
+        stack[sp].to = pair + 1;
+        stack[sp++].depth = d + 1;
+        stack[sp].from = tmp[from].first;
+        stack[sp].to = pair;
+        stack[sp++].depth = d + 1;
+    }
+    return next;
+}
+
+/* Copies the boxes into prims in original order; fills the root range. */
+static void load_prims(const rb_boxset *boxes, rb_bvh_prim *p, range *root,
+                       rb_bvh_node *node)
+{
+    size_t n = boxes->n;
+    float lo[3], hi[3];
+    for (size_t i = 0; i < n; i++) {
+        for (int a = 0; a < 3; a++) {
+            p[i].lo[a] = rb_boxset_lo(boxes, a)[i];
+            p[i].hi[a] = rb_boxset_hi(boxes, a)[i];
+        }
+        p[i].index = (uint32_t)i;
+        p[i].pad = 0;
+    }
+    bounds_of(p, 0, (uint32_t)n, lo, hi, root);
+    set_bounds(node, lo, hi);
+    root->node = 0;
+    root->begin = 0;
+    root->end = (uint32_t)n;
+    root->depth = 0;
+}
+
+static void replace(rb_bvh *bvh, const rb_allocator *alloc,
+                    rb_bvh_node *nodes, size_t n_nodes, rb_bvh_prim *prims,
+                    size_t n_prims, uint32_t *slot)
+{
+    rb_free_with(&bvh->alloc, bvh->nodes);
+    rb_free_with(&bvh->alloc, bvh->prims);
+    rb_free_with(&bvh->alloc, bvh->slot);
+    bvh->alloc = *alloc;
+    bvh->nodes = nodes;
+    bvh->n_nodes = n_nodes;
+    bvh->prims = prims;
+    bvh->n_prims = n_prims;
+    bvh->slot = slot;
+    bvh->builds++;
+}
+
+int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
+                 const rb_boxset *boxes, rb_bvh *bvh)
+{
+    double t0 = rb_now_ms();
+    size_t n = boxes->n;
+    if (n == 0) {
+        replace(bvh, alloc, NULL, 0, NULL, 0, NULL);
+        bvh->depth = 0;
+        bvh->sah = bvh->sah_built = 0;
+        bvh->build_ms = rb_now_ms() - t0;
+        return RB_OK;
+    }
+    builder bld = {0};
+    rb_bvh_node *nodes = NULL;
+    uint32_t *slot = NULL;
+    bld.cap = n / SHARE_MIN * 2 + 2;
+    bld.prims = rb_alloc_with(alloc, n * sizeof *bld.prims, 64);
+    bld.tmp = rb_alloc_with(alloc, 2 * n * sizeof *bld.tmp, 64);
+    bld.queue = rb_alloc_with(alloc, bld.cap * sizeof *bld.queue, 16);
+    slot = rb_alloc_with(alloc, n * sizeof *slot, 64);
+    if (!bld.prims || !bld.tmp || !bld.queue || !slot)
+        goto oom;
+
+    pthread_mutex_init(&bld.lock, NULL);
+    pthread_cond_init(&bld.cond, NULL);
+    atomic_init(&bld.next, 2);
+    memset(&bld.tmp[1], 0, sizeof bld.tmp[1]);
+    load_prims(boxes, bld.prims, &bld.queue[0], &bld.tmp[0]);
+    bld.len = 1;
+    if (n >= 2 * SHARE_MIN)
+        rb_pool_run(pool, rb_pool_size(pool), build_worker, &bld);
+    else
+        build_worker(&bld, 0, 0);
+    pthread_cond_destroy(&bld.cond);
+    pthread_mutex_destroy(&bld.lock);
+
+    size_t used = atomic_load(&bld.next);
+    nodes = rb_alloc_with(alloc, used * sizeof *nodes, 64);
+    if (!nodes)
+        goto oom;
+    unsigned depth;
+    size_t n_nodes = flatten(bld.tmp, nodes, &depth);
+    for (size_t i = 0; i < n; i++)
+        slot[bld.prims[i].index] = (uint32_t)i;
+    rb_free_with(alloc, bld.tmp);
+    rb_free_with(alloc, bld.queue);
+
+    replace(bvh, alloc, nodes, n_nodes, bld.prims, n, slot);
+    bvh->depth = depth;
+    bvh->sah = bvh->sah_built = rb_bvh_sah(bvh);
+    bvh->build_ms = rb_now_ms() - t0;
+    return RB_OK;
+oom:
+    rb_free_with(alloc, bld.prims);
+    rb_free_with(alloc, bld.tmp);
+    rb_free_with(alloc, bld.queue);
+    rb_free_with(alloc, slot);
+    return RB_ENOMEM;
+}
+
+void rb_bvh_free(rb_bvh *bvh)
+{
+    if (!bvh)
+        return;
+    rb_free_with(&bvh->alloc, bvh->nodes);
+    rb_free_with(&bvh->alloc, bvh->prims);
+    rb_free_with(&bvh->alloc, bvh->slot);
+    memset(bvh, 0, sizeof *bvh);
+}
+
+int rb_bvh_clone(const rb_allocator *alloc, const rb_bvh *src, rb_bvh *out)
+{
+    *out = *src;
+    out->alloc = *alloc;
+    out->nodes = NULL;
+    out->prims = NULL;
+    out->slot = NULL;
+    if (src->n_nodes) {
+        out->nodes = rb_alloc_with(alloc, src->n_nodes * sizeof *out->nodes,
+                                   64);
+        out->prims = rb_alloc_with(alloc, src->n_prims * sizeof *out->prims,
+                                   64);
+        out->slot = rb_alloc_with(alloc, src->n_prims * sizeof *out->slot,
+                                  64);
+        if (!out->nodes || !out->prims || !out->slot) {
+            rb_bvh_free(out);
+            return RB_ENOMEM;
+        }
+        memcpy(out->nodes, src->nodes, src->n_nodes * sizeof *out->nodes);
+        memcpy(out->prims, src->prims, src->n_prims * sizeof *out->prims);
+        memcpy(out->slot, src->slot, src->n_prims * sizeof *out->slot);
+    }
+    return RB_OK;
+}
+
+size_t rb_bvh_bytes(const rb_bvh *bvh)
+{
+    return bvh->n_nodes * sizeof(rb_bvh_node) +
+           bvh->n_prims * (sizeof(rb_bvh_prim) + sizeof(uint32_t));
+}
