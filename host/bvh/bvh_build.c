@@ -6,9 +6,9 @@
  * range is split where the surface area heuristic, evaluated at NBINS
  * centroid bins per axis, is cheapest. Ranges of at least SHARE_MIN boxes
  * go to a queue that every pool thread drains; smaller ones are finished
- * by the thread that made them. Nodes go to a scratch array in allocation
- * order (sibling pairs allocated together through an atomic counter) and
- * are then copied depth first into an exactly sized array.
+ * by the thread that made them. Binary nodes go to a scratch array in
+ * allocation order (sibling pairs allocated together through an atomic
+ * counter), which bvh_collapse.c then turns into the wide nodes.
  *
  * Each range is split the same way whichever thread splits it, so the
  * tree does not depend on the thread count. Node bounds are exact unions
@@ -45,13 +45,13 @@ typedef struct binner {
 
 typedef struct split {
     int axis, k;        /* boxes whose bin along axis is < k go left */
-    double cost;        /* RB_BVH_COST_* units, relative to the parent */
+    double cost;        /* SAH, relative to the parent */
     float lo[2][3], hi[2][3];
 } split;
 
 typedef struct builder {
     rb_bvh_prim *prims;
-    rb_bvh_node *tmp;
+    rb_bvh2_node *tmp;
     atomic_size_t next; /* next free node of tmp */
     pthread_mutex_t lock;
     pthread_cond_t cond;
@@ -113,7 +113,7 @@ static void make_binner(const range *r, binner *b, int live[3])
 
 /* The cheapest binned split of r, if any axis can be split at all. */
 static int find_split(const builder *bld, const range *r,
-                      const rb_bvh_node *node, split *best)
+                      const rb_bvh2_node *node, split *best)
 {
     binner bn;
     int live[3];
@@ -164,8 +164,9 @@ static int find_split(const builder *bld, const range *r,
                 continue;
             double sum = measure(lo, hi, perimeter) * n +
                          right_area[k] * right_n[k];
-            double cost = RB_BVH_COST_NODE +
-                          RB_BVH_COST_BOX * (parent > 0 ? sum / parent : 0);
+            /* Relative to the parent; constant costs per node and per
+             * box do not change which split is cheapest. */
+            double cost = parent > 0 ? sum / parent : 0;
             if (!found || cost < best->cost) {
                 found = 1;
                 best->axis = a;
@@ -227,33 +228,32 @@ static void bounds_of(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
     }
 }
 
-static void set_bounds(rb_bvh_node *n, const float lo[3], const float hi[3])
+static void set_bounds(rb_bvh2_node *n, const float lo[3],
+                       const float hi[3])
 {
     memcpy(n->lo, lo, sizeof n->lo);
     memcpy(n->hi, hi, sizeof n->hi);
 }
 
-/* Splits r into kids (returns 1) or makes it a leaf (returns 0). */
+/* Splits r into kids (returns 1) or makes it a leaf (returns 0). A range
+ * of up to RB_BVH_LEAF boxes is a leaf: one wide node tests them all at
+ * the cost of one test, which no split of them can beat. */
 static int split_one(builder *bld, const range *r, range kids[2])
 {
-    rb_bvh_node *node = &bld->tmp[r->node];
+    rb_bvh2_node *node = &bld->tmp[r->node];
     uint32_t n = r->end - r->begin;
     float lo[2][3], hi[2][3];
     uint32_t mid;
     split s;
 
-    if (n <= 1)
+    if (n <= RB_BVH_LEAF)
         goto leaf;
     if (r->depth < RB_BVH_SAH_DEPTH && find_split(bld, r, node, &s)) {
-        if (n <= RB_BVH_MAX_LEAF && n * RB_BVH_COST_BOX <= s.cost)
-            goto leaf;
         mid = partition(bld, r, &s, kids);
         memcpy(lo, s.lo, sizeof lo);
         memcpy(hi, s.hi, sizeof hi);
     } else {
         /* Every centre equal, or too deep for SAH: halve by count. */
-        if (n <= RB_BVH_MAX_LEAF)
-            goto leaf;
         mid = r->begin + n / 2;
         bounds_of(bld->prims, r->begin, mid, lo[0], hi[0], &kids[0]);
         bounds_of(bld->prims, mid, r->end, lo[1], hi[1], &kids[1]);
@@ -263,7 +263,7 @@ static int split_one(builder *bld, const range *r, range kids[2])
     node->first = (uint32_t)pair;
     node->count = 0;
     for (int c = 0; c < 2; c++) {
-        rb_bvh_node *child = &bld->tmp[pair + (size_t)c];
+        rb_bvh2_node *child = &bld->tmp[pair + (size_t)c];
         set_bounds(child, lo[c], hi[c]);
         kids[c].node = (uint32_t)(pair + (size_t)c);
         kids[c].depth = r->depth + 1;
@@ -292,7 +292,7 @@ static void share(builder *bld, const range *r)
 static void build_range(builder *bld, const range *r)
 {
     /* One entry per level at most: each split pushes two and pops one. */
-    range stack[RB_BVH_STACK + 2];
+    range stack[RB_BVH_MAX_DEPTH + 2];
     int sp = 0;
     stack[sp++] = *r;
     while (sp) {
@@ -330,46 +330,9 @@ static void build_worker(void *arg, size_t task, unsigned worker)
     pthread_mutex_unlock(&bld->lock);
 }
 
-/* Copies the scratch tree depth first into out; returns the node count
- * and the depth. */
-static size_t flatten(const rb_bvh_node *tmp, rb_bvh_node *out,
-                      unsigned *depth)
-{
-    struct {
-        uint32_t from, to, depth;
-    } stack[RB_BVH_STACK + 2];
-    int sp = 0;
-    size_t next = 2;
-    memset(&out[1], 0, sizeof out[1]);
-    stack[sp].from = 0;
-    stack[sp].to = 0;
-    stack[sp++].depth = 1;
-    *depth = 0;
-    while (sp) {
-        sp--;
-        uint32_t from = stack[sp].from, to = stack[sp].to;
-        uint32_t d = stack[sp].depth;
-        out[to] = tmp[from];
-        if (d > *depth)
-            *depth = d;
-        if (tmp[from].count)
-            continue;
-        uint32_t pair = (uint32_t)next;
-        next += 2;
-        out[to].first = pair;
-        stack[sp].from = tmp[from].first + 1;
-        stack[sp].to = pair + 1;
-        stack[sp++].depth = d + 1;
-        stack[sp].from = tmp[from].first;
-        stack[sp].to = pair;
-        stack[sp++].depth = d + 1;
-    }
-    return next;
-}
-
 /* Copies the boxes into prims in original order; fills the root range. */
 static void load_prims(const rb_boxset *boxes, rb_bvh_prim *p, range *root,
-                       rb_bvh_node *node)
+                       rb_bvh2_node *node)
 {
     size_t n = boxes->n;
     float lo[3], hi[3];
@@ -390,18 +353,16 @@ static void load_prims(const rb_boxset *boxes, rb_bvh_prim *p, range *root,
 }
 
 static void replace(rb_bvh *bvh, const rb_allocator *alloc,
-                    rb_bvh_node *nodes, size_t n_nodes, rb_bvh_prim *prims,
-                    size_t n_prims, uint32_t *slot)
+                    rb_bvh_node *nodes, size_t n_nodes, uint32_t *where,
+                    size_t n_boxes)
 {
     rb_free_with(&bvh->alloc, bvh->nodes);
-    rb_free_with(&bvh->alloc, bvh->prims);
-    rb_free_with(&bvh->alloc, bvh->slot);
+    rb_free_with(&bvh->alloc, bvh->where);
     bvh->alloc = *alloc;
     bvh->nodes = nodes;
     bvh->n_nodes = n_nodes;
-    bvh->prims = prims;
-    bvh->n_prims = n_prims;
-    bvh->slot = slot;
+    bvh->where = where;
+    bvh->n_boxes = n_boxes;
     bvh->builds++;
 }
 
@@ -411,7 +372,7 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     double t0 = rb_now_ms();
     size_t n = boxes->n;
     if (n == 0) {
-        replace(bvh, alloc, NULL, 0, NULL, 0, NULL);
+        replace(bvh, alloc, NULL, 0, NULL, 0);
         bvh->depth = 0;
         bvh->sah = bvh->sah_built = 0;
         bvh->build_ms = rb_now_ms() - t0;
@@ -419,19 +380,18 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     }
     builder bld = {0};
     rb_bvh_node *nodes = NULL;
-    uint32_t *slot = NULL;
+    uint32_t *where = NULL;
     bld.cap = n / SHARE_MIN * 2 + 2;
     bld.prims = rb_alloc_with(alloc, n * sizeof *bld.prims, 64);
     bld.tmp = rb_alloc_with(alloc, 2 * n * sizeof *bld.tmp, 64);
     bld.queue = rb_alloc_with(alloc, bld.cap * sizeof *bld.queue, 16);
-    slot = rb_alloc_with(alloc, n * sizeof *slot, 64);
-    if (!bld.prims || !bld.tmp || !bld.queue || !slot)
+    where = rb_alloc_with(alloc, n * sizeof *where, 64);
+    if (!bld.prims || !bld.tmp || !bld.queue || !where)
         goto oom;
 
     pthread_mutex_init(&bld.lock, NULL);
     pthread_cond_init(&bld.cond, NULL);
-    atomic_init(&bld.next, 2);
-    memset(&bld.tmp[1], 0, sizeof bld.tmp[1]);
+    atomic_init(&bld.next, 1);
     load_prims(boxes, bld.prims, &bld.queue[0], &bld.tmp[0]);
     bld.len = 1;
     if (n >= 2 * SHARE_MIN)
@@ -440,19 +400,22 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
         build_worker(&bld, 0, 0);
     pthread_cond_destroy(&bld.cond);
     pthread_mutex_destroy(&bld.lock);
+    rb_free_with(alloc, bld.queue);
+    bld.queue = NULL;
 
-    size_t used = atomic_load(&bld.next);
-    nodes = rb_alloc_with(alloc, used * sizeof *nodes, 64);
+    unsigned depth;
+    size_t n_nodes = rb_bvh_collapse(bld.tmp, bld.prims, NULL, NULL, &depth);
+    /* where[] packs node * 8 + slot into 32 bits. */
+    if (n_nodes > UINT32_MAX / RB_BVH_WIDTH)
+        goto oom;
+    nodes = rb_alloc_with(alloc, n_nodes * sizeof *nodes, 64);
     if (!nodes)
         goto oom;
-    unsigned depth;
-    size_t n_nodes = flatten(bld.tmp, nodes, &depth);
-    for (size_t i = 0; i < n; i++)
-        slot[bld.prims[i].index] = (uint32_t)i;
+    rb_bvh_collapse(bld.tmp, bld.prims, nodes, where, &depth);
     rb_free_with(alloc, bld.tmp);
-    rb_free_with(alloc, bld.queue);
+    rb_free_with(alloc, bld.prims);
 
-    replace(bvh, alloc, nodes, n_nodes, bld.prims, n, slot);
+    replace(bvh, alloc, nodes, n_nodes, where, n);
     bvh->depth = depth;
     bvh->sah = bvh->sah_built = rb_bvh_sah(bvh);
     bvh->build_ms = rb_now_ms() - t0;
@@ -461,7 +424,7 @@ oom:
     rb_free_with(alloc, bld.prims);
     rb_free_with(alloc, bld.tmp);
     rb_free_with(alloc, bld.queue);
-    rb_free_with(alloc, slot);
+    rb_free_with(alloc, where);
     return RB_ENOMEM;
 }
 
@@ -470,8 +433,7 @@ void rb_bvh_free(rb_bvh *bvh)
     if (!bvh)
         return;
     rb_free_with(&bvh->alloc, bvh->nodes);
-    rb_free_with(&bvh->alloc, bvh->prims);
-    rb_free_with(&bvh->alloc, bvh->slot);
+    rb_free_with(&bvh->alloc, bvh->where);
     memset(bvh, 0, sizeof *bvh);
 }
 
@@ -480,22 +442,18 @@ int rb_bvh_clone(const rb_allocator *alloc, const rb_bvh *src, rb_bvh *out)
     *out = *src;
     out->alloc = *alloc;
     out->nodes = NULL;
-    out->prims = NULL;
-    out->slot = NULL;
+    out->where = NULL;
     if (src->n_nodes) {
         out->nodes = rb_alloc_with(alloc, src->n_nodes * sizeof *out->nodes,
                                    64);
-        out->prims = rb_alloc_with(alloc, src->n_prims * sizeof *out->prims,
+        out->where = rb_alloc_with(alloc, src->n_boxes * sizeof *out->where,
                                    64);
-        out->slot = rb_alloc_with(alloc, src->n_prims * sizeof *out->slot,
-                                  64);
-        if (!out->nodes || !out->prims || !out->slot) {
+        if (!out->nodes || !out->where) {
             rb_bvh_free(out);
             return RB_ENOMEM;
         }
         memcpy(out->nodes, src->nodes, src->n_nodes * sizeof *out->nodes);
-        memcpy(out->prims, src->prims, src->n_prims * sizeof *out->prims);
-        memcpy(out->slot, src->slot, src->n_prims * sizeof *out->slot);
+        memcpy(out->where, src->where, src->n_boxes * sizeof *out->where);
     }
     return RB_OK;
 }
@@ -503,5 +461,5 @@ int rb_bvh_clone(const rb_allocator *alloc, const rb_bvh *src, rb_bvh *out)
 size_t rb_bvh_bytes(const rb_bvh *bvh)
 {
     return bvh->n_nodes * sizeof(rb_bvh_node) +
-           bvh->n_prims * (sizeof(rb_bvh_prim) + sizeof(uint32_t));
+           bvh->n_boxes * sizeof(uint32_t);
 }

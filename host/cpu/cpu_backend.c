@@ -38,6 +38,7 @@ typedef struct cpu_backend {
     rb_backend base;
     rb_context *ctx;
     const rb_scan_kernels *k;
+    const rb_bvh_walkers *walk;
     unsigned workers;
     worker_scratch *scratch; /* one per worker */
     char cpu_name[128];
@@ -168,22 +169,23 @@ static void walk_group(cpu_run *run, worker_scratch *w, size_t begin,
 {
     const rb_job *job = run->job;
     const rb_bvh *bvh = job->bvh;
+    const rb_bvh_walkers *walk = run->be->walk;
     rb_results *res = run->res;
     for (size_t r = 0; r < n; r++) {
         size_t i = begin + r;
         const rb_ray_prep *p = &w->prep[r];
         switch (job->mode) {
         case RB_MODE_NEAREST:
-            rb_bvh_nearest(bvh, p, &res->hits[i]);
+            walk->nearest(bvh, p, &res->hits[i]);
             break;
         case RB_MODE_ANY:
-            res->any[i] = (uint8_t)rb_bvh_any(bvh, p);
+            res->any[i] = (uint8_t)walk->any(bvh, p);
             break;
         case RB_MODE_COUNT:
-            res->counts[i] = rb_bvh_count(bvh, p);
+            res->counts[i] = walk->count(bvh, p);
             break;
         case RB_MODE_ALL:
-            res->counts[i] = rb_bvh_all(bvh, p, res->list + i * job->max_hits,
+            res->counts[i] = walk->all(bvh, p, res->list + i * job->max_hits,
                                         job->max_hits);
             break;
         case RB_MODE_PAIRS:
@@ -328,6 +330,7 @@ int rb_cpu_backend_create(rb_context *ctx, rb_backend **out)
     be->base.ops = &cpu_ops;
     be->ctx = ctx;
     be->k = rb_scan_pick();
+    be->walk = rb_bvh_walk_pick();
     be->workers = rb_pool_size(ctx->pool);
     be->scratch = rb_alloc(ctx, sizeof(worker_scratch) * be->workers, 64);
     if (!be->scratch) {

@@ -1,0 +1,68 @@
+/*
+ * bvh_walk_scalar.c - the portable hierarchy walk: the 8 slots of a node
+ * tested one after another with the node test of bvh_walk.inc.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bvh.h"
+
+typedef struct wray {
+    rb_ray_prep r;
+    int sign[3]; /* 1: the near plane of that axis is hi */
+} wray;
+
+static inline void wray_init(wray *w, const rb_ray_prep *r)
+{
+    w->r = *r;
+    for (int a = 0; a < 3; a++)
+        w->sign[a] = signbit(r->inv[a]) ? 1 : 0;
+}
+
+static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
+                                 float limit, float e_out[RB_BVH_WIDTH],
+                                 float x_out[RB_BVH_WIDTH],
+                                 unsigned *boxes_hit)
+{
+    const float *near[3], *far[3];
+    for (int a = 0; a < 3; a++) {
+        near[a] = w->sign[a] ? n->hi[a] : n->lo[a];
+        far[a] = w->sign[a] ? n->lo[a] : n->hi[a];
+    }
+    unsigned exact = 0, maybe = 0;
+    for (int k = 0; k < RB_BVH_WIDTH; k++) {
+        float e = w->r.tmin, x = INFINITY;
+        for (int a = 0; a < 3; a++) {
+            float ne = (near[a][k] - w->r.o[a]) * w->r.inv[a];
+            float fa = (far[a][k] - w->r.o[a]) * w->r.inv[a];
+            e = ne > e ? ne : e;
+            x = fa < x ? fa : x;
+        }
+        float xe = x < w->r.tmax ? x : w->r.tmax;
+        float xp = x * (x >= 0.0f ? RB_BVH_PAD_UP : RB_BVH_PAD_DOWN);
+        xp = xp < limit ? xp : limit;
+        e_out[k] = e;
+        x_out[k] = xe;
+        exact |= (unsigned)(e <= xe && e < INFINITY) << k;
+        maybe |= (unsigned)(e <= xp && e < INFINITY) << k;
+    }
+    *boxes_hit = exact & n->boxes;
+    return maybe & ~n->boxes;
+}
+
+#define WALK_TABLE rb_bvh_walk_scalar
+#define WALK_SIMD "scalar"
+#include "bvh_walk.inc"
+
+const rb_bvh_walkers *rb_bvh_walk_pick(void)
+{
+    const char *force = getenv("RAYBOX_SIMD");
+    if (force && strcmp(force, "scalar") == 0)
+        return &rb_bvh_walk_scalar;
+#ifdef RB_HAVE_AVX2
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2"))
+        return &rb_bvh_walk_avx2;
+#endif
+    return &rb_bvh_walk_scalar;
+}
