@@ -19,10 +19,11 @@ typedef struct bench_side {
 
 /* Embree 3: one quad geometry, six quads per box, default build quality,
  * `threads` build threads; rays traced by the pool's threads with
- * rtcIntersect1 / rtcOccluded1. Returns 0, or -1 with a message. */
-int bench_embree(struct rb_pool *pool, unsigned threads, const rb_box *boxes,
-                 size_t n_boxes, const rb_ray *rays, size_t n_rays,
-                 bench_side *out, char *err, size_t err_len);
+ * rtcIntersect1 / rtcOccluded1, best of `repeat` runs. Returns 0, or -1
+ * with a message. */
+int bench_embree(struct rb_pool *pool, unsigned threads, int repeat,
+                 const rb_box *boxes, size_t n_boxes, const rb_ray *rays,
+                 size_t n_rays, bench_side *out, char *err, size_t err_len);
 
 double bench_now_ms(void);
 

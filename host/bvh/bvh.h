@@ -127,6 +127,8 @@ void rb_bvh_update(rb_bvh *bvh, const rb_boxset *boxes,
 /* Recomputes the bounds of every inner slot bottom-up from the box slots
  * (the tree shape stays) and bvh->sah. */
 void rb_bvh_refit(rb_bvh *bvh);
+/* The union of every box; empty bounds (+inf..-inf) for an empty tree. */
+void rb_bvh_bounds(const rb_bvh *bvh, float lo[3], float hi[3]);
 /* SAH cost of the tree as it is: expected node visits of a random ray
  * that hits the root's bounds (areas relative to the root). Uses surface
  * area, or the sum of extents when the root is flat in two axes. */

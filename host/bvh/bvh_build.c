@@ -13,12 +13,17 @@
  * Each range is split the same way whichever thread splits it, so the
  * tree does not depend on the thread count. Node bounds are exact unions
  * of box corners (min/max only, no rounding), which is what makes the
- * conservative node test of bvh_traverse.c sound. Split positions only
+ * conservative node test of bvh_walk.inc sound. Split positions only
  * affect speed, so centroid and area arithmetic need not be exact; areas
  * are computed in double so that huge coordinates cannot overflow them.
+ * Binning and partitioning use SSE where there is SSE2 (x86-64 always
+ * has it); the vector and scalar forms compute the same bins.
  */
 #include <math.h>
 #include <pthread.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 #include <stdatomic.h>
 #include <string.h>
 
@@ -34,7 +39,8 @@ typedef struct range {
 } range;
 
 typedef struct bin {
-    float lo[3], hi[3];
+    _Alignas(16) float lo[4]; /* x, y, z; the fourth lane is unused */
+    float hi[4];
     uint32_t n;
 } bin;
 
@@ -111,6 +117,45 @@ static void make_binner(const range *r, binner *b, int live[3])
     }
 }
 
+/* Counts prims [begin, end) into bins along each axis and grows the
+ * bins' bounds. */
+static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
+                      const binner *bn, bin bins[3][NBINS])
+{
+#ifdef __SSE2__
+    /* bin_of for three axes at once: the same operations, lane by lane
+     * (the fourth lane, the index bits, is computed and ignored). */
+    const __m128 half = _mm_set1_ps(0.5f);
+    const __m128 base = _mm_setr_ps(bn->base[0], bn->base[1], bn->base[2], 0);
+    const __m128 scale = _mm_setr_ps(bn->scale[0], bn->scale[1],
+                                     bn->scale[2], 0);
+    const __m128 top = _mm_set1_ps((float)(NBINS - 1));
+    const __m128 zero = _mm_setzero_ps();
+    for (uint32_t i = begin; i < end; i++) {
+        __m128 lo = _mm_load_ps(p[i].lo), hi = _mm_load_ps(p[i].hi);
+        __m128 c = _mm_add_ps(_mm_mul_ps(lo, half), _mm_mul_ps(hi, half));
+        __m128 x = _mm_mul_ps(_mm_sub_ps(c, base), scale);
+        x = _mm_max_ps(_mm_min_ps(x, top), zero);
+        int32_t k[4];
+        _mm_storeu_si128((__m128i *)k, _mm_cvttps_epi32(x));
+        for (int a = 0; a < 3; a++) {
+            bin *b = &bins[a][k[a]];
+            _mm_store_ps(b->lo, _mm_min_ps(lo, _mm_load_ps(b->lo)));
+            _mm_store_ps(b->hi, _mm_max_ps(hi, _mm_load_ps(b->hi)));
+            b->n++;
+        }
+    }
+#else
+    for (uint32_t i = begin; i < end; i++) {
+        for (int a = 0; a < 3; a++) {
+            bin *b = &bins[a][bin_of(bn, centre(&p[i], a), a)];
+            grow(b->lo, b->hi, p[i].lo, p[i].hi);
+            b->n++;
+        }
+    }
+#endif
+}
+
 /* The cheapest binned split of r, if any axis can be split at all. */
 static int find_split(const builder *bld, const range *r,
                       const rb_bvh2_node *node, split *best)
@@ -128,14 +173,7 @@ static int find_split(const builder *bld, const range *r,
             bins[a][k].n = 0;
         }
     }
-    const rb_bvh_prim *p = bld->prims;
-    for (uint32_t i = r->begin; i < r->end; i++) {
-        for (int a = 0; a < 3; a++) {
-            bin *b = &bins[a][bin_of(&bn, centre(&p[i], a), a)];
-            grow(b->lo, b->hi, p[i].lo, p[i].hi);
-            b->n++;
-        }
-    }
+    bin_prims(bld->prims, r->begin, r->end, &bn, bins);
 
     int perimeter = measure(node->lo, node->hi, 0) <= 0;
     double parent = measure(node->lo, node->hi, perimeter);
@@ -188,31 +226,44 @@ static int find_split(const builder *bld, const range *r,
 }
 
 /* Moves the boxes of r that belong left of s to the front; returns where
- * the right side starts and fills the children's centre bounds. */
+ * the right side starts and fills the children's centre bounds. Lomuto
+ * without branches: every box is swapped with the first right one, and
+ * that position advances when the box went left. Which side a box goes
+ * to is unpredictable, so a branch would be mispredicted half the time. */
 static uint32_t partition(builder *bld, const range *r, const split *s,
                           range kids[2])
 {
     binner bn;
     int live[3];
     make_binner(r, &bn, live);
+    float clo[2][3], chi[2][3];
     for (int c = 0; c < 2; c++)
-        empty_bounds(kids[c].clo, kids[c].chi);
+        empty_bounds(clo[c], chi[c]);
     rb_bvh_prim *p = bld->prims;
-    uint32_t i = r->begin, j = r->end;
-    while (i < j) {
-        float c[3] = {centre(&p[i], 0), centre(&p[i], 1), centre(&p[i], 2)};
-        if (bin_of(&bn, c[s->axis], s->axis) < s->k) {
-            grow(kids[0].clo, kids[0].chi, c, c);
-            i++;
-        } else {
-            j--;
-            rb_bvh_prim t = p[i];
-            p[i] = p[j];
-            p[j] = t;
-            grow(kids[1].clo, kids[1].chi, c, c);
+    uint32_t store = r->begin;
+    for (uint32_t i = r->begin; i < r->end; i++) {
+        rb_bvh_prim t = p[i];
+        float c[3] = {centre(&t, 0), centre(&t, 1), centre(&t, 2)};
+        int left = bin_of(&bn, c[s->axis], s->axis) < s->k;
+        for (int a = 0; a < 3; a++) {
+            float inf = INFINITY;
+            float l = left ? c[a] : inf, rr = left ? inf : c[a];
+            clo[0][a] = l < clo[0][a] ? l : clo[0][a];
+            clo[1][a] = rr < clo[1][a] ? rr : clo[1][a];
+            l = left ? c[a] : -inf;
+            rr = left ? -inf : c[a];
+            chi[0][a] = l > chi[0][a] ? l : chi[0][a];
+            chi[1][a] = rr > chi[1][a] ? rr : chi[1][a];
         }
+        p[i] = p[store];
+        p[store] = t;
+        store += (uint32_t)left;
     }
-    return i;
+    for (int c = 0; c < 2; c++) {
+        memcpy(kids[c].clo, clo[c], sizeof clo[c]);
+        memcpy(kids[c].chi, chi[c], sizeof chi[c]);
+    }
+    return store;
 }
 
 /* Bounds and centre bounds of prims [begin, end). */

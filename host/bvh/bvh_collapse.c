@@ -21,6 +21,7 @@
 typedef struct kid {
     uint32_t bin;
     int64_t prim; /* -1: the whole binary node */
+    double area;  /* of bin; -1 when it cannot be opened */
 } kid;
 
 static double area(const rb_bvh2_node *n)
@@ -32,6 +33,18 @@ static double area(const rb_bvh2_node *n)
     return dx * dy + dy * dz + dz * dx + (dx + dy + dz) * 1e-30;
 }
 
+static kid whole(const rb_bvh2_node *bin, uint32_t b)
+{
+    kid k = {b, -1, bin[b].count == 1 ? -1.0 : area(&bin[b])};
+    return k;
+}
+
+static kid single(uint32_t b, uint32_t prim)
+{
+    kid k = {b, prim, -1.0};
+    return k;
+}
+
 /* The slots of the wide node made from binary node b. */
 static int gather(const rb_bvh2_node *bin, uint32_t b, kid kids[RB_BVH_WIDTH])
 {
@@ -39,38 +52,35 @@ static int gather(const rb_bvh2_node *bin, uint32_t b, kid kids[RB_BVH_WIDTH])
     if (bin[b].count) {
         /* Only the root can be a leaf here: all its boxes. */
         for (uint32_t j = 0; j < bin[b].count; j++)
-            kids[n++] = (kid){b, (int64_t)bin[b].first + j};
+            kids[n++] = single(b, bin[b].first + j);
         return n;
     }
-    kids[n++] = (kid){bin[b].first, -1};
-    kids[n++] = (kid){bin[b].first + 1, -1};
+    kids[n++] = whole(bin, bin[b].first);
+    kids[n++] = whole(bin, bin[b].first + 1);
     for (;;) {
         int best = -1;
         double best_area = -1;
         for (int k = 0; k < n; k++) {
+            if (kids[k].area <= best_area)
+                continue;
             const rb_bvh2_node *c = &bin[kids[k].bin];
-            if (kids[k].prim >= 0 || c->count == 1)
-                continue; /* a single box */
             int grows = c->count ? (int)c->count - 1 : 1;
             if (n + grows > RB_BVH_WIDTH)
                 continue;
-            double a = area(c);
-            if (a > best_area) {
-                best_area = a;
-                best = k;
-            }
+            best_area = kids[k].area;
+            best = k;
         }
         if (best < 0)
             return n;
         const rb_bvh2_node *c = &bin[kids[best].bin];
         if (c->count) {
             uint32_t leaf = kids[best].bin;
-            kids[best].prim = c->first;
+            kids[best] = single(leaf, c->first);
             for (uint32_t j = 1; j < c->count; j++)
-                kids[n++] = (kid){leaf, (int64_t)c->first + j};
+                kids[n++] = single(leaf, c->first + j);
         } else {
-            kids[best] = (kid){c->first, -1};
-            kids[n++] = (kid){c->first + 1, -1};
+            kids[best] = whole(bin, c->first);
+            kids[n++] = whole(bin, c->first + 1);
         }
     }
 }
