@@ -383,24 +383,24 @@ static void compare_query(rb_context *fast, rb_context *ref, rb_query q,
         for (size_t i = 0; i < q.n_rays; i++) {
             switch (mode) {
             case RB_MODE_NEAREST:
-                ck_assert_msg(rbt_same_hit(&a.hits[i], &b.hits[i]),
-                              "%s nearest ray %zu %s: bvh %s, brute %s",
-                              what, i, ray_str(q.dims, q.rays, i, rs, 256),
-                              rbt_hit_str(&a.hits[i], h1, 160),
-                              rbt_hit_str(&b.hits[i], h2, 160));
+                if (!rbt_same_hit(&a.hits[i], &b.hits[i]))
+                    ck_abort_msg("%s nearest ray %zu %s: bvh %s, brute %s",
+                                 what, i, ray_str(q.dims, q.rays, i, rs, 256),
+                                 rbt_hit_str(&a.hits[i], h1, 160),
+                                 rbt_hit_str(&b.hits[i], h2, 160));
                 break;
             case RB_MODE_ANY:
-                ck_assert_msg(a.any[i] == b.any[i],
-                              "%s any ray %zu %s: bvh %d, brute %d", what, i,
-                              ray_str(q.dims, q.rays, i, rs, 256), a.any[i],
-                              b.any[i]);
+                if (a.any[i] != b.any[i])
+                    ck_abort_msg("%s any ray %zu %s: bvh %d, brute %d", what,
+                                 i, ray_str(q.dims, q.rays, i, rs, 256),
+                                 a.any[i], b.any[i]);
                 break;
             default: {
-                ck_assert_msg(a.counts[i] == b.counts[i],
-                              "%s %s ray %zu %s: bvh %u, brute %u", what,
-                              rb_mode_name(mode), i,
-                              ray_str(q.dims, q.rays, i, rs, 256),
-                              a.counts[i], b.counts[i]);
+                if (a.counts[i] != b.counts[i])
+                    ck_abort_msg("%s %s ray %zu %s: bvh %u, brute %u", what,
+                                 rb_mode_name(mode), i,
+                                 ray_str(q.dims, q.rays, i, rs, 256),
+                                 a.counts[i], b.counts[i]);
                 if (mode != RB_MODE_ALL)
                     break;
                 uint32_t n = a.counts[i] < q.max_hits ? a.counts[i]
@@ -408,19 +408,17 @@ static void compare_query(rb_context *fast, rb_context *ref, rb_query q,
                 const rb_list_hit *la = a.list + i * q.max_hits;
                 const rb_list_hit *lb = b.list + i * q.max_hits;
                 for (uint32_t k = 0; k < n; k++) {
-                    ck_assert_msg(la[k].box == lb[k].box &&
-                                      rbt_same_float(la[k].t_enter,
-                                                     lb[k].t_enter) &&
-                                      rbt_same_float(la[k].t_exit,
-                                                     lb[k].t_exit),
-                                  "%s all ray %zu %s entry %u: bvh box %d "
-                                  "t=[%a, %a], brute box %d t=[%a, %a]",
-                                  what, i,
-                                  ray_str(q.dims, q.rays, i, rs, 256), k,
-                                  la[k].box, (double)la[k].t_enter,
-                                  (double)la[k].t_exit, lb[k].box,
-                                  (double)lb[k].t_enter,
-                                  (double)lb[k].t_exit);
+                    if (la[k].box != lb[k].box ||
+                        !rbt_same_float(la[k].t_enter, lb[k].t_enter) ||
+                        !rbt_same_float(la[k].t_exit, lb[k].t_exit))
+                        ck_abort_msg("%s all ray %zu %s entry %u: bvh box %d "
+                                     "t=[%a, %a], brute box %d t=[%a, %a]",
+                                     what, i,
+                                     ray_str(q.dims, q.rays, i, rs, 256), k,
+                                     la[k].box, (double)la[k].t_enter,
+                                     (double)la[k].t_exit, lb[k].box,
+                                     (double)lb[k].t_enter,
+                                     (double)lb[k].t_exit);
                 }
                 break;
             }
@@ -582,6 +580,21 @@ START_TEST(test_refit)
         compare_scene(fast, ref, scene, 3, rays, NR, 8, "after refit");
     }
 
+    /* Every box at once, through the same path. */
+    {
+        uint32_t *all = calloc(NB, sizeof *all);
+        for (uint32_t i = 0; i < NB; i++) {
+            all[i] = i;
+            jitter(&g, &boxes[i], 0.2f);
+        }
+        ck_assert_int_eq(rb_scene_set(fast, scene, all, boxes, NB), RB_OK);
+        free(all);
+        make_rays(&g, boxes, NB, rays, NR);
+        compare_scene(fast, ref, scene, 3, rays, NR, 8, "after moving all");
+        rb_scene_stats_get(scene, &st);
+    }
+    uint64_t rebuilds_before = st.bvh_rebuilds;
+
     /* Teleports: boxes jump across the scene and grow, so node bounds
      * blow up until the SAH check rebuilds. */
     int rebuilt = 0;
@@ -598,7 +611,7 @@ START_TEST(test_refit)
         }
         ck_assert_int_eq(rb_scene_set(fast, scene, idx, moved, MOVE), RB_OK);
         rb_scene_stats_get(scene, &st);
-        rebuilt = st.bvh_rebuilds > 0;
+        rebuilt = st.bvh_rebuilds > rebuilds_before;
         if (round % 4 == 0 || rebuilt) {
             make_rays(&g, boxes, NB, rays, NR / 4);
             compare_scene(fast, ref, scene, 3, rays, NR / 4, 5,
@@ -693,11 +706,13 @@ START_TEST(test_parallel_build)
     for (size_t i = 0; i < NB; i++) {
         const rb_bvh_node *n = &b2->nodes[b2->where[i] / RB_BVH_WIDTH];
         unsigned k = b2->where[i] % RB_BVH_WIDTH;
-        ck_assert((n->boxes >> k) & 1);
-        ck_assert_uint_eq(n->child[k], i);
+        int ok = ((n->boxes >> k) & 1) && n->child[k] == i;
         for (int a = 0; a < 3; a++)
-            ck_assert(n->lo[a][k] == boxes[i].min[a] &&
-                      n->hi[a][k] == boxes[i].max[a]);
+            ok &= n->lo[a][k] == boxes[i].min[a] &&
+                  n->hi[a][k] == boxes[i].max[a];
+        if (!ok)
+            ck_abort_msg("box %zu is not in slot %u as where[] says", i,
+                         b2->where[i]);
     }
 
     rb_scene_stats st;
@@ -720,6 +735,76 @@ START_TEST(test_parallel_build)
 }
 END_TEST
 
+/* The portable walker (RAYBOX_SIMD=scalar) on the shapes that stress
+ * node tests most. */
+START_TEST(test_scalar_walker)
+{
+    setenv("RAYBOX_SIMD", "scalar", 1);
+    rb_context *fast = make_ctx(RB_BVH_USE_ALWAYS, 0);
+    unsetenv("RAYBOX_SIMD");
+    rb_context *ref = make_ctx(RB_BVH_USE_OFF, 0);
+    rb_backend_info info;
+    rb_context_info(fast, &info);
+    ck_assert_str_eq(info.simd, "scalar");
+    static const int shapes[] = {FLAT_POINTS, GRID, HUGE, IDENTICAL, THIN};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++)
+        check_shape(fast, ref, shapes[k], 800, 12000, 500 + k);
+    rb_context_destroy(fast);
+    rb_context_destroy(ref);
+}
+END_TEST
+
+/* Invalid rays are found on the hierarchy path as on brute force: the
+ * lowest index, whatever order the walk takes (big batches are walked in
+ * ray_order.h's order). */
+START_TEST(test_invalid_rays)
+{
+    rb_context *fast = make_ctx(RB_BVH_USE_ALWAYS, 0);
+    rb_context *ref = make_ctx(RB_BVH_USE_OFF, 0);
+    rbt_rng g = {31};
+    enum { NB = 500, NR = 20000 };
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    rb_hit *hits = calloc(NR, sizeof *hits);
+    gen_boxes(UNIFORM, NB, &g, boxes);
+    make_rays(&g, boxes, NB, rays, NR);
+    rays[17000].dir[1] = NAN;
+    rays[9000].tmin = 2;
+    rays[9000].tmax = 1;
+    rays[12000].origin[2] = INFINITY;
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create(fast, 3, boxes, NB, &scene), RB_OK);
+    static const size_t counts[] = {NR, 9500};
+    for (int c = 0; c < 2; c++) {
+        for (int inline_boxes = 0; inline_boxes < 2; inline_boxes++) {
+            rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                          .n_rays = counts[c]};
+            if (inline_boxes) {
+                q.boxes = boxes;
+                q.n_boxes = NB;
+            } else {
+                q.scene = scene;
+            }
+            rb_results res = {.hits = hits, .capacity = NR};
+            rb_context *ctxs[2] = {fast, ref};
+            for (int k = 0; k < 2; k++) {
+                ck_assert_int_eq(rb_intersect(ctxs[k], &q, &res), RB_EINPUT);
+                const rb_error *e = rb_context_error(ctxs[k]);
+                ck_assert_int_eq(e->element, RB_ELEMENT_RAY);
+                ck_assert_uint_eq(e->index, 9000);
+                ck_assert_int_eq(e->field, 6);
+            }
+        }
+    }
+    rb_scene_destroy(scene);
+    free(boxes);
+    free(rays);
+    free(hits);
+    rb_context_destroy(fast);
+    rb_context_destroy(ref);
+}
+END_TEST
+
 static void report(void)
 {
     fprintf(stderr, "test_bvh: %zu rays compared with brute force\n",
@@ -736,6 +821,8 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_refit);
     tcase_add_test(tc, test_append);
     tcase_add_test(tc, test_parallel_build);
+    tcase_add_test(tc, test_scalar_walker);
+    tcase_add_test(tc, test_invalid_rays);
     suite_add_tcase(s, tc);
     return s;
 }
