@@ -98,10 +98,11 @@ struct rb_context {
     struct rb_bvh *scratch_bvh;  /* transient hierarchy of inline boxes */
 };
 
-/* When queries go through a hierarchy. AUTO: always for scenes, for
- * inline boxes when rb_bvh_pays() says so. OFF: never (brute force, the
- * reference the tests compare against). ALWAYS: inline boxes too, however
- * few. Read from RAYBOX_BVH=auto|off|on when a context is created. */
+/* When queries go through a hierarchy. AUTO: for scenes of 256 boxes or
+ * more, for inline boxes when the cost model of query.c says building one
+ * pays. OFF: never (brute force, the reference the tests compare
+ * against). ALWAYS: every scene and inline box set, however small. Read
+ * from RAYBOX_BVH=auto|off|on when a context is created. */
 enum { RB_BVH_USE_AUTO = 0, RB_BVH_USE_OFF = 1, RB_BVH_USE_ALWAYS = 2 };
 
 /* ---- memory (alloc.c): every host allocation goes through ctx->alloc. */

@@ -23,6 +23,23 @@
 #define BUILD_NS_PER_BOX 450.0
 #define WALK_NS_PER_RAY 250.0
 
+/* A scene's own hierarchy is already built, but for a few boxes testing
+ * them all is still faster than a walk. Measured the same way (scenes of
+ * 4 to 1024 boxes, 100000 rays): 16 boxes 8 ms brute vs 11 ms walk
+ * (nearest), the two even between 256 and 512 boxes, 1024 boxes 80 ms vs
+ * 40 ms. */
+#define SCENE_MIN_BOXES 256
+
+static const rb_bvh *scene_bvh(const rb_context *ctx, const rb_scene *s)
+{
+    const rb_bvh *bvh = rb_scene_bvh(s);
+    if (!bvh || ctx->bvh_use == RB_BVH_USE_OFF)
+        return NULL;
+    if (ctx->bvh_use == RB_BVH_USE_AUTO && bvh->n_boxes < SCENE_MIN_BOXES)
+        return NULL;
+    return bvh;
+}
+
 static int transient_pays(const rb_context *ctx, size_t n_rays,
                           size_t n_boxes)
 {
@@ -148,8 +165,7 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
     } else if (q->scene) {
         job.boxes = rb_scene_boxset(q->scene);
         n_boxes = job.boxes->n;
-        if (ctx->bvh_use != RB_BVH_USE_OFF)
-            job.bvh = rb_scene_bvh(q->scene);
+        job.bvh = scene_bvh(ctx, q->scene);
     } else {
         /* Boxes are checked before any ray: a bad box fails every ray. */
         rc = rb_boxset_build(ctx, &ctx->scratch_boxes, &ctx->scratch_cap,

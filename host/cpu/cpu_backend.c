@@ -30,9 +30,10 @@
 #define SMALL_BVH_RAYS 256      /* the same for hierarchy walks (~1 us/ray) */
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
 #define WALK_PREFETCH 8         /* rays fetched ahead in walk order */
-/* From this many rays on, walks follow ray_order.h: the sort costs ~20 ns
- * a ray, the cache hits it buys save far more once the tree outgrows the
- * caches (measured with raybox-bench-bvh: 1M boxes, 2-3x faster). */
+/* From this many rays on, walks follow ray_order.h: sorting took ~5% of
+ * the walk time and bought 1.3-1.6x faster nearest walks on 100K-1M
+ * random boxes (raybox-bench-bvh, one thread), more where the tree
+ * outgrows the caches. */
 #define ORDER_MIN_RAYS 8192
 
 typedef struct worker_scratch {
