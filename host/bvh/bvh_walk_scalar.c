@@ -1,6 +1,7 @@
 /*
  * bvh_walk_scalar.c - the portable hierarchy walk: the 8 slots of a node
- * tested one after another with the node test of bvh_walk.inc.
+ * tested one after another, box slots with rb_slab_hit itself, subtree
+ * slots with the conservative test of bvh_walk.inc.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -24,30 +25,32 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
                                  float x_out[RB_BVH_WIDTH],
                                  unsigned *boxes_hit)
 {
-    const float *near[3], *far[3];
-    for (int a = 0; a < 3; a++) {
-        near[a] = w->sign[a] ? n->hi[a] : n->lo[a];
-        far[a] = w->sign[a] ? n->lo[a] : n->hi[a];
-    }
     unsigned exact = 0, maybe = 0;
     for (int k = 0; k < RB_BVH_WIDTH; k++) {
+        float lo[3] = {n->lo[0][k], n->lo[1][k], n->lo[2][k]};
+        float hi[3] = {n->hi[0][k], n->hi[1][k], n->hi[2][k]};
+        if ((n->boxes >> k) & 1) {
+            /* A box: the reference formula itself. */
+            exact |= (unsigned)rb_slab_hit(&w->r, lo, hi, &e_out[k],
+                                           &x_out[k])
+                     << k;
+            continue;
+        }
         float e = w->r.tmin, x = INFINITY;
         for (int a = 0; a < 3; a++) {
-            float ne = (near[a][k] - w->r.o[a]) * w->r.inv[a];
-            float fa = (far[a][k] - w->r.o[a]) * w->r.inv[a];
+            int s = w->sign[a];
+            float ne = ((s ? hi[a] : lo[a]) - w->r.o[a]) * w->r.inv[a];
+            float fa = ((s ? lo[a] : hi[a]) - w->r.o[a]) * w->r.inv[a];
             e = ne > e ? ne : e;
             x = fa < x ? fa : x;
         }
-        float xe = x < w->r.tmax ? x : w->r.tmax;
-        float xp = x * (x >= 0.0f ? RB_BVH_PAD_UP : RB_BVH_PAD_DOWN);
-        xp = xp < limit ? xp : limit;
+        x *= x >= 0.0f ? RB_BVH_PAD_UP : RB_BVH_PAD_DOWN;
+        x = x < limit ? x : limit;
         e_out[k] = e;
-        x_out[k] = xe;
-        exact |= (unsigned)(e <= xe && e < INFINITY) << k;
-        maybe |= (unsigned)(e <= xp && e < INFINITY) << k;
+        maybe |= (unsigned)(e <= x && e < INFINITY) << k;
     }
-    *boxes_hit = exact & n->boxes;
-    return maybe & ~n->boxes;
+    *boxes_hit = exact;
+    return maybe;
 }
 
 #define WALK_TABLE rb_bvh_walk_scalar
