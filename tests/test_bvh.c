@@ -805,6 +805,99 @@ START_TEST(test_invalid_rays)
 }
 END_TEST
 
+/* An allocator that fails from the Nth allocation on. */
+typedef struct failing {
+    long left; /* allocations still allowed; < 0: unlimited */
+} failing;
+
+static void *failing_alloc(void *user, size_t size, size_t align)
+{
+    failing *f = user;
+    if (f->left == 0)
+        return NULL;
+    if (f->left > 0)
+        f->left--;
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
+                       size ? size : 1))
+        return NULL;
+    return p;
+}
+
+static void failing_free(void *user, void *ptr)
+{
+    (void)user;
+    free(ptr);
+}
+
+/* Out of memory anywhere in building, appending, moving or querying
+ * through a hierarchy is a status, never a crash or a leak (ASan), and a
+ * failed append leaves the scene as it was. */
+START_TEST(test_out_of_memory)
+{
+    failing f = {-1};
+    rb_allocator a = {failing_alloc, failing_free, &f};
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.allocator = &a;
+    opt.threads = 2;
+    rb_context *ctx = rbt_context_opts(RBT_CPU, &opt);
+    ctx->bvh_use = RB_BVH_USE_ALWAYS;
+    rb_context *ref = make_ctx(RB_BVH_USE_OFF, 0);
+    rbt_rng g = {3};
+    enum { NB = 12000, NR = 9000 };
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    gen_boxes(CLUSTERED, NB, &g, boxes);
+    make_rays(&g, boxes, NB, rays, NR);
+    int ok = 0;
+    for (long n = 0; !ok; n++) {
+        rb_scene *scene = NULL;
+        f.left = n;
+        int rc = rb_scene_create(ctx, 3, boxes, NB / 2, &scene);
+        if (rc == RB_OK) {
+            rc = rb_scene_append(ctx, scene, boxes + NB / 2, NB / 2);
+            rb_scene_stats st;
+            rb_scene_stats_get(scene, &st);
+            ck_assert_uint_eq(st.boxes, rc == RB_OK ? NB : NB / 2);
+            ck_assert_uint_eq(st.version, rc == RB_OK ? 2 : 1);
+        }
+        if (rc == RB_OK) {
+            uint32_t idx[64];
+            for (uint32_t k = 0; k < 64; k++)
+                idx[k] = k * 7;
+            rc = rb_scene_set(ctx, scene, idx, boxes, 64);
+        }
+        if (rc == RB_OK) {
+            /* Queries answer exactly even when the walk order or the
+             * transient hierarchy cannot be allocated (the inline boxes
+             * themselves get their grow-only buffer in the first run). */
+            rb_query q = {.dims = 3, .rays = rays, .n_rays = NR,
+                          .boxes = boxes, .n_boxes = NB, .max_hits = 4};
+            f.left = -1;
+            compare_query(ctx, ref, q, "inline");
+            for (long k = 0; k < 8; k++) {
+                f.left = k % 3; /* the walk order: 2 allocations */
+                compare_scene(ctx, ref, scene, 3, rays, k < 3 ? NR : 100, 4,
+                              "scene, memory short");
+                f.left = k;
+                q.n_rays = NR / 8 + (size_t)k * 1000;
+                compare_query(ctx, ref, q, "inline, memory short");
+            }
+            ok = 1;
+        } else {
+            ck_assert_int_eq(rc, RB_ENOMEM);
+        }
+        f.left = -1;
+        rb_scene_destroy(scene);
+    }
+    free(boxes);
+    free(rays);
+    rb_context_destroy(ctx);
+    rb_context_destroy(ref);
+}
+END_TEST
+
 static void report(void)
 {
     fprintf(stderr, "test_bvh: %zu rays compared with brute force\n",
@@ -823,6 +916,7 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_parallel_build);
     tcase_add_test(tc, test_scalar_walker);
     tcase_add_test(tc, test_invalid_rays);
+    tcase_add_test(tc, test_out_of_memory);
     suite_add_tcase(s, tc);
     return s;
 }
