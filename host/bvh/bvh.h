@@ -20,8 +20,8 @@
  *   its original index. Otherwise child > 0 is an inner node nodes[child]
  *   with the slot holding its bounds, and child == 0 is an empty slot with
  *   empty bounds (lo = +inf, hi = -inf) that no ray can enter. Children
- *   always sit at higher indices than their parent (refit relies on it)
- *   and the children of a node are consecutive.
+ *   always sit at higher indices than their parent (refit relies on it);
+ *   below the top two levels, the children of a node are consecutive.
  *
  * Threads: a built rb_bvh is read-only for traversal and may be shared by
  * any number of threads; refit and rebuild need exclusive access.
@@ -114,11 +114,13 @@ int rb_bvh_clone(const rb_allocator *alloc, const rb_bvh *src, rb_bvh *out);
 size_t rb_bvh_bytes(const rb_bvh *bvh);
 
 /* Collapses a binary tree (bvh_build.c) whose leaves are prims into wide
- * nodes written to out, or only counts them when out is NULL; where[i]
- * gets the slot of original box i (when out is set). Returns the node
- * count; *depth gets the wide depth. */
-size_t rb_bvh_collapse(const rb_bvh2_node *bin, const rb_bvh_prim *prims,
-                       rb_bvh_node *out, uint32_t *where, unsigned *depth);
+ * nodes, in an exactly sized array allocated with alloc (*out, *n_nodes),
+ * on the pool's threads; where[i] gets the slot of original box i and
+ * *depth the wide depth. Returns RB_OK or RB_ENOMEM. */
+int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
+                    const rb_bvh2_node *bin, const rb_bvh_prim *prims,
+                    uint32_t *where, rb_bvh_node **out, size_t *n_nodes,
+                    unsigned *depth);
 
 /* Copies boxes indices[0..n) (original indices) from `boxes`, which holds
  * their new corners, into their slots, then refits. */

@@ -2,8 +2,11 @@
  * bvh_build.c - binned SAH build on the context's thread pool.
  *
  * The boxes are copied into prims (32-byte records that keep their
- * original index) and reordered in place by recursive partitioning. A
- * range is split where the surface area heuristic, evaluated at NBINS
+ * original index) and reordered by recursive partitioning, which copies a
+ * range into the other of two prim arrays (left side from the front,
+ * right side from the back: one read and one write per box, no branch);
+ * each range knows which array holds it, and leaves end up in the first.
+ * A range is split where the surface area heuristic, evaluated at NBINS
  * centroid bins per axis, is cheapest. Ranges of at least SHARE_MIN boxes
  * go to a queue that every pool thread drains; smaller ones are finished
  * by the thread that made them. Binary nodes go to a scratch array in
@@ -35,12 +38,14 @@
 
 typedef struct range {
     uint32_t node, begin, end, depth;
+    uint32_t buf;         /* which prims array holds the range */
     float clo[3], chi[3]; /* bounds of the box centres */
 } range;
 
 typedef struct bin {
     _Alignas(16) float lo[4]; /* x, y, z; the fourth lane is unused */
     float hi[4];
+    float clo[4], chi[4];     /* bounds of the centres */
     uint32_t n;
 } bin;
 
@@ -53,10 +58,12 @@ typedef struct split {
     int axis, k;        /* boxes whose bin along axis is < k go left */
     double cost;        /* SAH, relative to the parent */
     float lo[2][3], hi[2][3];
+    float clo[2][3], chi[2][3];
 } split;
 
 typedef struct builder {
-    rb_bvh_prim *prims;
+    rb_bvh_prim *prims;   /* leaves end up here */
+    rb_bvh_prim *other;   /* the second array ranges move through */
     rb_bvh2_node *tmp;
     atomic_size_t next; /* next free node of tmp */
     pthread_mutex_t lock;
@@ -118,7 +125,7 @@ static void make_binner(const range *r, binner *b, int live[3])
 }
 
 /* Counts prims [begin, end) into bins along each axis and grows the
- * bins' bounds. */
+ * bins' bounds and centre bounds. */
 static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
                       const binner *bn, bin bins[3][NBINS])
 {
@@ -136,20 +143,28 @@ static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
         __m128 c = _mm_add_ps(_mm_mul_ps(lo, half), _mm_mul_ps(hi, half));
         __m128 x = _mm_mul_ps(_mm_sub_ps(c, base), scale);
         x = _mm_max_ps(_mm_min_ps(x, top), zero);
-        int32_t k[4];
-        _mm_storeu_si128((__m128i *)k, _mm_cvttps_epi32(x));
+        /* Lanes out through registers: a vector store read back as
+         * scalars stalls store forwarding. */
+        __m128i q = _mm_cvttps_epi32(x);
+        int k[3] = {_mm_cvtsi128_si32(q),
+                    _mm_cvtsi128_si32(_mm_shuffle_epi32(q, 1)),
+                    _mm_cvtsi128_si32(_mm_shuffle_epi32(q, 2))};
         for (int a = 0; a < 3; a++) {
             bin *b = &bins[a][k[a]];
             _mm_store_ps(b->lo, _mm_min_ps(lo, _mm_load_ps(b->lo)));
             _mm_store_ps(b->hi, _mm_max_ps(hi, _mm_load_ps(b->hi)));
+            _mm_store_ps(b->clo, _mm_min_ps(c, _mm_load_ps(b->clo)));
+            _mm_store_ps(b->chi, _mm_max_ps(c, _mm_load_ps(b->chi)));
             b->n++;
         }
     }
 #else
     for (uint32_t i = begin; i < end; i++) {
+        float c[3] = {centre(&p[i], 0), centre(&p[i], 1), centre(&p[i], 2)};
         for (int a = 0; a < 3; a++) {
-            bin *b = &bins[a][bin_of(bn, centre(&p[i], a), a)];
+            bin *b = &bins[a][bin_of(bn, c[a], a)];
             grow(b->lo, b->hi, p[i].lo, p[i].hi);
+            grow(b->clo, b->chi, c, c);
             b->n++;
         }
     }
@@ -170,10 +185,12 @@ static int find_split(const builder *bld, const range *r,
     for (int a = 0; a < 3; a++) {
         for (int k = 0; k < NBINS; k++) {
             empty_bounds(bins[a][k].lo, bins[a][k].hi);
+            empty_bounds(bins[a][k].clo, bins[a][k].chi);
             bins[a][k].n = 0;
         }
     }
-    bin_prims(bld->prims, r->begin, r->end, &bn, bins);
+    bin_prims(r->buf ? bld->other : bld->prims, r->begin, r->end, &bn,
+              bins);
 
     int perimeter = measure(node->lo, node->hi, 0) <= 0;
     double parent = measure(node->lo, node->hi, perimeter);
@@ -215,55 +232,39 @@ static int find_split(const builder *bld, const range *r,
     }
     if (!found)
         return 0;
-    for (int s = 0; s < 2; s++)
+    for (int s = 0; s < 2; s++) {
         empty_bounds(best->lo[s], best->hi[s]);
+        empty_bounds(best->clo[s], best->chi[s]);
+    }
     for (int k = 0; k < NBINS; k++) {
         const bin *b = &bins[best->axis][k];
         int s = k >= best->k;
         grow(best->lo[s], best->hi[s], b->lo, b->hi);
+        grow(best->clo[s], best->chi[s], b->clo, b->chi);
     }
     return 1;
 }
 
-/* Moves the boxes of r that belong left of s to the front; returns where
- * the right side starts and fills the children's centre bounds. Lomuto
- * without branches: every box is swapped with the first right one, and
- * that position advances when the box went left. Which side a box goes
- * to is unpredictable, so a branch would be mispredicted half the time. */
-static uint32_t partition(builder *bld, const range *r, const split *s,
-                          range kids[2])
+/* Copies the boxes of r into the other array, those left of s to the
+ * front and the others to the back; returns where the right side starts.
+ * Which side a box goes to is unpredictable, so the destination is
+ * computed, not branched on. */
+static uint32_t partition(builder *bld, const range *r, const split *s)
 {
     binner bn;
     int live[3];
     make_binner(r, &bn, live);
-    float clo[2][3], chi[2][3];
-    for (int c = 0; c < 2; c++)
-        empty_bounds(clo[c], chi[c]);
-    rb_bvh_prim *p = bld->prims;
-    uint32_t store = r->begin;
+    const rb_bvh_prim *src = r->buf ? bld->other : bld->prims;
+    rb_bvh_prim *dst = r->buf ? bld->prims : bld->other;
+    uint32_t left_end = r->begin, right_begin = r->end;
     for (uint32_t i = r->begin; i < r->end; i++) {
-        rb_bvh_prim t = p[i];
-        float c[3] = {centre(&t, 0), centre(&t, 1), centre(&t, 2)};
-        int left = bin_of(&bn, c[s->axis], s->axis) < s->k;
-        for (int a = 0; a < 3; a++) {
-            float inf = INFINITY;
-            float l = left ? c[a] : inf, rr = left ? inf : c[a];
-            clo[0][a] = l < clo[0][a] ? l : clo[0][a];
-            clo[1][a] = rr < clo[1][a] ? rr : clo[1][a];
-            l = left ? c[a] : -inf;
-            rr = left ? -inf : c[a];
-            chi[0][a] = l > chi[0][a] ? l : chi[0][a];
-            chi[1][a] = rr > chi[1][a] ? rr : chi[1][a];
-        }
-        p[i] = p[store];
-        p[store] = t;
-        store += (uint32_t)left;
+        const rb_bvh_prim *t = &src[i];
+        uint32_t left = bin_of(&bn, centre(t, s->axis), s->axis) < s->k;
+        right_begin -= 1 - left;
+        dst[left ? left_end : right_begin] = *t;
+        left_end += left;
     }
-    for (int c = 0; c < 2; c++) {
-        memcpy(kids[c].clo, clo[c], sizeof clo[c]);
-        memcpy(kids[c].chi, chi[c], sizeof chi[c]);
-    }
-    return store;
+    return left_end;
 }
 
 /* Bounds and centre bounds of prims [begin, end). */
@@ -300,14 +301,21 @@ static int split_one(builder *bld, const range *r, range kids[2])
     if (n <= RB_BVH_LEAF)
         goto leaf;
     if (r->depth < RB_BVH_SAH_DEPTH && find_split(bld, r, node, &s)) {
-        mid = partition(bld, r, &s, kids);
+        mid = partition(bld, r, &s);
         memcpy(lo, s.lo, sizeof lo);
         memcpy(hi, s.hi, sizeof hi);
+        for (int c = 0; c < 2; c++) {
+            memcpy(kids[c].clo, s.clo[c], sizeof kids[c].clo);
+            memcpy(kids[c].chi, s.chi[c], sizeof kids[c].chi);
+            kids[c].buf = !r->buf;
+        }
     } else {
         /* Every centre equal, or too deep for SAH: halve by count. */
+        const rb_bvh_prim *p = r->buf ? bld->other : bld->prims;
         mid = r->begin + n / 2;
-        bounds_of(bld->prims, r->begin, mid, lo[0], hi[0], &kids[0]);
-        bounds_of(bld->prims, mid, r->end, lo[1], hi[1], &kids[1]);
+        bounds_of(p, r->begin, mid, lo[0], hi[0], &kids[0]);
+        bounds_of(p, mid, r->end, lo[1], hi[1], &kids[1]);
+        kids[0].buf = kids[1].buf = r->buf;
     }
     size_t pair = atomic_fetch_add_explicit(&bld->next, 2,
                                             memory_order_relaxed);
@@ -325,6 +333,9 @@ static int split_one(builder *bld, const range *r, range kids[2])
     kids[1].end = r->end;
     return 1;
 leaf:
+    if (r->buf)
+        memcpy(&bld->prims[r->begin], &bld->other[r->begin],
+               n * sizeof *bld->prims);
     node->first = r->begin;
     node->count = n;
     return 0;
@@ -381,26 +392,66 @@ static void build_worker(void *arg, size_t task, unsigned worker)
     pthread_mutex_unlock(&bld->lock);
 }
 
-/* Copies the boxes into prims in original order; fills the root range. */
-static void load_prims(const rb_boxset *boxes, rb_bvh_prim *p, range *root,
-                       rb_bvh2_node *node)
+/* Copying the boxes into prims, in chunks on the pool. */
+#define LOAD_TASKS_MAX 256
+#define LOAD_CHUNK_MIN 65536
+
+typedef struct loading {
+    const rb_boxset *boxes;
+    rb_bvh_prim *prims, *other;
+    size_t chunk;
+    float lo[LOAD_TASKS_MAX][3], hi[LOAD_TASKS_MAX][3];
+    range part[LOAD_TASKS_MAX]; /* centre bounds per chunk */
+} loading;
+
+static void load_task(void *arg, size_t t, unsigned worker)
 {
-    size_t n = boxes->n;
-    float lo[3], hi[3];
-    for (size_t i = 0; i < n; i++) {
+    loading *l = arg;
+    (void)worker;
+    size_t begin = t * l->chunk, end = begin + l->chunk;
+    if (end > l->boxes->n)
+        end = l->boxes->n;
+    rb_bvh_prim *p = l->prims;
+    for (size_t i = begin; i < end; i++) {
         for (int a = 0; a < 3; a++) {
-            p[i].lo[a] = rb_boxset_lo(boxes, a)[i];
-            p[i].hi[a] = rb_boxset_hi(boxes, a)[i];
+            p[i].lo[a] = rb_boxset_lo(l->boxes, a)[i];
+            p[i].hi[a] = rb_boxset_hi(l->boxes, a)[i];
         }
         p[i].index = (uint32_t)i;
         p[i].pad = 0;
     }
-    bounds_of(p, 0, (uint32_t)n, lo, hi, root);
+    bounds_of(p, (uint32_t)begin, (uint32_t)end, l->lo[t], l->hi[t],
+              &l->part[t]);
+    /* Touch the second array here, in parallel, rather than in the first
+     * (single-threaded) partition. */
+    memset(&l->other[begin], 0, (end - begin) * sizeof *l->other);
+}
+
+/* Copies the boxes into prims in original order; fills the root range. */
+static void load_prims(struct rb_pool *pool, const rb_boxset *boxes,
+                       rb_bvh_prim *prims, rb_bvh_prim *other, range *root,
+                       rb_bvh2_node *node)
+{
+    size_t n = boxes->n;
+    loading l = {.boxes = boxes, .prims = prims, .other = other};
+    l.chunk = (n + LOAD_TASKS_MAX - 1) / LOAD_TASKS_MAX;
+    if (l.chunk < LOAD_CHUNK_MIN)
+        l.chunk = LOAD_CHUNK_MIN;
+    size_t tasks = (n + l.chunk - 1) / l.chunk;
+    rb_pool_run(pool, tasks, load_task, &l);
+    float lo[3], hi[3];
+    empty_bounds(lo, hi);
+    empty_bounds(root->clo, root->chi);
+    for (size_t t = 0; t < tasks; t++) {
+        grow(lo, hi, l.lo[t], l.hi[t]);
+        grow(root->clo, root->chi, l.part[t].clo, l.part[t].chi);
+    }
     set_bounds(node, lo, hi);
     root->node = 0;
     root->begin = 0;
     root->end = (uint32_t)n;
     root->depth = 0;
+    root->buf = 0;
 }
 
 static void replace(rb_bvh *bvh, const rb_allocator *alloc,
@@ -434,16 +485,18 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     uint32_t *where = NULL;
     bld.cap = n / SHARE_MIN * 2 + 2;
     bld.prims = rb_alloc_with(alloc, n * sizeof *bld.prims, 64);
+    bld.other = rb_alloc_with(alloc, n * sizeof *bld.other, 64);
     bld.tmp = rb_alloc_with(alloc, 2 * n * sizeof *bld.tmp, 64);
     bld.queue = rb_alloc_with(alloc, bld.cap * sizeof *bld.queue, 16);
     where = rb_alloc_with(alloc, n * sizeof *where, 64);
-    if (!bld.prims || !bld.tmp || !bld.queue || !where)
+    if (!bld.prims || !bld.other || !bld.tmp || !bld.queue || !where)
         goto oom;
 
     pthread_mutex_init(&bld.lock, NULL);
     pthread_cond_init(&bld.cond, NULL);
     atomic_init(&bld.next, 1);
-    load_prims(boxes, bld.prims, &bld.queue[0], &bld.tmp[0]);
+    load_prims(pool, boxes, bld.prims, bld.other, &bld.queue[0],
+               &bld.tmp[0]);
     bld.len = 1;
     if (n >= 2 * SHARE_MIN)
         rb_pool_run(pool, rb_pool_size(pool), build_worker, &bld);
@@ -452,17 +505,15 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     pthread_cond_destroy(&bld.cond);
     pthread_mutex_destroy(&bld.lock);
     rb_free_with(alloc, bld.queue);
+    rb_free_with(alloc, bld.other);
     bld.queue = NULL;
+    bld.other = NULL;
 
     unsigned depth;
-    size_t n_nodes = rb_bvh_collapse(bld.tmp, bld.prims, NULL, NULL, &depth);
-    /* where[] packs node * 8 + slot into 32 bits. */
-    if (n_nodes > UINT32_MAX / RB_BVH_WIDTH)
+    size_t n_nodes;
+    if (rb_bvh_collapse(pool, alloc, bld.tmp, bld.prims, where, &nodes,
+                        &n_nodes, &depth) != RB_OK)
         goto oom;
-    nodes = rb_alloc_with(alloc, n_nodes * sizeof *nodes, 64);
-    if (!nodes)
-        goto oom;
-    rb_bvh_collapse(bld.tmp, bld.prims, nodes, where, &depth);
     rb_free_with(alloc, bld.tmp);
     rb_free_with(alloc, bld.prims);
 
@@ -473,6 +524,7 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     return RB_OK;
 oom:
     rb_free_with(alloc, bld.prims);
+    rb_free_with(alloc, bld.other);
     rb_free_with(alloc, bld.tmp);
     rb_free_with(alloc, bld.queue);
     rb_free_with(alloc, where);
