@@ -19,8 +19,9 @@
  * conservative node test of bvh_walk.inc sound. Split positions only
  * affect speed, so centroid and area arithmetic need not be exact; areas
  * are computed in double so that huge coordinates cannot overflow them.
- * Binning and partitioning use SSE where there is SSE2 (x86-64 always
- * has it); the vector and scalar forms compute the same bins.
+ * Binning uses SSE where there is SSE2 (x86-64 always has it); the
+ * vector and scalar forms compute the same bins, and partitioning uses
+ * the scalar form, so both agree on every box's side.
  */
 #include <math.h>
 #include <pthread.h>
