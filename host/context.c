@@ -113,7 +113,8 @@ static char *default_cache_dir(rb_context *ctx, int *oom)
 }
 
 /* RAYBOX_BVH=off makes every query brute force (the tests' reference),
- * =on sends inline boxes through a hierarchy too; anything else is auto. */
+ * =on uses a hierarchy for every scene and inline box set; anything else
+ * is auto (see internal.h). */
 static int bvh_use_from_env(void)
 {
     const char *v = getenv("RAYBOX_BVH");

@@ -282,9 +282,10 @@ typedef struct rb_scene_stats {
     double bytes_per_box; /* host_bytes / boxes (0 for an empty scene) */
     /* The hierarchy (built at creation, refit by rb_scene_set, rebuilt by
      * rb_scene_append and when refits have degraded it). */
-    uint64_t bvh_nodes;
-    unsigned bvh_depth;   /* levels, 1 for a single leaf */
-    double bvh_sah;       /* SAH cost now: expected slab tests per ray */
+    uint64_t bvh_nodes;   /* 8-wide nodes of 256 bytes */
+    unsigned bvh_depth;   /* levels, 1 for a single node, 0 when empty */
+    double bvh_sah;       /* SAH cost now: expected node visits of a ray
+                           * through the scene's bounds */
     double bvh_sah_built; /* SAH cost right after the last build */
     double bvh_build_ms;  /* wall time of the last build */
     uint64_t bvh_refits;
