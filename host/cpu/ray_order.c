@@ -22,13 +22,15 @@ typedef struct keying {
     int octant_first;
 } keying;
 
-/* GRID_BITS bits of x spread three apart. */
+/* The low 10 bits of x spread three apart (bit b goes to bit 3b). */
 static uint32_t spread(uint32_t x)
 {
-    uint32_t r = 0;
-    for (int b = 0; b < GRID_BITS; b++)
-        r |= ((x >> b) & 1u) << (3 * b);
-    return r;
+    x &= 0x3ffu;
+    x = (x | x << 16) & 0x030000ffu;
+    x = (x | x << 8) & 0x0300f00fu;
+    x = (x | x << 4) & 0x030c30c3u;
+    x = (x | x << 2) & 0x09249249u;
+    return x;
 }
 
 static uint32_t cell(const keying *k, int a, float o)
