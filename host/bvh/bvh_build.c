@@ -35,6 +35,7 @@
 #include "bvh.h"
 
 #define NBINS 16
+#define ONE_AXIS_BELOW 1024
 #define SHARE_MIN 4096
 
 typedef struct range {
@@ -116,19 +117,30 @@ static inline int bin_of(const binner *b, float c, int a)
 
 static void make_binner(const range *r, binner *b, int live[3])
 {
+    double longest = 0;
+    int at = -1;
     for (int a = 0; a < 3; a++) {
         double ext = (double)r->chi[a] - r->clo[a];
         double scale = ext > 0 ? NBINS * (1.0 - 1e-6) / ext : 0.0;
         b->base[a] = r->clo[a];
         b->scale[a] = scale < FLT_MAX ? (float)scale : FLT_MAX;
         live[a] = ext > 0;
+        if (ext > longest) {
+            longest = ext;
+            at = a;
+        }
     }
+    /* Small ranges: the longest axis only, a third of the binning. */
+    if (r->end - r->begin < ONE_AXIS_BELOW && at >= 0)
+        for (int a = 0; a < 3; a++)
+            live[a] = a == at;
 }
 
 /* Counts prims [begin, end) into bins along each axis and grows the
  * bins' bounds and centre bounds. */
 static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
-                      const binner *bn, bin bins[3][NBINS])
+                      const binner *bn, const int live[3],
+                      bin bins[3][NBINS])
 {
 #ifdef __SSE2__
     /* bin_of for three axes at once: the same operations, lane by lane
@@ -151,6 +163,8 @@ static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
                     _mm_cvtsi128_si32(_mm_shuffle_epi32(q, 1)),
                     _mm_cvtsi128_si32(_mm_shuffle_epi32(q, 2))};
         for (int a = 0; a < 3; a++) {
+            if (!live[a])
+                continue;
             bin *b = &bins[a][k[a]];
             _mm_store_ps(b->lo, _mm_min_ps(lo, _mm_load_ps(b->lo)));
             _mm_store_ps(b->hi, _mm_max_ps(hi, _mm_load_ps(b->hi)));
@@ -163,6 +177,8 @@ static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
     for (uint32_t i = begin; i < end; i++) {
         float c[3] = {centre(&p[i], 0), centre(&p[i], 1), centre(&p[i], 2)};
         for (int a = 0; a < 3; a++) {
+            if (!live[a])
+                continue;
             bin *b = &bins[a][bin_of(bn, c[a], a)];
             grow(b->lo, b->hi, p[i].lo, p[i].hi);
             grow(b->clo, b->chi, c, c);
@@ -190,7 +206,7 @@ static int find_split(const builder *bld, const range *r,
             bins[a][k].n = 0;
         }
     }
-    bin_prims(r->buf ? bld->other : bld->prims, r->begin, r->end, &bn,
+    bin_prims(r->buf ? bld->other : bld->prims, r->begin, r->end, &bn, live,
               bins);
 
     int perimeter = measure(node->lo, node->hi, 0) <= 0;
