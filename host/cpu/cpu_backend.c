@@ -190,12 +190,14 @@ static void walk_range(cpu_run *run, size_t begin, size_t end)
              * few rays ahead. */
             size_t ahead = run->order[j + WALK_PREFETCH];
             __builtin_prefetch((const char *)job->rays + ahead * ray_size);
-            if (res->hits)
+            if (job->mode == RB_MODE_NEAREST)
                 __builtin_prefetch(&res->hits[ahead], 1);
-            if (res->counts)
-                __builtin_prefetch(&res->counts[ahead], 1);
-            if (res->any)
+            else if (job->mode == RB_MODE_ANY)
                 __builtin_prefetch(&res->any[ahead], 1);
+            else
+                __builtin_prefetch(&res->counts[ahead], 1);
+            if (job->mode == RB_MODE_ALL)
+                __builtin_prefetch(&res->list[ahead * job->max_hits], 1);
         }
         rb_ray_prep p;
         if (rb_prep_rays(job->rays, job->dims, i, i + 1, &p) != i + 1) {
