@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bvh/bvh.h"
 #include "internal.h"
 #include "threadpool.h"
 
@@ -111,6 +112,19 @@ static char *default_cache_dir(rb_context *ctx, int *oom)
     return copy;
 }
 
+/* RAYBOX_BVH=off makes every query brute force (the tests' reference),
+ * =on uses a hierarchy for every scene and inline box set; anything else
+ * is auto (see internal.h). */
+static int bvh_use_from_env(void)
+{
+    const char *v = getenv("RAYBOX_BVH");
+    if (v && strcmp(v, "off") == 0)
+        return RB_BVH_USE_OFF;
+    if (v && strcmp(v, "on") == 0)
+        return RB_BVH_USE_ALWAYS;
+    return RB_BVH_USE_AUTO;
+}
+
 static void fail_text(char *err_text, size_t err_len, const char *msg)
 {
     if (err_text && err_len)
@@ -156,6 +170,7 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
     ctx->opt.allocator = NULL;
     ctx->opt.device_name = NULL; /* only used during creation */
     rb_clear_error(ctx);
+    ctx->bvh_use = bvh_use_from_env();
 
     int oom = 0;
     ctx->kernel_dir = dup_opt(ctx, opt.kernel_dir, "RAYBOX_KERNEL_DIR", &oom);
@@ -216,6 +231,8 @@ void rb_context_destroy(rb_context *ctx)
         ctx->cpu->ops->destroy(ctx->cpu);
     rb_pool_destroy(ctx->pool);
     rb_free(ctx, ctx->scratch_boxes.data);
+    rb_bvh_free(ctx->scratch_bvh);
+    rb_free(ctx, ctx->scratch_bvh);
     rb_free(ctx, ctx->build_log);
     rb_free(ctx, ctx->cache_dir);
     rb_free(ctx, ctx->kernel_dir);

@@ -13,6 +13,7 @@
 #include "slab.h"
 
 struct rb_pool;
+struct rb_bvh;
 
 /* Every-box scans read boxes as six float arrays (structure of arrays) so
  * that SIMD lanes hold consecutive boxes. The arrays are padded to a
@@ -48,6 +49,10 @@ typedef struct rb_job {
     size_t n_rays;
     const void *pair_boxes;     /* pairs only: raw boxes, n_rays of them */
     const rb_boxset *boxes;     /* every-box modes */
+    /* Every-box modes: a hierarchy over `boxes` (host/bvh/bvh.h), or NULL.
+     * A backend that cannot traverse it scans `boxes` instead; the
+     * answers are the same (SPEC R9). */
+    const struct rb_bvh *bvh;
     uint32_t max_hits;
 } rb_job;
 
@@ -64,6 +69,7 @@ typedef struct rb_backend rb_backend;
  * describe() fills the static parts of rb_backend_info. */
 struct rb_backend_ops {
     const char *name;
+    int bvh; /* 1 if run() traverses job->bvh when there is one */
     int (*run)(rb_backend *self, rb_context *ctx, const rb_job *job,
                rb_results *results, rb_bad_input *bad);
     void (*describe)(const rb_backend *self, rb_backend_info *out);
@@ -88,7 +94,16 @@ struct rb_context {
     char *build_log;             /* owned, "" when none */
     rb_boxset scratch_boxes;     /* grow-only, for queries with inline boxes */
     size_t scratch_cap;          /* floats allocated in scratch_boxes.data */
+    int bvh_use;                 /* RB_BVH_USE_*, from $RAYBOX_BVH */
+    struct rb_bvh *scratch_bvh;  /* transient hierarchy of inline boxes */
 };
+
+/* When queries go through a hierarchy. AUTO: for scenes of 256 boxes or
+ * more, for inline boxes when the cost model of query.c says building one
+ * pays. OFF: never (brute force, the reference the tests compare
+ * against). ALWAYS: every scene and inline box set, however small. Read
+ * from RAYBOX_BVH=auto|off|on when a context is created. */
+enum { RB_BVH_USE_AUTO = 0, RB_BVH_USE_OFF = 1, RB_BVH_USE_ALWAYS = 2 };
 
 /* ---- memory (alloc.c): every host allocation goes through ctx->alloc. */
 void *rb_alloc(rb_context *ctx, size_t size, size_t align);
@@ -141,6 +156,8 @@ uint64_t rb_next_uid(void);
 /* ---- scenes (scene.c) */
 const rb_boxset *rb_scene_boxset(const rb_scene *scene);
 unsigned rb_scene_dims(const rb_scene *scene);
+/* The scene's hierarchy; NULL for an empty scene. */
+const struct rb_bvh *rb_scene_bvh(const rb_scene *scene);
 
 /* ---- backends */
 int rb_cpu_backend_create(rb_context *ctx, rb_backend **out);

@@ -5,7 +5,67 @@
  */
 #include <string.h>
 
+#include "bvh/bvh.h"
 #include "internal.h"
+
+/* Inline boxes go through a transient hierarchy when building it and
+ * walking it costs less than testing every ray against every box. Measured
+ * on the 2-core development machine (CPU backend, 2 threads, random boxes
+ * in a cube and random rays from inside it, nearest and count modes, 16
+ * to 65536 boxes x 16 to 100000 rays): brute force costs ~0.3 ns per
+ * ray-box test; the hierarchy ~450 ns per box to build plus ~250 ns per
+ * ray to walk. So it pays when R * (0.3 B - 250) > 450 B: never below
+ * ~1000 boxes, from ~7000 rays at 1K boxes and from ~1500 rays at 4K to
+ * 64K boxes (measured crossovers: 1K boxes between 1000 and 10000 rays,
+ * brute 3.4 ms vs 2.1 ms at 10000; 64K boxes x 10000 rays: 163 ms vs 32
+ * ms). Both sides scale with the processor, so the ratio travels. */
+#define BRUTE_NS_PER_TEST 0.3
+#define BUILD_NS_PER_BOX 450.0
+#define WALK_NS_PER_RAY 250.0
+
+/* A scene's own hierarchy is already built, but for a few boxes testing
+ * them all is still faster than a walk. Measured the same way (scenes of
+ * 4 to 1024 boxes, 100000 rays): 16 boxes 8 ms brute vs 11 ms walk
+ * (nearest), the two even between 256 and 512 boxes, 1024 boxes 80 ms vs
+ * 40 ms. */
+#define SCENE_MIN_BOXES 256
+
+static const rb_bvh *scene_bvh(const rb_context *ctx, const rb_scene *s)
+{
+    const rb_bvh *bvh = rb_scene_bvh(s);
+    if (!bvh || ctx->bvh_use == RB_BVH_USE_OFF)
+        return NULL;
+    if (ctx->bvh_use == RB_BVH_USE_AUTO && bvh->n_boxes < SCENE_MIN_BOXES)
+        return NULL;
+    return bvh;
+}
+
+static int transient_pays(const rb_context *ctx, size_t n_rays,
+                          size_t n_boxes)
+{
+    if (ctx->bvh_use == RB_BVH_USE_OFF || !ctx->active->ops->bvh ||
+        n_boxes == 0)
+        return 0;
+    if (ctx->bvh_use == RB_BVH_USE_ALWAYS)
+        return 1;
+    double saved = BRUTE_NS_PER_TEST * (double)n_boxes - WALK_NS_PER_RAY;
+    return (double)n_rays * saved > BUILD_NS_PER_BOX * (double)n_boxes;
+}
+
+/* The context's transient hierarchy rebuilt over its scratch boxes, or
+ * NULL when memory is short (brute force then answers the same). */
+static const rb_bvh *transient_bvh(rb_context *ctx)
+{
+    if (!ctx->scratch_bvh) {
+        ctx->scratch_bvh = rb_calloc(ctx, sizeof *ctx->scratch_bvh, 16);
+        if (!ctx->scratch_bvh)
+            return NULL;
+    }
+    if (rb_bvh_build(ctx->pool, &ctx->alloc, &ctx->scratch_boxes,
+                     ctx->scratch_bvh) != RB_OK)
+        return NULL;
+    return ctx->scratch_bvh;
+}
 
 static int check_query(rb_context *ctx, const rb_query *q,
                        const rb_results *r)
@@ -105,6 +165,7 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
     } else if (q->scene) {
         job.boxes = rb_scene_boxset(q->scene);
         n_boxes = job.boxes->n;
+        job.bvh = scene_bvh(ctx, q->scene);
     } else {
         /* Boxes are checked before any ray: a bad box fails every ray. */
         rc = rb_boxset_build(ctx, &ctx->scratch_boxes, &ctx->scratch_cap,
@@ -113,6 +174,8 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
             return rc;
         job.boxes = &ctx->scratch_boxes;
         n_boxes = q->n_boxes;
+        if (transient_pays(ctx, q->n_rays, q->n_boxes))
+            job.bvh = transient_bvh(ctx);
     }
 
     rb_backend *b = ctx->active;

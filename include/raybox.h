@@ -264,9 +264,11 @@ int rb_devices_list(rb_device_desc *out, size_t cap, size_t *count,
                     char *why, size_t why_len);
 
 /* ------------------------------------------------------------------------
- * Scenes: a stored, validated box set (and later its hierarchy), so that
- * repeated queries neither resend nor re-prepare it. A scene is owned by the
- * caller, not by a context, and can be queried from any context.
+ * Scenes: a stored, validated box set and its hierarchy (a BVH built at
+ * creation with the context's threads), so that repeated queries neither
+ * resend nor re-prepare it and cost about log(boxes) per ray. A scene is
+ * owned by the caller, not by a context, and can be queried from any
+ * context.
  */
 typedef struct rb_scene rb_scene;
 
@@ -276,7 +278,19 @@ typedef struct rb_scene_stats {
     uint64_t version;     /* 1 at creation, +1 for every successful change */
     float bounds_min[3];  /* +inf.. for an empty scene */
     float bounds_max[3];  /* -inf.. for an empty scene */
-    uint64_t host_bytes;  /* memory held by the scene */
+    uint64_t host_bytes;  /* memory held by the scene, hierarchy included */
+    double bytes_per_box; /* host_bytes / boxes (0 for an empty scene) */
+    /* The hierarchy (built at creation, refit by rb_scene_set, rebuilt by
+     * rb_scene_append and when refits have degraded it). */
+    uint64_t bvh_nodes;   /* 8-wide nodes of 256 bytes */
+    unsigned bvh_depth;   /* levels, 1 for a single node, 0 when empty */
+    double bvh_sah;       /* SAH cost now: expected node visits of a ray
+                           * through the scene's bounds */
+    double bvh_sah_built; /* SAH cost right after the last build */
+    double bvh_build_ms;  /* wall time of the last build */
+    uint64_t bvh_refits;
+    uint64_t bvh_rebuilds; /* builds after the first */
+    uint64_t bvh_bytes;   /* part of host_bytes */
 } rb_scene_stats;
 
 /* Creates a scene from n boxes (rb_box when dims == 3, rb_box2 when 2),
@@ -288,10 +302,14 @@ void rb_scene_destroy(rb_scene *scene);
 /* A deep copy (version kept), for copy-on-write updates. */
 int rb_scene_clone(rb_context *ctx, const rb_scene *scene, rb_scene **out);
 /* Replaces boxes[indices[k]] with boxes[k] for k < n. Everything is checked
- * first (indices in range, values valid); on error nothing changes. */
+ * first (indices in range, values valid); on error nothing changes. The
+ * hierarchy is refit in place; when that has grown its SAH cost past 1.5x
+ * the cost after its last build, it is rebuilt (if memory allows; the
+ * refit tree stays exact either way). */
 int rb_scene_set(rb_context *ctx, rb_scene *scene, const uint32_t *indices,
                  const void *boxes, size_t n);
-/* Appends n boxes; on error nothing changes. */
+/* Appends n boxes and rebuilds the hierarchy; on error (RB_EINPUT,
+ * RB_ENOMEM) nothing changes. */
 int rb_scene_append(rb_context *ctx, rb_scene *scene, const void *boxes,
                     size_t n);
 void rb_scene_stats_get(const rb_scene *scene, rb_scene_stats *out);

@@ -1,0 +1,162 @@
+/*
+ * bvh.h - the bounding volume hierarchy over a box set (SPEC R9).
+ *
+ * An 8-wide tree built with binned SAH on the context's thread pool: the
+ * builder makes a binary tree with leaves of up to 8 boxes (bvh_build.c),
+ * which is then collapsed into wide nodes (bvh_collapse.c) that one AVX2
+ * instruction sequence tests at once (bvh_walk_avx2.c; bvh_walk_scalar.c
+ * elsewhere). Boxes are their own leaves: a box sits in a slot of a node,
+ * its bounds stored exactly, so the test that visits a node also runs the
+ * exact formula of slab.h on its boxes, lane by lane, and no separate leaf
+ * array is read. Slots that hold subtrees get a conservative test
+ * (bvh_walk.inc), so results equal brute force bit for bit.
+ *
+ * Layout (plain floats and 32-bit words, meant for a later OpenCL kernel
+ * as well; see docs/architecture.md):
+ *   nodes[0] is the root. A node holds up to 8 slots as structure of
+ *   arrays (lo[axis][slot], hi[axis][slot]: one 32-byte row per plane)
+ *   plus child[slot] and the mask `boxes`. A slot whose bit is set in
+ *   boxes is a box: its bounds are the box's flushed corners and child is
+ *   its original index. Otherwise child > 0 is an inner node nodes[child]
+ *   with the slot holding its bounds, and child == 0 is an empty slot with
+ *   empty bounds (lo = +inf, hi = -inf) that no ray can enter. Children
+ *   always sit at higher indices than their parent (refit relies on it);
+ *   below the top two levels, the children of a node are consecutive.
+ *
+ * Threads: a built rb_bvh is read-only for traversal and may be shared by
+ * any number of threads; refit and rebuild need exclusive access.
+ */
+#ifndef RB_BVH_H
+#define RB_BVH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../internal.h"
+
+struct rb_pool;
+
+#define RB_BVH_WIDTH 8
+/* Most boxes in a leaf of the binary tree; the collapse puts a leaf's
+ * boxes in the slots of one wide node. */
+#define RB_BVH_LEAF 8
+/* The binary builder splits by SAH down to this depth, and halves ranges
+ * by count below it, so the binary tree has at most RB_BVH_MAX_DEPTH
+ * levels (a range holds at most 2^31 boxes). A wide level spans at least
+ * one binary level, and a visit pushes at most WIDTH - 1 entries per
+ * level, which bounds the traversal stack. */
+#define RB_BVH_SAH_DEPTH 64
+#define RB_BVH_MAX_DEPTH (RB_BVH_SAH_DEPTH + 33)
+#define RB_BVH_STACK ((RB_BVH_WIDTH - 1) * RB_BVH_MAX_DEPTH + 1)
+
+/* Node tests pad a slot's exit as in Ize 2013 / pbrt: exit * (1 + 2
+ * gamma_3), 1 + 3.58e-7 rounded up to 1 + 2^-21 so that the rounded
+ * product still pads by at least 2 gamma_3; a negative exit is scaled by
+ * the factor below 1 instead, so padding never shrinks it. */
+#define RB_BVH_PAD_UP (1.0f + 4.0f * FLT_EPSILON)
+#define RB_BVH_PAD_DOWN (1.0f - 4.0f * FLT_EPSILON)
+
+typedef struct rb_bvh_node {
+    float lo[3][RB_BVH_WIDTH];
+    float hi[3][RB_BVH_WIDTH];
+    uint32_t child[RB_BVH_WIDTH];
+    uint32_t boxes;  /* bit k: slot k is a box */
+    uint32_t pad[7]; /* always 0 */
+} rb_bvh_node;
+
+/* The builder's scratch copy of a box: corners and original index. */
+typedef struct rb_bvh_prim {
+    float lo[3];
+    uint32_t index;
+    float hi[3];
+    uint32_t pad;
+} rb_bvh_prim;
+
+/* The builder's binary tree (scratch): root at 0, the children of an
+ * inner node (count == 0) at first and first + 1; a leaf holds the
+ * builder's prims [first, first + count). */
+typedef struct rb_bvh2_node {
+    float lo[3];
+    uint32_t first;
+    float hi[3];
+    uint32_t count;
+} rb_bvh2_node;
+
+_Static_assert(sizeof(rb_bvh_node) == 256, "rb_bvh_node is 256 bytes");
+_Static_assert(sizeof(rb_bvh_prim) == 32, "rb_bvh_prim is 32 bytes");
+_Static_assert(sizeof(rb_bvh2_node) == 32, "rb_bvh2_node is 32 bytes");
+
+typedef struct rb_bvh {
+    rb_allocator alloc;
+    rb_bvh_node *nodes; /* n_nodes, 64-byte aligned; NULL when empty */
+    size_t n_nodes;     /* 0 for an empty box set */
+    size_t n_boxes;
+    uint32_t *where;    /* where[i] = node * 8 + slot of original box i */
+    unsigned depth;     /* wide levels; 0 when empty */
+    double sah_built;   /* SAH cost right after the last build */
+    double sah;         /* SAH cost now (after refits) */
+    double build_ms;    /* wall time of the last build */
+    uint64_t refits;
+    uint64_t builds;    /* the first build and every rebuild */
+} rb_bvh;
+
+/* Builds a hierarchy over the n real boxes of `boxes` with the pool's
+ * threads and replaces *bvh's arrays with it (counters are kept; builds is
+ * incremented). alloc is used for every array and kept in *bvh. On
+ * RB_ENOMEM *bvh is unchanged. */
+int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
+                 const rb_boxset *boxes, rb_bvh *bvh);
+/* Frees the arrays and zeroes *bvh (counters included); NULL-safe. */
+void rb_bvh_free(rb_bvh *bvh);
+/* Deep copy into *out (which must not hold arrays) with alloc. */
+int rb_bvh_clone(const rb_allocator *alloc, const rb_bvh *src, rb_bvh *out);
+/* Bytes held by the arrays. */
+size_t rb_bvh_bytes(const rb_bvh *bvh);
+
+/* Collapses a binary tree (bvh_build.c) whose leaves are prims into wide
+ * nodes, in an exactly sized array allocated with alloc (*out, *n_nodes),
+ * on the pool's threads; where[i] gets the slot of original box i and
+ * *depth the wide depth. Returns RB_OK or RB_ENOMEM. */
+int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
+                    const rb_bvh2_node *bin, const rb_bvh_prim *prims,
+                    uint32_t *where, rb_bvh_node **out, size_t *n_nodes,
+                    unsigned *depth);
+
+/* Copies boxes indices[0..n) (original indices) from `boxes`, which holds
+ * their new corners, into their slots, then refits. */
+void rb_bvh_update(rb_bvh *bvh, const rb_boxset *boxes,
+                   const uint32_t *indices, size_t n);
+/* Recomputes the bounds of every inner slot bottom-up from the box slots
+ * (the tree shape stays) and bvh->sah. */
+void rb_bvh_refit(rb_bvh *bvh);
+/* The union of every box; empty bounds (+inf..-inf) for an empty tree. */
+void rb_bvh_bounds(const rb_bvh *bvh, float lo[3], float hi[3]);
+/* SAH cost of the tree as it is: expected node visits of a random ray
+ * that hits the root's bounds (areas relative to the root). Uses surface
+ * area, or the sum of extents when the root is flat in two axes. */
+double rb_bvh_sah(const rb_bvh *bvh);
+
+/* ---- traversal of one prepared ray; the same answers as the every-box
+ * scans. One table per instruction set, like host/cpu/scan.h. */
+typedef struct rb_bvh_walkers {
+    const char *simd;
+    /* The least (t_enter, original index) hit, with faces from
+     * rb_slab_full; out->box is the original index, or a miss. */
+    void (*nearest)(const rb_bvh *bvh, const rb_ray_prep *r, rb_hit *out);
+    int (*any)(const rb_bvh *bvh, const rb_ray_prep *r);
+    uint32_t (*count)(const rb_bvh *bvh, const rb_ray_prep *r);
+    /* Every hit; the cap least by (t_enter, original index) go to list,
+     * sorted. Returns the number of hits (may exceed cap). */
+    uint32_t (*all)(const rb_bvh *bvh, const rb_ray_prep *r,
+                    rb_list_hit *list, uint32_t cap);
+} rb_bvh_walkers;
+
+extern const rb_bvh_walkers rb_bvh_walk_scalar;
+#ifdef RB_HAVE_AVX2
+extern const rb_bvh_walkers rb_bvh_walk_avx2;
+#endif
+/* The best table this processor runs; RAYBOX_SIMD=scalar forces the
+ * portable one. */
+const rb_bvh_walkers *rb_bvh_walk_pick(void);
+
+#endif /* RB_BVH_H */

@@ -1,0 +1,70 @@
+/*
+ * bvh_walk_avx2.c - the hierarchy walk with a node's 8 slots in one AVX2
+ * register per plane. _mm256_max_ps(n, e) returns its second operand when
+ * either is NaN, which is exactly "take n only when n > e" of the scalar
+ * node test; likewise _mm256_min_ps(f, x). Compiled with -mavx2 only (no
+ * FMA, -ffp-contract=off) and chosen at run time.
+ */
+#ifdef RB_HAVE_AVX2
+#include <immintrin.h>
+
+#include "bvh.h"
+
+typedef struct wray {
+    rb_ray_prep r;
+    int sign[3];
+    __m256 o[3], inv[3], tmin, tmax;
+} wray;
+
+static inline void wray_init(wray *w, const rb_ray_prep *r)
+{
+    w->r = *r;
+    for (int a = 0; a < 3; a++) {
+        w->sign[a] = signbit(r->inv[a]) ? 1 : 0;
+        w->o[a] = _mm256_set1_ps(r->o[a]);
+        w->inv[a] = _mm256_set1_ps(r->inv[a]);
+    }
+    w->tmin = _mm256_set1_ps(r->tmin);
+    w->tmax = _mm256_set1_ps(r->tmax);
+}
+
+static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
+                                 float limit, float e_out[RB_BVH_WIDTH],
+                                 float x_out[RB_BVH_WIDTH],
+                                 unsigned *boxes_hit)
+{
+    const __m256 inf = _mm256_set1_ps(INFINITY);
+    __m256 e = w->tmin, x = inf;
+    for (int a = 0; a < 3; a++) {
+        const float *nb = w->sign[a] ? n->hi[a] : n->lo[a];
+        const float *fb = w->sign[a] ? n->lo[a] : n->hi[a];
+        __m256 ne = _mm256_mul_ps(_mm256_sub_ps(_mm256_load_ps(nb), w->o[a]),
+                                  w->inv[a]);
+        __m256 fa = _mm256_mul_ps(_mm256_sub_ps(_mm256_load_ps(fb), w->o[a]),
+                                  w->inv[a]);
+        e = _mm256_max_ps(ne, e);
+        x = _mm256_min_ps(fa, x);
+    }
+    __m256 xe = _mm256_min_ps(x, w->tmax);
+    __m256 pad = _mm256_blendv_ps(
+        _mm256_set1_ps(RB_BVH_PAD_DOWN), _mm256_set1_ps(RB_BVH_PAD_UP),
+        _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
+    __m256 xp = _mm256_min_ps(_mm256_mul_ps(x, pad), _mm256_set1_ps(limit));
+    __m256 finite = _mm256_cmp_ps(e, inf, _CMP_LT_OQ);
+    unsigned exact = (unsigned)_mm256_movemask_ps(
+        _mm256_and_ps(_mm256_cmp_ps(e, xe, _CMP_LE_OQ), finite));
+    unsigned maybe = (unsigned)_mm256_movemask_ps(
+        _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
+    _mm256_storeu_ps(e_out, e);
+    _mm256_storeu_ps(x_out, xe);
+    *boxes_hit = exact & n->boxes;
+    return maybe & ~n->boxes;
+}
+
+#define WALK_TABLE rb_bvh_walk_avx2
+#define WALK_SIMD "avx2"
+#include "bvh_walk.inc"
+#else
+/* Keeps the translation unit non-empty on other processors. */
+typedef int rb_bvh_walk_avx2_unused;
+#endif

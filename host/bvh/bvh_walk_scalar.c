@@ -1,0 +1,71 @@
+/*
+ * bvh_walk_scalar.c - the portable hierarchy walk: the 8 slots of a node
+ * tested one after another, box slots with rb_slab_hit itself, subtree
+ * slots with the conservative test of bvh_walk.inc.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bvh.h"
+
+typedef struct wray {
+    rb_ray_prep r;
+    int sign[3]; /* 1: the near plane of that axis is hi */
+} wray;
+
+static inline void wray_init(wray *w, const rb_ray_prep *r)
+{
+    w->r = *r;
+    for (int a = 0; a < 3; a++)
+        w->sign[a] = signbit(r->inv[a]) ? 1 : 0;
+}
+
+static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
+                                 float limit, float e_out[RB_BVH_WIDTH],
+                                 float x_out[RB_BVH_WIDTH],
+                                 unsigned *boxes_hit)
+{
+    unsigned exact = 0, maybe = 0;
+    for (int k = 0; k < RB_BVH_WIDTH; k++) {
+        float lo[3] = {n->lo[0][k], n->lo[1][k], n->lo[2][k]};
+        float hi[3] = {n->hi[0][k], n->hi[1][k], n->hi[2][k]};
+        if ((n->boxes >> k) & 1) {
+            /* A box: the reference formula itself. */
+            exact |= (unsigned)rb_slab_hit(&w->r, lo, hi, &e_out[k],
+                                           &x_out[k])
+                     << k;
+            continue;
+        }
+        float e = w->r.tmin, x = INFINITY;
+        for (int a = 0; a < 3; a++) {
+            int s = w->sign[a];
+            float ne = ((s ? hi[a] : lo[a]) - w->r.o[a]) * w->r.inv[a];
+            float fa = ((s ? lo[a] : hi[a]) - w->r.o[a]) * w->r.inv[a];
+            e = ne > e ? ne : e;
+            x = fa < x ? fa : x;
+        }
+        x *= x >= 0.0f ? RB_BVH_PAD_UP : RB_BVH_PAD_DOWN;
+        x = x < limit ? x : limit;
+        e_out[k] = e;
+        maybe |= (unsigned)(e <= x && e < INFINITY) << k;
+    }
+    *boxes_hit = exact;
+    return maybe;
+}
+
+#define WALK_TABLE rb_bvh_walk_scalar
+#define WALK_SIMD "scalar"
+#include "bvh_walk.inc"
+
+const rb_bvh_walkers *rb_bvh_walk_pick(void)
+{
+    const char *force = getenv("RAYBOX_SIMD");
+    if (force && strcmp(force, "scalar") == 0)
+        return &rb_bvh_walk_scalar;
+#ifdef RB_HAVE_AVX2
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2"))
+        return &rb_bvh_walk_avx2;
+#endif
+    return &rb_bvh_walk_scalar;
+}

@@ -1,0 +1,114 @@
+/* ray_order.c - see ray_order.h. Keys are computed in parallel on the
+ * pool, then sorted with a three-pass LSD radix sort (10 bits a pass),
+ * which is stable, so equal keys keep their input order. */
+#include "ray_order.h"
+
+#include <string.h>
+
+#include "../internal.h"
+#include "../threadpool.h"
+
+#define KEYS_PER_TASK 16384
+#define GRID_BITS 9
+#define RADIX_BITS 10
+#define RADIX_PASSES 3 /* 3 octant bits + 3 * GRID_BITS = 30 key bits */
+
+typedef struct keying {
+    const void *rays;
+    unsigned dims;
+    size_t n;
+    float lo[3], scale[3];
+    uint64_t *keys;
+    int octant_first;
+} keying;
+
+/* The low 10 bits of x spread three apart (bit b goes to bit 3b). */
+static uint32_t spread(uint32_t x)
+{
+    x &= 0x3ffu;
+    x = (x | x << 16) & 0x030000ffu;
+    x = (x | x << 8) & 0x0300f00fu;
+    x = (x | x << 4) & 0x030c30c3u;
+    x = (x | x << 2) & 0x09249249u;
+    return x;
+}
+
+static uint32_t cell(const keying *k, int a, float o)
+{
+    float q = (o - k->lo[a]) * k->scale[a];
+    if (!(q > 0)) /* also NaN */
+        return 0;
+    float top = (float)((1 << GRID_BITS) - 1);
+    return q < top ? (uint32_t)q : (uint32_t)top;
+}
+
+static void key_task(void *arg, size_t task, unsigned worker)
+{
+    keying *k = arg;
+    (void)worker;
+    size_t begin = task * KEYS_PER_TASK, end = begin + KEYS_PER_TASK;
+    if (end > k->n)
+        end = k->n;
+    for (size_t i = begin; i < end; i++) {
+        float o[3] = {0, 0, 0}, d[3] = {0, 0, 0};
+        if (k->dims == 3) {
+            const rb_ray *r = &((const rb_ray *)k->rays)[i];
+            memcpy(o, r->origin, sizeof o);
+            memcpy(d, r->dir, sizeof d);
+        } else {
+            const rb_ray2 *r = &((const rb_ray2 *)k->rays)[i];
+            memcpy(o, r->origin, 2 * sizeof o[0]);
+            memcpy(d, r->dir, 2 * sizeof d[0]);
+        }
+        uint32_t octant = (uint32_t)(signbit(d[0]) ? 1 : 0) |
+                          (uint32_t)(signbit(d[1]) ? 2 : 0) |
+                          (uint32_t)(signbit(d[2]) ? 4 : 0);
+        uint32_t morton = spread(cell(k, 0, o[0])) |
+                          spread(cell(k, 1, o[1])) << 1 |
+                          spread(cell(k, 2, o[2])) << 2;
+        /* Short rays (nearest, any) share nodes with rays that start
+         * nearby; long ones (count, all) with rays that also go the same
+         * way. */
+        uint32_t key = k->octant_first
+                           ? octant << (3 * GRID_BITS) | morton
+                           : morton << 3 | octant;
+        k->keys[i] = (uint64_t)key << 32 | (uint64_t)i;
+    }
+}
+
+void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,
+                  size_t n, const float lo[3], const float hi[3],
+                  int octant_first, uint64_t *scratch, uint32_t *order)
+{
+    keying k = {.rays = rays, .dims = dims, .n = n, .keys = scratch,
+                .octant_first = octant_first};
+    for (int a = 0; a < 3; a++) {
+        double ext = (double)hi[a] - lo[a];
+        double s = ext > 0 ? (1 << GRID_BITS) / ext : 0;
+        k.lo[a] = lo[a];
+        k.scale[a] = s < FLT_MAX ? (float)s : FLT_MAX;
+    }
+    rb_pool_run(pool, (n + KEYS_PER_TASK - 1) / KEYS_PER_TASK, key_task, &k);
+
+    uint64_t *src = scratch, *dst = scratch + n;
+    for (int pass = 0; pass < RADIX_PASSES; pass++) {
+        unsigned shift = 32 + (unsigned)pass * RADIX_BITS;
+        size_t count[1 << RADIX_BITS] = {0};
+        for (size_t i = 0; i < n; i++)
+            count[(src[i] >> shift) & ((1u << RADIX_BITS) - 1)]++;
+        size_t sum = 0;
+        for (size_t b = 0; b < (1u << RADIX_BITS); b++) {
+            size_t c = count[b];
+            count[b] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++)
+            dst[count[(src[i] >> shift) & ((1u << RADIX_BITS) - 1)]++] =
+                src[i];
+        uint64_t *t = src;
+        src = dst;
+        dst = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        order[i] = (uint32_t)src[i];
+}

@@ -1,0 +1,26 @@
+/*
+ * ray_order.h - an order in which to walk a batch of rays through a
+ * hierarchy so that consecutive rays visit the same nodes: along a Morton
+ * curve through their origins, and by the octant of their direction.
+ * Answers do not depend on the order (each ray's answer is its own); only
+ * the cache hit rate does.
+ */
+#ifndef RB_CPU_RAY_ORDER_H
+#define RB_CPU_RAY_ORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct rb_pool;
+
+/* Fills order[0..n) with a permutation of 0..n-1. Origins are placed on a
+ * 512^3 grid over [lo, hi] (outside: clamped; NaN and other invalid
+ * values are tolerated, they are reported later). octant_first groups by
+ * direction octant first (measured better for count and all, whose rays
+ * cross the scene), else by origin first (nearest and any, whose rays
+ * stop near their origin). scratch holds 2n uint64_t. */
+void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,
+                  size_t n, const float lo[3], const float hi[3],
+                  int octant_first, uint64_t *scratch, uint32_t *order);
+
+#endif
