@@ -148,6 +148,11 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
         fail_text(err_text, err_len, "unknown backend kind");
         return RB_EINVAL;
     }
+    if (opt.hierarchy < RB_HIERARCHY_AUTO ||
+        opt.hierarchy > RB_HIERARCHY_ALWAYS) {
+        fail_text(err_text, err_len, "unknown hierarchy setting");
+        return RB_EINVAL;
+    }
     rb_allocator alloc;
     if (opt.allocator) {
         if (!opt.allocator->alloc || !opt.allocator->free) {
@@ -170,7 +175,10 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
     ctx->opt.allocator = NULL;
     ctx->opt.device_name = NULL; /* only used during creation */
     rb_clear_error(ctx);
-    ctx->bvh_use = bvh_use_from_env();
+    ctx->bvh_use = opt.hierarchy == RB_HIERARCHY_OFF ||
+                           opt.hierarchy == RB_HIERARCHY_ALWAYS
+                       ? opt.hierarchy
+                       : bvh_use_from_env();
 
     int oom = 0;
     ctx->kernel_dir = dup_opt(ctx, opt.kernel_dir, "RAYBOX_KERNEL_DIR", &oom);

@@ -94,16 +94,21 @@ struct rb_context {
     char *build_log;             /* owned, "" when none */
     rb_boxset scratch_boxes;     /* grow-only, for queries with inline boxes */
     size_t scratch_cap;          /* floats allocated in scratch_boxes.data */
-    int bvh_use;                 /* RB_BVH_USE_*, from $RAYBOX_BVH */
+    int bvh_use;                 /* RB_BVH_USE_*: options.hierarchy, or
+                                    $RAYBOX_BVH when that is AUTO */
     struct rb_bvh *scratch_bvh;  /* transient hierarchy of inline boxes */
 };
 
 /* When queries go through a hierarchy. AUTO: for scenes of 256 boxes or
  * more, for inline boxes when the cost model of query.c says building one
  * pays. OFF: never (brute force, the reference the tests compare
- * against). ALWAYS: every scene and inline box set, however small. Read
- * from RAYBOX_BVH=auto|off|on when a context is created. */
-enum { RB_BVH_USE_AUTO = 0, RB_BVH_USE_OFF = 1, RB_BVH_USE_ALWAYS = 2 };
+ * against). ALWAYS: every scene and inline box set, however small. The
+ * values of rb_context_options.hierarchy. */
+enum {
+    RB_BVH_USE_AUTO = RB_HIERARCHY_AUTO,
+    RB_BVH_USE_OFF = RB_HIERARCHY_OFF,
+    RB_BVH_USE_ALWAYS = RB_HIERARCHY_ALWAYS
+};
 
 /* ---- memory (alloc.c): every host allocation goes through ctx->alloc. */
 void *rb_alloc(rb_context *ctx, size_t size, size_t align);

@@ -180,7 +180,19 @@ typedef struct rb_context_options {
     const char *kernel_dir;
     /* NULL = malloc/free. Copied; must outlive the context. */
     const rb_allocator *allocator;
+    /* When queries walk a bounding volume hierarchy instead of testing
+     * every box (results are identical, SPEC R9): RB_HIERARCHY_AUTO (the
+     * default: scenes of 256 boxes or more, and inline boxes when building
+     * one pays), RB_HIERARCHY_OFF (always brute force) or
+     * RB_HIERARCHY_ALWAYS. With AUTO, $RAYBOX_BVH=auto|off|on decides. */
+    int hierarchy;
 } rb_context_options;
+
+enum {
+    RB_HIERARCHY_AUTO = 0,
+    RB_HIERARCHY_OFF = 1,
+    RB_HIERARCHY_ALWAYS = 2
+};
 
 typedef struct rb_context rb_context;
 

@@ -471,6 +471,58 @@ START_TEST(test_thread_counts)
 }
 END_TEST
 
+/* rb_context_options.hierarchy: checked, and the same answers whether
+ * queries walk a hierarchy or test every box (R9). */
+START_TEST(test_hierarchy_option)
+{
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.backend = RB_BACKEND_CPU;
+    opt.hierarchy = 7;
+    rb_context *ctx = NULL;
+    char why[128] = "";
+    ck_assert_int_eq(rb_context_create(&opt, &ctx, why, sizeof why),
+                     RB_EINVAL);
+    ck_assert_ptr_null(ctx);
+
+    enum { R = 3000, B = 2000 };
+    rbt_rng rng = {41};
+    rb_ray *rays = malloc(R * sizeof *rays);
+    rb_box *boxes = malloc(B * sizeof *boxes);
+    for (size_t i = 0; i < B; i++) {
+        for (int a = 0; a < 3; a++) {
+            boxes[i].min[a] = rbt_uniform(&rng, -20, 19);
+            boxes[i].max[a] = boxes[i].min[a] + rbt_uniform(&rng, 0, 1);
+        }
+    }
+    for (size_t i = 0; i < R; i++) {
+        for (int a = 0; a < 3; a++) {
+            rays[i].origin[a] = rbt_uniform(&rng, -20, 20);
+            rays[i].dir[a] = rbt_uniform(&rng, -1, 1);
+        }
+        rays[i].tmin = 0;
+        rays[i].tmax = INFINITY;
+    }
+    rb_hit *h[2] = {malloc(R * sizeof(rb_hit)), malloc(R * sizeof(rb_hit))};
+    const int settings[2] = {RB_HIERARCHY_OFF, RB_HIERARCHY_ALWAYS};
+    for (int k = 0; k < 2; k++) {
+        opt.hierarchy = settings[k];
+        ck_assert_int_eq(rb_context_create(&opt, &ctx, why, sizeof why),
+                         RB_OK);
+        rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                      .n_rays = R, .boxes = boxes, .n_boxes = B};
+        rb_results r = {.hits = h[k], .capacity = R};
+        ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_OK);
+        rb_context_destroy(ctx);
+    }
+    ck_assert(memcmp(h[0], h[1], R * sizeof(rb_hit)) == 0);
+    free(h[0]);
+    free(h[1]);
+    free(rays);
+    free(boxes);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("validate");
@@ -483,6 +535,7 @@ int main(void)
     tcase_add_test(tc, test_malformed_queries);
     tcase_add_loop_test(tc, test_scenes, 0, RBT_BACKENDS);
     tcase_add_test(tc, test_thread_counts);
+    tcase_add_test(tc, test_hierarchy_option);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

@@ -166,7 +166,8 @@ void rbb_progress_done(void);
 /* ---- one device through the library (device_run.c, modes.c) */
 typedef struct rbb_device {
     const rbb_options *o;
-    rb_context *ctx;
+    rb_context *ctx;        /* brute force: queries with inline boxes */
+    rb_context *scene_ctx;  /* the default hierarchy use: scene queries */
     rbb_where where;        /* backend, device, type, driver filled */
     int is_cl;
     double copy_Bps;        /* the device's own copy bandwidth (bound) */

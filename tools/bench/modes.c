@@ -251,7 +251,8 @@ static void run_size(ladder *l, size_t rays)
         return;
     }
     rbb_pool pool;
-    query_arg a = {.ctx = d->ctx, .pool = &pool, .scene = l->scene,
+    query_arg a = {.ctx = l->scene ? d->scene_ctx : d->ctx,
+                   .pool = &pool, .scene = l->scene,
                    .mode = l->mode, .max_hits = o->max_hits,
                    .is_cl = d->is_cl};
     if (rbb_pool_make(&pool, kind, l->shape, rays, boxes,
