@@ -313,7 +313,9 @@ static enum MHD_Result on_body(rbd_request *r, const char *data, size_t n)
                  (unsigned long long)max);
         return MHD_YES;
     }
-    if (r->jp && rbj_parser_feed(r->jp, data, n))
+    int last = r->has_length && r->received == r->content_length;
+    if (r->jp && (last ? rbj_parser_feed_last(r->jp, data, n)
+                       : rbj_parser_feed(r->jp, data, n)))
         r->early = *rbj_parser_error(r->jp);
     else if (r->bd && rbb_decoder_feed(r->bd, data, n))
         r->early = *rbb_decoder_error(r->bd);

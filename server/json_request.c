@@ -752,6 +752,23 @@ int rbj_parser_feed(rbj_parser *p, const void *data, size_t len)
     return p->err.status ? -1 : 0;
 }
 
+int rbj_parser_feed_last(rbj_parser *p, const void *data, size_t len)
+{
+    if (p->err.status || p->ready)
+        return -1;
+    /* With nothing held back, no token can be open across this call: the
+     * bytes go to yajl whole, without the boundary scan (which only
+     * splits bodies at places yajl would not notice). */
+    if (p->carry_len)
+        return rbj_parser_feed(p, data, len);
+    const unsigned char *u = data;
+    for (size_t i = 0; i < len && !p->nonblank; i++)
+        p->nonblank = u[i] != ' ' && u[i] != '\t' && u[i] != '\r' &&
+                      u[i] != '\n';
+    parse_piece(p, data, len);
+    return p->err.status ? -1 : 0;
+}
+
 int rbj_parser_finish(rbj_parser *p)
 {
     if (p->err.status || p->ready)

@@ -130,6 +130,10 @@ void rbj_parser_destroy(rbj_parser *p);
 /* Parses the next len bytes. Returns 0, or -1 once the body is known to be
  * bad (rbj_parser_error says why); later calls then return -1 at once. */
 int rbj_parser_feed(rbj_parser *p, const void *data, size_t len);
+/* The same for bytes known to end the body (a Content-Length says so):
+ * skips the token-boundary scan when no earlier token is still open.
+ * rbj_parser_finish must still follow. */
+int rbj_parser_feed_last(rbj_parser *p, const void *data, size_t len);
 
 /* Ends the body: checks what needs the whole document and settles
  * defaults. Returns 0 and the request is ready, or -1. */

@@ -97,9 +97,28 @@ static size_t put_face(char *out, size_t at, int face)
     return put(out, at, "\"");
 }
 
+/* Decimal digits by hand: one per ray in the box and hits columns. */
+static size_t put_uint(char *out, size_t at, unsigned long long v)
+{
+    char d[24];
+    size_t n = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        out[at++] = d[--n];
+    out[at] = '\0';
+    return at;
+}
+
 static size_t put_int(char *out, size_t at, long long v)
 {
-    return at + (size_t)snprintf(out + at, 24, "%lld", v);
+    if (v < 0) {
+        out[at++] = '-';
+        return put_uint(out, at, 0ull - (unsigned long long)v);
+    }
+    return put_uint(out, at, (unsigned long long)v);
 }
 
 /* One ray's value of a flat column. */
@@ -238,8 +257,7 @@ static size_t next_piece(rbj_writer *w, char *out)
         if (!w->resp.has_scene_version)
             return 0;
         at = put(out, at, ",\"scene_version\":");
-        return at + (size_t)snprintf(out + at, 24, "%llu",
-                                     (unsigned long long)w->resp.scene_version);
+        return put_uint(out, at, (unsigned long long)w->resp.scene_version);
     case PH_META:
         w->phase = PH_DONE;
         return put_meta(w, out);

@@ -11,8 +11,10 @@
 #include "json_request.h"
 #include "testutil.h"
 
-/* How a body is fed: whole, byte by byte, or in random chunk sizes. */
-enum { WHOLE = 0, BYTES = 1, RANDOM = 2, FEEDS = 3 };
+/* How a body is fed: whole, byte by byte, in random chunk sizes, or in
+ * random chunks with the last one through rbj_parser_feed_last (the
+ * server's way when a Content-Length tells it). */
+enum { WHOLE = 0, BYTES = 1, RANDOM = 2, LAST = 3, FEEDS = 4 };
 
 static rbj_parser *feed(const rbj_options *opt, const char *body, size_t len,
                         int how, uint64_t seed, int *rc)
@@ -26,9 +28,11 @@ static rbj_parser *feed(const rbj_options *opt, const char *body, size_t len,
         size_t n = len - at;
         if (how == BYTES)
             n = 1;
-        else if (how == RANDOM && n > 1)
+        else if ((how == RANDOM || how == LAST) && n > 1)
             n = 1 + rbt_below(&rng, n < 97 ? (uint32_t)n : 97);
-        *rc = rbj_parser_feed(p, body + at, n);
+        *rc = how == LAST && at + n == len
+                  ? rbj_parser_feed_last(p, body + at, n)
+                  : rbj_parser_feed(p, body + at, n);
         at += n;
     }
     if (*rc == 0)
