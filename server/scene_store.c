@@ -434,10 +434,21 @@ static void stats_json(const char *id, const scene_ver *v, sbuf *out)
         }
         sbuf_add(out, "}");
     }
+    /* "build": the hierarchy the library keeps for the scene (8-wide BVH;
+     * an empty scene has none), and the time this version took to make. */
     sbuf_printf(out,
-                ",\"host_bytes\":%llu,\"build\":{\"structure\":\"flat\","
-                "\"ms\":%.3f}}",
-                (unsigned long long)st->host_bytes, v->build_ms);
+                ",\"host_bytes\":%llu,\"bytes_per_box\":%.1f,"
+                "\"build\":{\"structure\":\"%s\",\"ms\":%.3f,"
+                "\"hierarchy_ms\":%.3f,\"nodes\":%llu,\"depth\":%u,"
+                "\"sah\":%.6g,\"sah_at_build\":%.6g,\"refits\":%llu,"
+                "\"rebuilds\":%llu,\"hierarchy_bytes\":%llu}}",
+                (unsigned long long)st->host_bytes, st->bytes_per_box,
+                st->bvh_nodes ? "bvh8" : "none", v->build_ms,
+                st->bvh_build_ms, (unsigned long long)st->bvh_nodes,
+                st->bvh_depth, st->bvh_sah, st->bvh_sah_built,
+                (unsigned long long)st->bvh_refits,
+                (unsigned long long)st->bvh_rebuilds,
+                (unsigned long long)st->bvh_bytes);
 }
 
 int store_describe_json(scene_store *s, const char *id, sbuf *out)

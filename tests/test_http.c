@@ -380,6 +380,8 @@ START_TEST(test_scenes)
     ck_assert_ptr_nonnull(strstr(r.body, "\"bounds\":{\"min\":["));
     ck_assert_ptr_nonnull(strstr(r.body, "\"host_bytes\":"));
     ck_assert_ptr_nonnull(strstr(r.body, "\"build\":{"));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"structure\":\"bvh8\""));
+    ck_assert_ptr_nonnull(strstr(r.body, "\"refits\":0"));
     rbt_resp_free(&r);
     rbt_http(NULL, "GET", U("/v1/scenes"), NULL, NULL, 0, NULL, NULL, &r);
     ck_assert_int_eq(r.status, 200);
@@ -422,6 +424,13 @@ START_TEST(test_scenes)
     ck_assert_int_eq(rb_scene_append(ctx, mirror, &app, 1), RB_OK);
     ck_assert_int_eq(scene_version(id), 2);
     check_scene_queries(id, &q, mirror, 2);
+    /* the append rebuilt the hierarchy (a set alone refits it) */
+    rbt_http(NULL, "GET", U(path), NULL, NULL, 0, NULL, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_msg(strstr(r.body, "\"rebuilds\":1") &&
+                      strstr(r.body, "\"nodes\":"),
+                  "%s", r.body);
+    rbt_resp_free(&r);
 
     /* Failed PATCHes change nothing: an index out of range after a good
      * entry, a bad box in append after a good set, malformed JSON, a
