@@ -188,7 +188,10 @@ static int alloc_results(const rbj_request *r, rb_results *res)
         return (res->counts = malloc(n * sizeof *res->counts)) ? 0 : -1;
     case RB_MODE_ALL:
         res->counts = malloc(n * sizeof *res->counts);
-        res->list = malloc(n * r->max_hits * sizeof *res->list);
+        /* max_hits slots per ray; none when there are no rays (the
+         * parser's max-results limit bounds the product) */
+        res->list = malloc((r->n_rays ? r->n_rays * (size_t)r->max_hits : 1) *
+                           sizeof *res->list);
         return res->counts && res->list ? 0 : -1;
     }
     return -1;
