@@ -31,32 +31,6 @@ static void set_lib_error(rbd_request *r, rbj_source src, rb_context *ctx)
     y->status = y->err.status;
 }
 
-/* Output arrays of the request's mode; at least one record each, so that
- * an empty batch still has arrays. */
-static int alloc_results(const rbj_request *b, rb_results *res)
-{
-    size_t n = b->n_rays ? b->n_rays : 1;
-    memset(res, 0, sizeof *res);
-    res->capacity = b->n_rays;
-    switch (b->mode) {
-    case RB_MODE_PAIRS:
-    case RB_MODE_NEAREST:
-        return (res->hits = malloc(n * sizeof *res->hits)) ? 0 : -1;
-    case RB_MODE_ANY:
-        return (res->any = malloc(n)) ? 0 : -1;
-    case RB_MODE_COUNT:
-        return (res->counts = malloc(n * sizeof *res->counts)) ? 0 : -1;
-    case RB_MODE_ALL:
-        /* rays x max_hits is within --max-results; with no ray at all,
-         * max_hits alone is not limited, and no list is needed. */
-        res->counts = malloc(n * sizeof *res->counts);
-        res->list = malloc((b->n_rays ? n * b->max_hits : 1) *
-                           sizeof *res->list);
-        return res->counts && res->list ? 0 : -1;
-    }
-    return -1;
-}
-
 /* Bytes of JSON per ray, roughly, to size the first buffer. */
 static size_t per_ray(const rbj_request *b)
 {
@@ -127,7 +101,7 @@ void job_intersect(rbd_job *job, rb_context *ctx)
     rbd_request *r = (rbd_request *)job;
     const rbj_request *b = r->body;
     rbd_payload *p = calloc(1, sizeof *p);
-    if (!p || alloc_results(b, &p->res)) {
+    if (!p || rbj_results_alloc(b, &p->res)) {
         payload_free(p);
         set_error(r, 503, "out of memory for the results");
         return;

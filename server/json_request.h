@@ -160,6 +160,13 @@ typedef enum rbj_source {
  * a ray that carried no range of its own points at "/tmin" or "/tmax".
  * Other statuses map through rb_http_status_of, without a pointer. The
  * detail is the library's reason without its "ray 17: " prefix. */
+/* Output arrays (malloc) of the request's mode, capacity n_rays, with at
+ * least one record each so that an empty batch still has arrays. Returns
+ * 0, or -1 when out of memory; either way rbj_results_free releases what
+ * was allocated. */
+int rbj_results_alloc(const rbj_request *req, rb_results *res);
+void rbj_results_free(rb_results *res);
+
 void rbj_error_from_library(const rbj_request *req, rbj_source source,
                             const rb_error *lib, rbj_error *out);
 

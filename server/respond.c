@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "problem.h"
+#include "json_request.h"
 #include "request.h"
 #include "sbuf.h"
 
@@ -18,10 +19,7 @@ void payload_free(void *payload)
     rbd_payload *p = payload;
     if (!p)
         return;
-    free(p->res.hits);
-    free(p->res.any);
-    free(p->res.counts);
-    free(p->res.list);
+    rbj_results_free(&p->res);
     free(p->pre);
     free(p);
 }

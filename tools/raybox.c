@@ -171,40 +171,6 @@ static int read_request(const char *file, rbj_parser *p)
     return rc;
 }
 
-/* Output arrays for the request's mode (at least one record each, so that
- * an empty batch still has arrays). */
-static int alloc_results(const rbj_request *r, rb_results *res)
-{
-    size_t n = r->n_rays ? r->n_rays : 1;
-    memset(res, 0, sizeof *res);
-    res->capacity = r->n_rays;
-    switch (r->mode) {
-    case RB_MODE_PAIRS:
-    case RB_MODE_NEAREST:
-        return (res->hits = malloc(n * sizeof *res->hits)) ? 0 : -1;
-    case RB_MODE_ANY:
-        return (res->any = malloc(n)) ? 0 : -1;
-    case RB_MODE_COUNT:
-        return (res->counts = malloc(n * sizeof *res->counts)) ? 0 : -1;
-    case RB_MODE_ALL:
-        res->counts = malloc(n * sizeof *res->counts);
-        /* max_hits slots per ray; none when there are no rays (the
-         * parser's max-results limit bounds the product) */
-        res->list = malloc((r->n_rays ? r->n_rays * (size_t)r->max_hits : 1) *
-                           sizeof *res->list);
-        return res->counts && res->list ? 0 : -1;
-    }
-    return -1;
-}
-
-static void free_results(rb_results *res)
-{
-    free(res->hits);
-    free(res->any);
-    free(res->counts);
-    free(res->list);
-}
-
 static int write_response(const rbj_request *r, const rb_results *res)
 {
     rbj_response resp = {.mode = r->mode, .n_rays = r->n_rays,
@@ -264,7 +230,7 @@ static int cmd_intersect(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    if (alloc_results(r, &res)) {
+    if (rbj_results_alloc(r, &res)) {
         fprintf(stderr, "raybox: out of memory for %zu results\n",
                 r->n_rays);
         rc = 1;
@@ -284,7 +250,7 @@ static int cmd_intersect(int argc, char **argv)
     }
     rc = write_response(r, &res);
 done:
-    free_results(&res);
+    rbj_results_free(&res);
     rb_context_destroy(ctx);
     rbj_parser_destroy(p);
     return rc;
