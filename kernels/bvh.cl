@@ -33,9 +33,10 @@
  *
  * Structure (Aila & Laine 2009, "while-while"): an inner loop tests nodes
  * and descends, nearer children first for nearest and any, until it meets
- * a node with box hits; an outer loop then takes those boxes and resumes.
- * Items of a SIMD group thus do node tests together and box work
- * together. The stack lives in private memory with room for the deepest
+ * a node with box hits; an outer loop then takes those boxes and resumes,
+ * so that the items of a SIMD group tend to be in the same loop (node
+ * tests, or box work) at the same time. The stack lives in private
+ * memory with room for the deepest
  * tree the builder can make (RB_BVH_STACK, passed by the host from
  * bvh.h: at most WIDTH - 1 entries per level).
  *

@@ -42,8 +42,8 @@
 /* From this many rays in a chunk on, a walk gets its rays in the order of
  * ray_order.h (as the CPU walk does), so that neighbouring work-items, and
  * the SIMD lanes of a GPU, visit the same nodes: on PoCL (2 cores, 1M
- * random boxes, 500K rays) nearest and any went from ~2 to ~4 Mrays/s,
- * for about 5% of the walk's time on the host. */
+ * random boxes, 500K rays) nearest and any ran 1.5-2x faster, count and
+ * all ~1.5x, for about 5% of the walk's time on the host. */
 #define ORDER_MIN_RAYS 8192
 
 typedef struct run_state {
