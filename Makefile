@@ -71,10 +71,14 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200 -j 2
 
+# raybox-bench (devices, brute force), then raybox-bench-bvh (hierarchies
+# against Embree 3, and the OpenCL walk; BVH_ARGS are its options).
+BVH_ARGS ?=
 bench: bench-deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DRAYBOX_EMBREE=ON
 	cmake --build $(BUILD) -j $(JOBS)
 	$(BUILD)/bin/raybox-bench $(ARGS)
+	$(BUILD)/bin/raybox-bench-bvh $(BVH_ARGS)
 
 # Bounded wrk runs against rayboxd and a minimal libmicrohttpd server, and
 # the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).

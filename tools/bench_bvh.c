@@ -1,8 +1,9 @@
 /* bench_bvh.c - raybox-bench-bvh: raybox's hierarchy against Embree 3 on
- * the same random boxes and rays with the same number of threads.
+ * the same random boxes and rays with the same number of threads, and
+ * raybox's OpenCL walk (kernels/bvh.cl) on the same scenes.
  *
  *   raybox-bench-bvh [--boxes N[,N...]] [--rays N] [--threads N] [--json]
- *                    [--no-embree] [--seed S] [--repeat R]
+ *                    [--no-embree] [--no-opencl] [--seed S] [--repeat R]
  *
  * Scenes are N random boxes in the unit cube (sides 0.2-1.0 / cbrt(N), so
  * a ray crosses a few dozen boxes over the cube); rays start at uniform
@@ -16,6 +17,14 @@
  * little: rb_scene_set of all boxes, and the tree refit alone. --repeat R
  * runs every query (both sides) R times and keeps the best time, for
  * shared, noisy machines.
+ *
+ * OpenCL: a second context on the first OpenCL device (PoCL on a machine
+ * without a GPU) queries the same scene objects in all four modes after
+ * one ray has put the hierarchy on the device (its time is reported as
+ * the upload) and a few rays have warmed every kernel; the answers' sums
+ * must equal the CPU's. The OpenCL context has the same threads for its
+ * host side; PoCL itself uses every core (POCL_MAX_PTHREAD_COUNT). No
+ * OpenCL device is reported with its reason, not an error.
  */
 #include <math.h>
 #include <stdio.h>
@@ -38,6 +47,11 @@ typedef struct scene_result {
     char embree_error[256];
     double count_ms, all_ms, set_ms, refit_ms;
     uint64_t count_sum, all_sum;
+    /* OpenCL, modes nearest, any, count, all (rb_mode - 1) */
+    int have_cl;
+    double cl_ms[4], cl_upload_ms;
+    uint64_t cl_sum[4];
+    int cl_same; /* every sum equals the CPU's */
 } scene_result;
 
 double bench_now_ms(void)
@@ -127,8 +141,51 @@ static int query(rb_context *ctx, const rb_scene *scene, rb_mode mode,
     return 0;
 }
 
-static int bench_raybox(rb_context *ctx, rb_box *boxes, size_t nb,
-                        const rb_ray *rays, size_t nr, scene_result *out)
+/* The four modes on `cl`, against the scene the CPU context has just
+ * measured. */
+static int bench_opencl(rb_context *cl, const rb_scene *scene,
+                        const rb_ray *rays, size_t nr, rb_results *res,
+                        scene_result *out)
+{
+    /* One ray uploads the hierarchy; then a few rays per mode, so that
+     * no timed query pays for a lazy compile (PoCL builds a kernel's
+     * work-group function at its first launch). */
+    rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                  .n_rays = 1, .scene = scene, .max_hits = ALL_MAX_HITS};
+    double t0 = bench_now_ms();
+    int rc = rb_intersect(cl, &q, res);
+    out->cl_upload_ms = bench_now_ms() - t0;
+    q.n_rays = nr < 64 ? nr : 64;
+    for (int m = 0; m < 4 && !rc; m++) {
+        q.mode = (rb_mode)(RB_MODE_NEAREST + m);
+        rc = rb_intersect(cl, &q, res);
+    }
+    if (rc)
+        return fail("opencl warm-up", cl, rc);
+    const uint64_t cpu_sum[4] = {out->rb.nearest_hits, out->rb.any_hits,
+                                 out->count_sum, out->all_sum};
+    out->cl_same = 1;
+    for (int m = 0; m < 4; m++) {
+        rb_mode mode = (rb_mode)(RB_MODE_NEAREST + m);
+        if (query(cl, scene, mode, rays, nr, res, &out->cl_ms[m],
+                  &out->cl_sum[m]))
+            return 1;
+        if (strcmp(res->info.backend, "opencl") != 0) {
+            fprintf(stderr, "raybox-bench-bvh: opencl %s answered by %s: "
+                            "%s\n",
+                    rb_mode_name(mode), res->info.backend,
+                    res->info.fallback_reason);
+            return 1;
+        }
+        out->cl_same &= out->cl_sum[m] == cpu_sum[m];
+    }
+    out->have_cl = 1;
+    return 0;
+}
+
+static int bench_raybox(rb_context *ctx, rb_context *cl, rb_box *boxes,
+                        size_t nb, const rb_ray *rays, size_t nr,
+                        scene_result *out)
 {
     rb_results res = {.capacity = nr};
     res.hits = malloc(nr * sizeof *res.hits);
@@ -160,6 +217,8 @@ static int bench_raybox(rb_context *ctx, rb_box *boxes, size_t nb,
               &out->count_sum) ||
         query(ctx, scene, RB_MODE_ALL, rays, nr, &res, &out->all_ms,
               &out->all_sum))
+        goto done;
+    if (cl && bench_opencl(cl, scene, rays, nr, &res, out))
         goto done;
 
     /* Refit: every box moves by up to a tenth of its size. */
@@ -253,6 +312,25 @@ static void print_table(const scene_result *r, size_t nr)
            (double)r->count_sum / (double)nr);
     if (!r->have_embree && r->embree_error[0])
         printf("  embree: %s\n", r->embree_error);
+    if (!r->have_cl)
+        return;
+    static const char *const names[4] = {"nearest", "any", "count", "all"};
+    const double cpu_ms[4] = {r->rb.nearest_ms, r->rb.any_ms, r->count_ms,
+                              r->all_ms};
+    printf("  %-24s %12s %12s %8s\n", "OpenCL walk", "raybox cpu", "opencl",
+           "ratio");
+    for (int m = 0; m < 4; m++) {
+        char label[32];
+        snprintf(label, sizeof label, "%s [Mrays/s]", names[m]);
+        double a = rate((double)nr, cpu_ms[m]), b = rate((double)nr,
+                                                         r->cl_ms[m]);
+        printf("  %-24s %12.3f %12.3f %7.2fx\n", label, a, b,
+               a > 0 ? b / a : 0);
+    }
+    printf("  %-24s %12s %12.1f\n", "upload + 1 ray [ms]", "",
+           r->cl_upload_ms);
+    printf("  %-24s %12s %12s\n", "answers (sums)", "",
+           r->cl_same ? "same" : "DIFFER");
 }
 
 static void print_side(const bench_side *s, size_t boxes, size_t nr)
@@ -267,10 +345,31 @@ static void print_side(const bench_side *s, size_t boxes, size_t nr)
            (unsigned long long)s->any_hits, s->bytes_per_box);
 }
 
-static void print_json(const scene_result *r, size_t n, size_t nr,
-                       unsigned threads)
+/* A JSON string: quotes, backslashes and control characters escaped. */
+static void print_json_text(const char *t)
 {
-    printf("{\"threads\": %u, \"rays\": %zu, \"scenes\": [", threads, nr);
+    putchar('"');
+    for (; *t; t++) {
+        unsigned char c = (unsigned char)*t;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_json(const scene_result *r, size_t n, size_t nr,
+                       unsigned threads, const char *cl_device,
+                       const char *cl_skipped)
+{
+    printf("{\"threads\": %u, \"rays\": %zu, ", threads, nr);
+    printf(cl_device ? "\"opencl_device\": " : "\"opencl_skipped\": ");
+    print_json_text(cl_device ? cl_device : cl_skipped);
+    printf(", ");
+    printf("\"scenes\": [");
     for (size_t k = 0; k < n; k++) {
         const scene_result *s = &r[k];
         printf("%s\n  {\"boxes\": %zu, \"bvh_nodes\": %llu, "
@@ -293,6 +392,14 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
                    b->build_ms / a->build_ms, b->nearest_ms / a->nearest_ms,
                    b->any_ms / a->any_ms);
         }
+        if (s->have_cl)
+            printf(", \"opencl\": {\"nearest_mrays_s\": %.4f, "
+                   "\"any_mrays_s\": %.4f, \"count_mrays_s\": %.4f, "
+                   "\"all_mrays_s\": %.4f, \"upload_ms\": %.3f, "
+                   "\"same_sums\": %s}",
+                   rate((double)nr, s->cl_ms[0]), rate((double)nr, s->cl_ms[1]),
+                   rate((double)nr, s->cl_ms[2]), rate((double)nr, s->cl_ms[3]),
+                   s->cl_upload_ms, s->cl_same ? "true" : "false");
         printf("}");
     }
     printf("\n]}\n");
@@ -303,7 +410,7 @@ int main(int argc, char **argv)
     size_t sizes[MAX_SCENES] = {100000, 1000000};
     size_t n_sizes = 2, nr = 1000000;
     unsigned threads = 0;
-    int json = 0, embree = 1;
+    int json = 0, embree = 1, opencl = 1;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -311,6 +418,8 @@ int main(int argc, char **argv)
             json = 1;
         } else if (!strcmp(a, "--no-embree")) {
             embree = 0;
+        } else if (!strcmp(a, "--no-opencl")) {
+            opencl = 0;
         } else if (!strcmp(a, "--rays") && v) {
             nr = strtoull(v, NULL, 10);
             i++;
@@ -333,7 +442,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: %s [--boxes N[,N...]] [--rays N] "
                             "[--threads N] [--json] [--no-embree] "
-                            "[--seed S] [--repeat R]\n",
+                            "[--no-opencl] [--seed S] [--repeat R]\n",
                     argv[0]);
             return 2;
         }
@@ -354,6 +463,23 @@ int main(int argc, char **argv)
     rb_context_info(ctx, &info);
     threads = info.threads;
 
+    /* The first OpenCL device, whatever its kind (auto would take GPUs
+     * only). Without one the rates are skipped, with the reason. */
+    rb_context *cl = NULL;
+    char cl_why[256] = "--no-opencl";
+    rb_backend_info cl_info;
+    if (opencl) {
+        rb_context_options clo;
+        rb_context_options_init(&clo);
+        clo.backend = RB_BACKEND_OPENCL;
+        clo.threads = threads;
+        clo.cpu_fallback = 0; /* a failure is reported, never hidden */
+        if (rb_context_create(&clo, &cl, cl_why, sizeof cl_why) == RB_OK)
+            rb_context_info(cl, &cl_info);
+        else
+            cl = NULL;
+    }
+
     rb_ray *rays = malloc(nr * sizeof *rays);
     scene_result res[MAX_SCENES];
     memset(res, 0, sizeof res);
@@ -361,9 +487,15 @@ int main(int argc, char **argv)
         return fail("rays", NULL, RB_ENOMEM);
     uint64_t s = seed;
     make_rays(&s, rays, nr);
-    if (!json)
+    if (!json) {
         printf("raybox-bench-bvh: %u threads, %zu rays, %s (%s)\n", threads,
                nr, info.device, info.simd);
+        if (cl)
+            printf("opencl: %s (%s, %u compute units)\n", cl_info.device,
+                   cl_info.platform, cl_info.compute_units);
+        else
+            printf("opencl: skipped (%s)\n", cl_why);
+    }
     for (size_t k = 0; k < n_sizes; k++) {
         size_t nb = sizes[k];
         rb_box *boxes = malloc((nb ? nb : 1) * sizeof *boxes);
@@ -377,15 +509,17 @@ int main(int argc, char **argv)
                 bench_embree(ctx->pool, threads, repeat, boxes, nb, rays, nr,
                              &res[k].em, res[k].embree_error,
                              sizeof res[k].embree_error) == 0;
-        if (bench_raybox(ctx, boxes, nb, rays, nr, &res[k]))
+        if (bench_raybox(ctx, cl, boxes, nb, rays, nr, &res[k]))
             return 1;
         free(boxes);
         if (!json)
             print_table(&res[k], nr);
     }
     if (json)
-        print_json(res, n_sizes, nr, threads);
+        print_json(res, n_sizes, nr, threads, cl ? cl_info.device : NULL,
+                   cl_why);
     free(rays);
+    rb_context_destroy(cl);
     rb_context_destroy(ctx);
     return 0;
 }

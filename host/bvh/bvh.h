@@ -11,8 +11,8 @@
  * array is read. Slots that hold subtrees get a conservative test
  * (bvh_walk.inc), so results equal brute force bit for bit.
  *
- * Layout (plain floats and 32-bit words, meant for a later OpenCL kernel
- * as well; see docs/architecture.md):
+ * Layout (plain floats and 32-bit words, read as is by the OpenCL walk,
+ * kernels/bvh.cl; see docs/architecture.md):
  *   nodes[0] is the root. A node holds up to 8 slots as structure of
  *   arrays (lo[axis][slot], hi[axis][slot]: one 32-byte row per plane)
  *   plus child[slot] and the mask `boxes`. A slot whose bit is set in
@@ -49,7 +49,8 @@ struct rb_pool;
 #define RB_BVH_MAX_DEPTH (RB_BVH_SAH_DEPTH + 33)
 #define RB_BVH_STACK ((RB_BVH_WIDTH - 1) * RB_BVH_MAX_DEPTH + 1)
 
-/* Node tests pad a slot's exit as in Ize 2013 / pbrt: exit * (1 + 2
+/* Node tests pad a slot's exit as in Ize 2013 / pbrt (kernels/bvh.cl
+ * restates both constants): exit * (1 + 2
  * gamma_3), 1 + 3.58e-7 rounded up to 1 + 2^-21 so that the rounded
  * product still pads by at least 2 gamma_3; a negative exit is scaled by
  * the factor below 1 instead, so padding never shrinks it. */

@@ -46,6 +46,7 @@ static void cl_destroy(rb_backend *self)
 
 static const struct rb_backend_ops cl_ops = {
     .name = "opencl",
+    .bvh = 1, /* kernels/bvh.cl; cl_plan.c falls back to brute force */
     .run = rb_cl_run,
     .describe = cl_describe,
     .destroy = cl_destroy,
@@ -225,6 +226,20 @@ unsigned long long rb_cl_calls(const rb_context *ctx)
     if (!ctx || !ctx->cl)
         return 0;
     return ((const rb_cl_backend *)ctx->cl)->env.calls;
+}
+
+unsigned long long rb_cl_walks(const rb_context *ctx)
+{
+    if (!ctx || !ctx->cl)
+        return 0;
+    return ((const rb_cl_backend *)ctx->cl)->walks;
+}
+
+unsigned long long rb_cl_node_uploads(const rb_context *ctx)
+{
+    if (!ctx || !ctx->cl)
+        return 0;
+    return ((const rb_cl_backend *)ctx->cl)->node_uploads;
 }
 
 int rb_cl_program_from_cache(const rb_context *ctx)

@@ -8,13 +8,18 @@
 
 #include "cl_devices.h"
 
-/* The kernels of kernels/brute.cl. */
+/* The kernels of kernels/brute.cl (brute force) and kernels/bvh.cl (the
+ * hierarchy walk). */
 typedef enum rb_cl_kernel_id {
     RB_CLK_PAIRS,
     RB_CLK_NEAREST,
     RB_CLK_ANY,
     RB_CLK_COUNT,
     RB_CLK_ALL,
+    RB_CLK_BVH_NEAREST,
+    RB_CLK_BVH_ANY,
+    RB_CLK_BVH_COUNT,
+    RB_CLK_BVH_ALL,
     RB_CLK_N
 } rb_cl_kernel_id;
 
@@ -26,6 +31,8 @@ typedef enum rb_cl_buffer_id {
     RB_CLB_OUT,        /* hits, any flags or counts */
     RB_CLB_LIST,       /* all: max_hits slots per ray */
     RB_CLB_BAD,        /* one uint: the lowest invalid element (R6) */
+    RB_CLB_NODES,      /* hierarchy jobs: the whole node array */
+    RB_CLB_ORDER,      /* hierarchy jobs: the order of the chunk's rays */
     RB_CLB_N
 } rb_cl_buffer_id;
 
@@ -75,6 +82,13 @@ typedef struct rb_cl_backend {
     int boxes_valid;
     uint64_t boxes_uid;
     size_t boxes_begin, boxes_end;
+    /* What RB_CLB_NODES holds: the hierarchy over the boxset with this uid
+     * (every change of a scene's boxes or hierarchy, and every rebuild of
+     * a transient one, comes with a new boxset uid), n_nodes long. */
+    int nodes_valid;
+    uint64_t nodes_uid;
+    size_t nodes_n;
+    uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
 } rb_cl_backend;
 
 /* cl_program.c: builds the program for be->dev (or loads it from the
@@ -86,6 +100,7 @@ void rb_cl_program_release(rb_cl_backend *be);
 /* cl_plan.c: how a job is cut into launches so that every buffer fits
  * max_buf and all of them together fit the budget. */
 typedef struct rb_cl_plan {
+    int bvh;            /* walk job->bvh (its nodes in RB_CLB_NODES) */
     size_t rays;        /* rays per chunk (the last may hold fewer) */
     size_t boxes;       /* every-box modes: boxes per box chunk */
     int boxes_whole;    /* the whole boxset is one chunk, uploaded as is */
@@ -94,7 +109,10 @@ typedef struct rb_cl_plan {
 } rb_cl_plan;
 
 /* RB_OK, or RB_EDEVMEM with the reason in why when not even one ray (or
- * one box) fits. */
+ * one box) fits. A job with a hierarchy is planned as a walk when its node
+ * array fits one buffer and, beside one work-group of rays, the budget;
+ * otherwise as a brute-force scan of its boxes (plan.bvh = 0), which gives
+ * the same answers. */
 int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                    size_t wg, rb_cl_plan *out, char *why, size_t why_len);
 

@@ -7,9 +7,16 @@
  * it fits next to at least one work-group of rays; otherwise the boxes are
  * cut into chunks too (taking at most half the budget) and the kernels
  * combine the chunks' answers. The rest of the budget goes to rays.
+ *
+ * A job with a hierarchy walks it when the whole node array fits one
+ * buffer and, beside one work-group of rays, the budget (the walk jumps
+ * anywhere in the tree, so the nodes cannot be cut into chunks). When it
+ * does not fit, the job is planned as a brute-force scan of its boxes
+ * instead: slower by far, but the answers are the same (SPEC R9).
  */
 #include <stdio.h>
 
+#include "../bvh/bvh.h"
 #include "cl_internal.h"
 
 #define BOX_BYTES (6 * sizeof(float))
@@ -50,7 +57,24 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
         per_ray += per[b];
 
     uint64_t box_bytes = 0;
-    if (!pairs) {
+    const rb_bvh *bvh = pairs ? NULL : job->bvh;
+    if (bvh && bvh->n_nodes) {
+        uint64_t nodes = (uint64_t)bvh->n_nodes * sizeof(rb_bvh_node);
+        uint64_t first_rays = min_u64(job->n_rays, wg) *
+                              (per_ray + sizeof(uint32_t));
+        /* The private stack must hold the tree's deepest path: always so
+         * for the builder's trees (bvh.h), checked all the same. */
+        uint64_t stack = (uint64_t)(RB_BVH_WIDTH - 1) * bvh->depth + 1;
+        if (nodes <= max_buf && nodes + first_rays <= budget &&
+            stack <= RB_BVH_STACK) {
+            out->bvh = 1;
+            out->bytes[RB_CLB_NODES] = (size_t)nodes;
+            box_bytes = nodes;
+            per[RB_CLB_ORDER] = sizeof(uint32_t);
+            per_ray += per[RB_CLB_ORDER];
+        }
+    }
+    if (!pairs && !out->bvh) {
         const rb_boxset *set = job->boxes;
         uint64_t whole = (uint64_t)set->stride * BOX_BYTES;
         uint64_t first_rays = min_u64(job->n_rays, wg) * per_ray;

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "../bvh/bvh.h"
 #include "cl_internal.h"
 
 extern const unsigned char rb_kernel_source[];
@@ -31,12 +32,14 @@ extern const size_t rb_kernel_source_len;
 
 /* In the order of rb_cl_kernel_id. */
 static const char *const kernel_names[RB_CLK_N] = {
-    "rb_pairs", "rb_nearest", "rb_any", "rb_count", "rb_all",
+    "rb_pairs",       "rb_nearest",   "rb_any",
+    "rb_count",       "rb_all",       "rb_bvh_nearest",
+    "rb_bvh_any",     "rb_bvh_count", "rb_bvh_all",
 };
 
 /* The kernel files, in the order cmake/embed.cmake concatenates them. */
 static const char *const kernel_files[] = {"slab.cl", "brute.cl",
-                                            "brute_wide.cl"};
+                                            "brute_wide.cl", "bvh.cl"};
 
 static const char cache_magic[8] = {'R', 'B', 'X', 'C', 'L', 'B', '0', '1'};
 #define CACHE_HEADER 24 /* magic, u64 payload length, u64 payload hash */
@@ -152,9 +155,12 @@ out:
     return rc;
 }
 
+/* RB_BVH_STACK: the walk's private stack holds the deepest tree the
+ * builder can make (host/bvh/bvh.h). */
 static void build_options(const rb_cl_backend *be, char *out, size_t cap)
 {
-    snprintf(out, cap, "-cl-std=CL1.2%s%s", be->wide ? " -DRB_WIDE" : "",
+    snprintf(out, cap, "-cl-std=CL1.2 -DRB_BVH_STACK=%d%s%s",
+             (int)RB_BVH_STACK, be->wide ? " -DRB_WIDE" : "",
              be->dev.desc.exact_division
                  ? " -cl-fp32-correctly-rounded-divide-sqrt"
              : be->dev.fp64 ? " -DRB_RECIP_VIA_DOUBLE"

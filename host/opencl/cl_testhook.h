@@ -17,6 +17,12 @@ void rb_cl_fail_after(rb_context *ctx, long n);
  * size fault-injection loops. */
 unsigned long long rb_cl_calls(const rb_context *ctx);
 
+/* Hierarchy walk launches (kernels/bvh.cl) and uploads of a node array
+ * made by ctx's backend so far (0 without one): tests tell a walk from a
+ * brute-force scan and see that a hierarchy is uploaded once per version. */
+unsigned long long rb_cl_walks(const rb_context *ctx);
+unsigned long long rb_cl_node_uploads(const rb_context *ctx);
+
 /* 1 if ctx's program came from the binary cache, 0 if it was built from
  * source, -1 without an OpenCL backend. */
 int rb_cl_program_from_cache(const rb_context *ctx);

@@ -1,0 +1,441 @@
+/*
+ * bvh.cl - the hierarchy walk (host/bvh): nearest, any, count and all
+ * through the 8-wide node array, one work-item per ray, with answers bit
+ * for bit those of the CPU walk (host/bvh/bvh_walk.inc) and of brute
+ * force (SPEC R9). Uses slab.cl and brute.cl's helpers (concatenated
+ * before this file).
+ *
+ * Nodes are host/bvh/bvh.h's rb_bvh_node, 64 words each, read as floats:
+ *   [ 0, 24)  lo[axis][slot]    [24, 48)  hi[axis][slot]
+ *   [48, 56)  child[slot] (uint: box slot -> original box index,
+ *             inner slot -> node index, 0 -> empty)
+ *   56        boxes (uint, bit k: slot k is a box)
+ * The root is node 0; empty slots hold +inf..-inf, which no ray enters.
+ *
+ * Why the answers are exact (the argument of bvh_walk.inc, restated):
+ * - Box slots hold the boxes' flushed corners and get rb_slab_hit's
+ *   operations: entry E starts at tmin and takes near only when near > E,
+ *   exit X takes far only when far < X, then min(X, tmax); every reported
+ *   distance gets + 0.0f. (X starting at +inf and meeting tmax last gives
+ *   the value of X starting at tmax, up to the sign of a zero, which
+ *   + 0.0f removes; the hit test does not see it.)
+ * - Subtree slots use the same per-plane distances (rounding is monotonic,
+ *   so a slot's entry is never above and its exit never below those of a
+ *   box inside), skip NaN planes the same way, and pad the exit as in Ize
+ *   2013: x * (1 + 2^-21) for x >= 0, x * (1 - 2^-21) below (bvh.h's
+ *   RB_BVH_PAD_UP/DOWN; keep them in step).
+ * - nearest drops a slot or a stack entry only when its entry is strictly
+ *   greater than the best so far and breaks ties by original index; the
+ *   winner's faces and exit come from rb_slab_full on its corners.
+ * - all inserts by (t_enter, original index) into its max_hits slots, so
+ *   the kept prefix is that of the index-ordered scan; counts every hit.
+ * So the order of the walk never matters, only which boxes it tests.
+ *
+ * Structure (Aila & Laine 2009, "while-while"): an inner loop tests nodes
+ * and descends, nearer children first for nearest and any, until it meets
+ * a node with box hits; an outer loop then takes those boxes and resumes,
+ * so that the items of a SIMD group tend to be in the same loop (node
+ * tests, or box work) at the same time. The stack lives in private
+ * memory with room for the deepest
+ * tree the builder can make (RB_BVH_STACK, passed by the host from
+ * bvh.h: at most WIDTH - 1 entries per level).
+ *
+ * Two node tests, chosen with the brute kernels' variant: RB_WIDE (CPU
+ * devices) tests a node's 8 slots as float8 vectors, one per plane row;
+ * the tiled variant (GPUs) tests two halves of float4, which keeps loads
+ * 16 bytes wide without asking a GPU for eight-wide registers.
+ *
+ * Kernel arguments:
+ *   rays dims n_rays nodes order, then (all) max_hits, the outputs,
+ *   ray_base and bad (R6 as in brute.cl: rb_ray_ok, the lowest bad element
+ *   with atomic_min). order (may be NULL) is a permutation of the chunk's
+ *   rays: item k walks ray order[k] and writes that ray's answer.
+ */
+#ifndef RB_BVH_STACK
+#error "RB_BVH_STACK must be defined by the host (host/bvh/bvh.h)"
+#endif
+
+#define RB_NODE_WORDS 64
+#define RB_NODE_LO 0
+#define RB_NODE_HI 24
+#define RB_NODE_CHILD 48
+#define RB_NODE_BOXES 56
+#define RB_BVH_PAD_UP (1.0f + 4.0f * FLT_EPSILON)
+#define RB_BVH_PAD_DOWN (1.0f - 4.0f * FLT_EPSILON)
+
+enum { RB_WALK_NEAREST, RB_WALK_ANY, RB_WALK_COUNT, RB_WALK_ALL };
+
+/* The lowest set bit of m != 0 (ctz is OpenCL C 2.0). */
+static inline uint rb_ctz(uint m)
+{
+    return 31 - clz(m & (0u - m));
+}
+
+/* A ray for the walk: prepared as in brute.cl, plus the word offsets of
+ * the rows it reads as near and far planes (sign of inv). */
+typedef struct rb_wray {
+    rb_prep r;
+    uint near[3];
+    uint far[3];
+} rb_wray;
+
+static inline rb_wray rb_wray_load(__global const float *rays, uint dims,
+                                   size_t i)
+{
+    rb_wray w;
+    w.r = rb_load_ray(rays, dims, i);
+    for (int a = 0; a < 3; a++) {
+        int s = signbit(w.r.inv[a]) ? 1 : 0;
+        w.near[a] = (uint)((s ? RB_NODE_HI : RB_NODE_LO) + 8 * a);
+        w.far[a] = (uint)((s ? RB_NODE_LO : RB_NODE_HI) + 8 * a);
+    }
+    return w;
+}
+
+#ifdef RB_WIDE
+/* Lanes of an int8 comparison result (-1 / 0) as bits 0..7. */
+static inline uint rb_mask8(int8 m)
+{
+    int8 b = m & (int8)(1, 2, 4, 8, 16, 32, 64, 128);
+    return (uint)(b.s0 | b.s1 | b.s2 | b.s3 | b.s4 | b.s5 | b.s6 | b.s7);
+}
+
+/* Node n: e[k] and x[k] are slot k's t_enter and t_exit as rb_slab_hit
+ * computes them (before + 0.0f); *boxes_hit gets the box slots hit, the
+ * return value the subtree slots that may hold a hit within
+ * [tmin, limit]. */
+static inline uint rb_node_test(const rb_wray *w, __global const float *n,
+                                float limit, float e_out[8], float x_out[8],
+                                uint *boxes_hit)
+{
+    float8 e = (float8)(w->r.tmin), x = (float8)(INFINITY);
+    for (int a = 0; a < 3; a++) {
+        float8 o = (float8)(w->r.o[a]), inv = (float8)(w->r.inv[a]);
+        float8 ne = (vload8(0, n + w->near[a]) - o) * inv;
+        float8 fa = (vload8(0, n + w->far[a]) - o) * inv;
+        e = select(e, ne, ne > e);
+        x = select(x, fa, fa < x);
+    }
+    float8 tmax = (float8)(w->r.tmax);
+    float8 xe = select(tmax, x, x < tmax);
+    float8 pad = select((float8)(RB_BVH_PAD_DOWN), (float8)(RB_BVH_PAD_UP),
+                        x >= (float8)(0.0f));
+    float8 xp = x * pad;
+    xp = select((float8)(limit), xp, xp < (float8)(limit));
+    int8 finite = e < (float8)(INFINITY);
+    uint exact = rb_mask8((e <= xe) & finite);
+    uint maybe = rb_mask8((e <= xp) & finite);
+    vstore8(e, 0, e_out);
+    vstore8(xe, 0, x_out);
+    uint boxes = as_uint(n[RB_NODE_BOXES]);
+    *boxes_hit = exact & boxes;
+    return maybe & ~boxes;
+}
+#else
+/* The same test on two halves of four slots. */
+static inline uint rb_node_test(const rb_wray *w, __global const float *n,
+                                float limit, float e_out[8], float x_out[8],
+                                uint *boxes_hit)
+{
+    uint exact = 0, maybe = 0;
+    for (int h = 0; h < 2; h++) {
+        float4 e = (float4)(w->r.tmin), x = (float4)(INFINITY);
+        for (int a = 0; a < 3; a++) {
+            float4 o = (float4)(w->r.o[a]), inv = (float4)(w->r.inv[a]);
+            float4 ne = (vload4(h, n + w->near[a]) - o) * inv;
+            float4 fa = (vload4(h, n + w->far[a]) - o) * inv;
+            e = select(e, ne, ne > e);
+            x = select(x, fa, fa < x);
+        }
+        float4 tmax = (float4)(w->r.tmax);
+        float4 xe = select(tmax, x, x < tmax);
+        float4 pad = select((float4)(RB_BVH_PAD_DOWN),
+                            (float4)(RB_BVH_PAD_UP), x >= (float4)(0.0f));
+        float4 xp = x * pad;
+        xp = select((float4)(limit), xp, xp < (float4)(limit));
+        int4 finite = e < (float4)(INFINITY);
+        int4 b = (int4)(1, 2, 4, 8) << (4 * h);
+        int4 ex = ((e <= xe) & finite) & b;
+        int4 mb = ((e <= xp) & finite) & b;
+        exact |= (uint)(ex.s0 | ex.s1 | ex.s2 | ex.s3);
+        maybe |= (uint)(mb.s0 | mb.s1 | mb.s2 | mb.s3);
+        vstore4(e, h, e_out);
+        vstore4(xe, h, x_out);
+    }
+    uint boxes = as_uint(n[RB_NODE_BOXES]);
+    *boxes_hit = exact & boxes;
+    return maybe & ~boxes;
+}
+#endif /* RB_WIDE */
+
+/* all's slots: (box, t_enter, t_exit) into a list sorted by (t_enter, box)
+ * that holds *stored of at most cap entries. Boxes arrive in walk order,
+ * not index order, so ties compare the index (bvh_walk.inc's list_put). */
+static inline void rb_list_put(__global rb_list_hit *list, uint *stored,
+                               uint cap, int box, float te, float tx)
+{
+    uint n = *stored;
+#define RB_BEFORE(p)                                                           \
+    (te < list[p].t_enter || (te == list[p].t_enter && box < list[p].box))
+    if (n == cap && !RB_BEFORE(n - 1))
+        return;
+    uint pos = n < cap ? n : cap - 1;
+    while (pos > 0 && RB_BEFORE(pos - 1)) {
+        list[pos] = list[pos - 1];
+        pos--;
+    }
+#undef RB_BEFORE
+    rb_list_hit h;
+    h.box = box;
+    h.t_enter = te + 0.0f; /* never -0 (slab.cl) */
+    h.t_exit = tx + 0.0f;
+    list[pos] = h;
+    if (n < cap)
+        *stored = n + 1;
+}
+
+/* Prefetches on CPU devices: a walk waits on memory most of its time.
+ * OpenCL's prefetch() is a no-op on PoCL; clang's builtin reaches the
+ * processor's instruction. Nothing elsewhere (a GPU hides latency with
+ * other work-items, and its compiler need not know the builtin). */
+#if defined(RB_WIDE) && defined(__clang__) &&                                \
+    (defined(__x86_64__) || defined(__aarch64__))
+#define RB_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define RB_PREFETCH(p) ((void)0)
+#endif
+
+/* The four cache lines of a node the walk will visit, so that the misses
+ * of siblings overlap (measured on PoCL: count and all 10-15% faster, as
+ * on the CPU walk). */
+static inline void rb_prefetch_node(__global const float *n)
+{
+    RB_PREFETCH(n);
+    RB_PREFETCH(n + 16);
+    RB_PREFETCH(n + 32);
+    RB_PREFETCH(n + 48);
+}
+
+/* What a walk has found so far. */
+typedef struct rb_walk {
+    float best_t;    /* nearest: least entry so far (+inf: none) */
+    uint best_i;     /* its original index */
+    uint best_node;  /* where its corners are */
+    uint best_slot;
+    int found;       /* nearest: a best exists; any: a hit */
+    uint count;      /* count and all: every hit */
+    uint stored;     /* all: entries in the list */
+} rb_walk;
+
+/* One ray through the tree. mode is a constant at every call site, so
+ * each kernel gets its own loop. */
+static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
+                                const int mode, rb_walk *s,
+                                __global rb_list_hit *list, uint cap)
+{
+    __global const uint *words = (__global const uint *)nodes;
+    uint st_node[RB_BVH_STACK];
+    float st_t[RB_BVH_STACK];
+    int sp = 0;
+    uint cur = 0;
+    int walking = 1;
+    while (walking) {
+        /* Inner loop: node tests, descending, until a node has box hits
+         * to take (their e and x stay in ev/xv) or the walk is over. */
+        float ev[8], xv[8];
+        uint leaf = 0, hits = 0;
+        while (walking && !hits) {
+            __global const float *n = nodes + (size_t)cur * RB_NODE_WORDS;
+            __global const uint *child = words +
+                                         (size_t)cur * RB_NODE_WORDS +
+                                         RB_NODE_CHILD;
+            float limit = w->r.tmax;
+            if (mode == RB_WALK_NEAREST && s->best_t < limit)
+                limit = s->best_t;
+            uint m = rb_node_test(w, n, limit, ev, xv, &hits);
+            leaf = cur;
+            if (m) {
+                /* (any stops so early that fetching costs more, as on
+                 * the CPU.) */
+                for (uint pm = mode == RB_WALK_ANY ? 0 : m; pm;
+                     pm &= pm - 1)
+                    rb_prefetch_node(nodes + (size_t)child[rb_ctz(pm)] *
+                                                 RB_NODE_WORDS);
+                uint k = rb_ctz(m);
+                m &= m - 1;
+                if (!m) {
+                    cur = child[k];
+                } else if (mode == RB_WALK_NEAREST || mode == RB_WALK_ANY) {
+                    /* Pushed far to near; the nearest is walked now. */
+                    uint hn[8];
+                    float ht[8];
+                    int h = 1;
+                    hn[0] = child[k];
+                    ht[0] = ev[k];
+                    while (m) {
+                        k = rb_ctz(m);
+                        m &= m - 1;
+                        float t = ev[k];
+                        int pos = h++;
+                        while (pos > 0 && ht[pos - 1] < t) {
+                            hn[pos] = hn[pos - 1];
+                            ht[pos] = ht[pos - 1];
+                            pos--;
+                        }
+                        hn[pos] = child[k];
+                        ht[pos] = t;
+                    }
+                    for (int j = 0; j < h - 1; j++) {
+                        st_node[sp] = hn[j];
+                        st_t[sp++] = ht[j];
+                    }
+                    cur = hn[h - 1];
+                } else {
+                    cur = child[k];
+                    while (m) {
+                        k = rb_ctz(m);
+                        m &= m - 1;
+                        st_node[sp++] = child[k];
+                    }
+                }
+            } else {
+                /* Pop; nearest skips entries that start past its best. */
+                walking = 0;
+                while (sp > 0) {
+                    sp--;
+                    if (mode != RB_WALK_NEAREST || st_t[sp] <= s->best_t) {
+                        cur = st_node[sp];
+                        walking = 1;
+                        break;
+                    }
+                }
+            }
+        }
+        if (!hits)
+            break;
+        /* Box loop: the hit boxes of node `leaf`. */
+        __global const uint *child = words + (size_t)leaf * RB_NODE_WORDS +
+                                     RB_NODE_CHILD;
+        switch (mode) {
+        case RB_WALK_NEAREST:
+            while (hits) {
+                uint k = rb_ctz(hits);
+                hits &= hits - 1;
+                uint idx = child[k];
+                if (ev[k] < s->best_t ||
+                    (ev[k] == s->best_t && idx < s->best_i)) {
+                    s->best_t = ev[k];
+                    s->best_i = idx;
+                    s->best_node = leaf;
+                    s->best_slot = k;
+                    s->found = 1;
+                }
+            }
+            break;
+        case RB_WALK_ANY:
+            s->found = 1;
+            return;
+        case RB_WALK_COUNT:
+            s->count += popcount(hits);
+            break;
+        default:
+            while (hits) {
+                uint k = rb_ctz(hits);
+                hits &= hits - 1;
+                s->count++;
+                rb_list_put(list, &s->stored, cap, (int)child[k], ev[k],
+                            xv[k]);
+            }
+            break;
+        }
+    }
+}
+
+static inline rb_walk rb_walk_init(void)
+{
+    rb_walk s;
+    s.best_t = INFINITY;
+    s.best_i = 0xffffffffu;
+    s.best_node = 0;
+    s.best_slot = 0;
+    s.found = 0;
+    s.count = 0;
+    s.stored = 0;
+    return s;
+}
+
+/* The ray of this item: order[item] when the host sent an order (rays
+ * whose walks share nodes on neighbouring items), else the item's own;
+ * checked (R6) as in brute.cl. Items past the last ray return (no
+ * barriers here). Ordered rays are scattered in memory: a CPU device runs
+ * a group's items one after another, so the ray RB_AHEAD items on is
+ * fetched now (measured on PoCL: any 1.4x faster at 100K boxes). */
+#define RB_AHEAD 8
+#define RB_BVH_PROLOGUE()                                                      \
+    size_t g = get_global_id(0);                                               \
+    if (g >= n_rays)                                                           \
+        return;                                                                \
+    size_t i = order ? order[g] : g;                                           \
+    if (order && g + RB_AHEAD < n_rays)                                        \
+        RB_PREFETCH(rays + (size_t)order[g + RB_AHEAD] * (dims == 3 ? 8 : 6)); \
+    if (!rb_ray_ok(rays, dims, i))                                             \
+        rb_note_bad(bad, (ray_base + (uint)i) * 2);                            \
+    rb_wray w = rb_wray_load(rays, dims, i);                                   \
+    rb_walk s = rb_walk_init()
+
+__kernel void rb_bvh_nearest(__global const float *rays, uint dims,
+                             uint n_rays, __global const float *nodes,
+                             __global const uint *order,
+                             __global rb_hit *hits, uint ray_base,
+                             __global uint *bad)
+{
+    RB_BVH_PROLOGUE();
+    rb_walk_tree(&w, nodes, RB_WALK_NEAREST, &s, 0, 0);
+    rb_hit h;
+    if (s.found) {
+        __global const float *n = nodes + (size_t)s.best_node * RB_NODE_WORDS;
+        float lo[3], hi[3];
+        for (int a = 0; a < 3; a++) {
+            lo[a] = n[RB_NODE_LO + 8 * a + s.best_slot];
+            hi[a] = n[RB_NODE_HI + 8 * a + s.best_slot];
+        }
+        rb_slab_full(&w.r, lo, hi, &h);
+        h.box = (int)s.best_i;
+    } else {
+        rb_hit_miss(&h);
+    }
+    hits[i] = h;
+}
+
+__kernel void rb_bvh_any(__global const float *rays, uint dims, uint n_rays,
+                         __global const float *nodes,
+                         __global const uint *order, __global uchar *any_hit,
+                         uint ray_base, __global uint *bad)
+{
+    RB_BVH_PROLOGUE();
+    rb_walk_tree(&w, nodes, RB_WALK_ANY, &s, 0, 0);
+    any_hit[i] = (uchar)s.found;
+}
+
+__kernel void rb_bvh_count(__global const float *rays, uint dims,
+                           uint n_rays, __global const float *nodes,
+                           __global const uint *order,
+                           __global uint *counts, uint ray_base,
+                           __global uint *bad)
+{
+    RB_BVH_PROLOGUE();
+    rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0);
+    counts[i] = s.count;
+}
+
+__kernel void rb_bvh_all(__global const float *rays, uint dims, uint n_rays,
+                         __global const float *nodes,
+                         __global const uint *order, uint max_hits,
+                         __global uint *counts, __global rb_list_hit *lists,
+                         uint ray_base, __global uint *bad)
+{
+    RB_BVH_PROLOGUE();
+    rb_walk_tree(&w, nodes, RB_WALK_ALL, &s, lists + i * max_hits,
+                 max_hits);
+    counts[i] = s.count;
+}
