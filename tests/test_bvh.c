@@ -15,7 +15,9 @@
 #include <stdlib.h>
 
 #include "bvh/bvh.h"
+#include "cpu/ray_order.h"
 #include "internal.h"
+#include "threadpool.h"
 #include "scenes.h"
 #include "testutil.h"
 
@@ -496,6 +498,76 @@ static void report(void)
             rbt_rays_checked);
 }
 
+/* ---- the walk order (host/cpu/ray_order.c): a permutation, sorted by
+ * the origin's cell, stable, and the same on any number of threads; big
+ * enough for the parallel radix passes. */
+
+typedef struct cell_index {
+    uint32_t cell, index;
+} cell_index;
+
+static int by_cell_then_index(const void *a, const void *b)
+{
+    const cell_index *x = a, *y = b;
+    if (x->cell != y->cell)
+        return x->cell < y->cell ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+START_TEST(test_ray_order)
+{
+    enum { N = 300000 };
+    rb_ray *rays = calloc(N, sizeof *rays);
+    uint64_t *scratch = calloc(2 * (size_t)N, sizeof *scratch);
+    uint32_t *order = calloc(N, sizeof *order);
+    uint32_t *again = calloc(N, sizeof *again);
+    cell_index *want = calloc(N, sizeof *want);
+    /* Origins on the x axis, decreasing with the index, directions all
+     * in one octant: the key is the x cell (of 512 over [0, 1]), so the
+     * order must be by cell, and by index within a cell. */
+    for (uint32_t i = 0; i < N; i++) {
+        rays[i].origin[0] = (float)(N - 1 - i) / (float)N;
+        rays[i].dir[0] = rays[i].dir[1] = rays[i].dir[2] = 1;
+        rays[i].tmax = INFINITY;
+        float q = rays[i].origin[0] * 512.0f; /* exact: a power of two */
+        want[i].cell = q < 511.0f ? (uint32_t)q : 511u;
+        want[i].index = i;
+    }
+    qsort(want, N, sizeof *want, by_cell_then_index);
+    const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+    static const unsigned threads[] = {1, 2, 3};
+    rb_allocator heap;
+    rb_allocator_default(&heap);
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        struct rb_pool *pool = NULL;
+        ck_assert_int_eq(rb_pool_create(&heap, threads[t], &pool), RB_OK);
+        for (int octant_first = 0; octant_first < 2; octant_first++) {
+            rb_ray_order(pool, rays, 3, N, lo, hi, octant_first, scratch,
+                         order);
+            for (uint32_t j = 0; j < N; j++)
+                ck_assert_msg(order[j] == want[j].index,
+                              "threads %u: order[%u] = %u, want %u",
+                              threads[t], j, order[j], want[j].index);
+        }
+        /* Every key equal: a stable sort keeps the input order. */
+        rb_ray same = rays[0];
+        rb_ray *flat = calloc(N, sizeof *flat);
+        for (uint32_t i = 0; i < N; i++)
+            flat[i] = same;
+        rb_ray_order(pool, flat, 3, N, lo, hi, 0, scratch, again);
+        for (uint32_t j = 0; j < N; j++)
+            ck_assert_uint_eq(again[j], j);
+        free(flat);
+        rb_pool_destroy(pool);
+    }
+    free(rays);
+    free(scratch);
+    free(order);
+    free(again);
+    free(want);
+}
+END_TEST
+
 static Suite *bvh_suite(void)
 {
     Suite *s = suite_create("bvh");
@@ -509,6 +581,7 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_scalar_walker);
     tcase_add_test(tc, test_invalid_rays);
     tcase_add_test(tc, test_out_of_memory);
+    tcase_add_test(tc, test_ray_order);
     suite_add_tcase(s, tc);
     return s;
 }
