@@ -495,7 +495,7 @@ END_TEST
 static void report(void)
 {
     fprintf(stderr, "test_bvh: %zu rays compared with brute force\n",
-            rbt_rays_checked);
+            rbt_rays_checked());
 }
 
 /* ---- the walk order (host/cpu/ray_order.c): a permutation, sorted by
@@ -588,6 +588,7 @@ static Suite *bvh_suite(void)
 
 int main(void)
 {
+    rbt_rays_count_init();
     SRunner *sr = srunner_create(bvh_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

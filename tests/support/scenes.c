@@ -1,4 +1,5 @@
 /* scenes.c - see scenes.h. */
+#define _DEFAULT_SOURCE /* MAP_ANONYMOUS */
 #include "scenes.h"
 
 #include <float.h>
@@ -6,12 +7,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 const char *const rbt_scene_kind_name[RBT_SC_KINDS] = {
     "uniform", "clustered", "thin", "flat+points", "overlapping",
     "identical", "grid", "huge", "tiny", "deep", "single", "empty"};
 
-size_t rbt_rays_checked;
+static size_t *rays_checked; /* shared with forked tests; NULL until init */
+
+void rbt_rays_count_init(void)
+{
+    void *m = mmap(NULL, sizeof *rays_checked, PROT_READ | PROT_WRITE,
+                   MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) {
+        perror("rbt_rays_count_init: mmap");
+        abort();
+    }
+    rays_checked = m;
+    *rays_checked = 0;
+}
+
+size_t rbt_rays_checked(void)
+{
+    return rays_checked ? *rays_checked : 0;
+}
 
 /* ---- boxes */
 
@@ -443,7 +462,8 @@ void rbt_compare_query(rb_context *const *ctxs, const char *const *names,
             compare_answers(&q, &got, &ref, names[k], names[0], what);
         }
     }
-    rbt_rays_checked += q.n_rays;
+    if (rays_checked) /* tests run one at a time: no race */
+        *rays_checked += q.n_rays;
     answers_free(&ref);
     answers_free(&got);
 }

@@ -37,9 +37,13 @@ void rbt_box_jitter(rbt_rng *g, rb_box *b, float amount);
  * test unless ctxs[1..n) answer bitwise as ctxs[0] does (all: counts and
  * the valid list entries), no context fell back, and each answered on
  * the backend it was created for. names[k] labels ctxs[k] in messages.
- * Adds q.n_rays to rbt_rays_checked. */
+ * Adds q.n_rays to the count rbt_rays_checked() reports. */
 void rbt_compare_query(rb_context *const *ctxs, const char *const *names,
                        int n, rb_query q, const char *what);
-extern size_t rbt_rays_checked;
+/* Call in main before the suites run: check forks a process per test, so
+ * the count lives in memory shared with the children. */
+void rbt_rays_count_init(void);
+/* Rays compared so far, in every test process. */
+size_t rbt_rays_checked(void);
 
 #endif
