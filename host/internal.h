@@ -97,7 +97,13 @@ struct rb_context {
     int bvh_use;                 /* RB_BVH_USE_*: options.hierarchy, or
                                     $RAYBOX_BVH when that is AUTO */
     struct rb_bvh *scratch_bvh;  /* transient hierarchy of inline boxes */
+    /* CPU walks: RB_WALK_ORDER_AUTO sorts big batches over big trees
+     * (cpu_backend.c); the tests set ALWAYS so that small trees take the
+     * sorted path too. Zero (AUTO) on creation. */
+    int walk_order;
 };
+
+enum { RB_WALK_ORDER_AUTO = 0, RB_WALK_ORDER_ALWAYS = 1 };
 
 /* When queries go through a hierarchy. AUTO: for scenes of 256 boxes or
  * more, for inline boxes when the cost model of query.c says building one

@@ -30,6 +30,10 @@ static rb_context *make_ctx(int use, unsigned threads)
     opt.threads = threads;
     rb_context *ctx = rbt_context_opts(RBT_CPU, &opt);
     ctx->bvh_use = use;
+    /* Big batches in ray_order.h's order even over these small trees (by
+     * default only trees of 4 MiB and more are walked in that order;
+     * test_cl_bvh's CPU walk compares the input order). */
+    ctx->walk_order = RB_WALK_ORDER_ALWAYS;
     return ctx;
 }
 
