@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_cache.h"
 #include "float_text.h"
 #include "slab.h"
 
@@ -133,8 +134,8 @@ void rbb_decoder_destroy(rbb_decoder *d)
 {
     if (!d)
         return;
-    free(d->rays);
-    free(d->boxes);
+    rbc_block_free(d->rays);
+    rbc_block_free(d->boxes);
     free(d);
 }
 
@@ -305,10 +306,10 @@ static int take_header(rbb_decoder *d)
         return -1;
     /* Only now, with every count checked, is memory taken. */
     size_t box_mem = rbb_box_record_bytes(dims);
-    if (h->n_rays && !(d->rays = malloc((size_t)h->n_rays * d->ray_mem)))
+    if (h->n_rays && !(d->rays = rbc_block_alloc((size_t)h->n_rays * d->ray_mem)))
         return fail(d, 500, NULL, "out of memory for %llu rays",
                     (unsigned long long)h->n_rays);
-    if (h->n_boxes && !(d->boxes = malloc((size_t)h->n_boxes * box_mem)))
+    if (h->n_boxes && !(d->boxes = rbc_block_alloc((size_t)h->n_boxes * box_mem)))
         return fail(d, 500, NULL, "out of memory for %llu boxes",
                     (unsigned long long)h->n_boxes);
     return 0;

@@ -63,6 +63,10 @@
       "per-connection memory pool: headers and the read buffer (the size of "  \
       "the body pieces handed to the parser); libmicrohttpd clears it after "  \
       "every request, so larger costs small requests time")                    \
+    X(buffer_cache, "buffer-cache", "RAYBOX_BUFFER_CACHE", U64, "256M", 0,     \
+      1ull << 40, "memory kept after large requests (arrays of 1 MiB and "     \
+      "more: binary rays and boxes, answers) for the next ones, which then "   \
+      "skip the page faults of fresh memory; 0 = keep none")                   \
     X(drain_timeout, "drain-timeout", "RAYBOX_DRAIN_TIMEOUT", U64, "20", 0,    \
       3600, "seconds SIGTERM/SIGINT waits for open connections before "        \
       "closing them")                                                          \

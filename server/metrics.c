@@ -185,6 +185,9 @@ void metrics_render(const rbd_metrics *m, const rbd_gauges *g, sbuf *o)
           (double)g->max_scenes);
     gauge(o, "raybox_scene_limit_bytes", "most scene memory "
           "(--max-scene-bytes)", (double)g->max_scene_bytes);
+    gauge(o, "raybox_buffer_cache_bytes", "freed request arrays kept for "
+          "the next large request (--buffer-cache)",
+          (double)g->buffer_cache_bytes);
     gauge(o, "raybox_draining", "1 after SIGTERM/SIGINT",
           g->draining ? 1 : 0);
     gauge(o, "raybox_uptime_seconds", "seconds since start", g->uptime_s);

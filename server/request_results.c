@@ -1,8 +1,10 @@
 /* request_results.c - the output arrays a parsed request needs, shared by
- * rayboxd and the batch CLI (see json_request.h). */
+ * rayboxd and the batch CLI (see json_request.h); large ones come from the
+ * block cache (block_cache.h). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_cache.h"
 #include "json_request.h"
 
 int rbj_results_alloc(const rbj_request *req, rb_results *res)
@@ -13,17 +15,17 @@ int rbj_results_alloc(const rbj_request *req, rb_results *res)
     switch (req->mode) {
     case RB_MODE_PAIRS:
     case RB_MODE_NEAREST:
-        return (res->hits = malloc(n * sizeof *res->hits)) ? 0 : -1;
+        return (res->hits = rbc_block_alloc(n * sizeof *res->hits)) ? 0 : -1;
     case RB_MODE_ANY:
-        return (res->any = malloc(n)) ? 0 : -1;
+        return (res->any = rbc_block_alloc(n)) ? 0 : -1;
     case RB_MODE_COUNT:
-        return (res->counts = malloc(n * sizeof *res->counts)) ? 0 : -1;
+        return (res->counts = rbc_block_alloc(n * sizeof *res->counts)) ? 0 : -1;
     case RB_MODE_ALL:
         /* rays x max_hits is within the parser's max-results limit; with
          * no ray at all max_hits alone is not limited, and no list is
          * needed. */
-        res->counts = malloc(n * sizeof *res->counts);
-        res->list = malloc((req->n_rays ? n * (size_t)req->max_hits : 1) *
+        res->counts = rbc_block_alloc(n * sizeof *res->counts);
+        res->list = rbc_block_alloc((req->n_rays ? n * (size_t)req->max_hits : 1) *
                            sizeof *res->list);
         return res->counts && res->list ? 0 : -1;
     }
@@ -32,10 +34,10 @@ int rbj_results_alloc(const rbj_request *req, rb_results *res)
 
 void rbj_results_free(rb_results *res)
 {
-    free(res->hits);
-    free(res->any);
-    free(res->counts);
-    free(res->list);
+    rbc_block_free(res->hits);
+    rbc_block_free(res->any);
+    rbc_block_free(res->counts);
+    rbc_block_free(res->list);
     res->hits = NULL;
     res->any = NULL;
     res->counts = NULL;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "access_log.h"
+#include "block_cache.h"
 #include "server.h"
 
 static unsigned online_cpus(void)
@@ -199,6 +200,7 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
         s->cfg.threads = online_cpus();
     limits_from(&s->cfg, &s->limits);
     metrics_init(&s->metrics);
+    rbc_block_cache_limit((size_t)s->cfg.buffer_cache);
 
     struct sockaddr_storage addr;
     int ipv6 = 0;
@@ -301,6 +303,7 @@ void server_stop(rbd_server *s)
     executor_destroy(s->ex);
     store_destroy(s->store);
     free(s->devices_json);
+    rbc_block_cache_limit(0); /* frees what it kept */
 }
 
 void server_gauges(rbd_server *s, rbd_gauges *g)
@@ -317,6 +320,7 @@ void server_gauges(rbd_server *s, rbd_gauges *g)
     store_usage(s->store, &g->scenes, &g->scene_bytes);
     g->max_scenes = s->cfg.max_scenes;
     g->max_scene_bytes = s->cfg.max_scene_bytes;
+    g->buffer_cache_bytes = rbc_block_cache_held();
     g->backend = b->backend;
     g->device = b->device;
     g->draining = atomic_load(&s->draining);
