@@ -440,6 +440,21 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     log_event("warn", "libmicrohttpd", fields);
 }
 
+/* After SIGTERM/SIGINT every new connection is closed as soon as it is
+ * accepted: that is how rayboxd stops accepting. (MHD_quiesce_daemon, the
+ * documented way, races in libmicrohttpd 0.9.75 with the epoll loops of a
+ * thread pool: both remove the listening socket from a worker's epoll set,
+ * the loser gets ENOENT and MHD aborts the process, "Failed to remove
+ * listen FD from epoll set" - seen in test_http_shutdown under load.) */
+static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr,
+                                     socklen_t addrlen)
+{
+    rbd_server *s = cls;
+    (void)addr;
+    (void)addrlen;
+    return atomic_load(&s->draining) ? MHD_NO : MHD_YES;
+}
+
 struct MHD_Daemon *http_start(rbd_server *s, const struct sockaddr *addr,
                               int ipv6)
 {
@@ -450,7 +465,7 @@ struct MHD_Daemon *http_start(rbd_server *s, const struct sockaddr *addr,
     /* A pool of 1 is no pool: the polling thread serves alone. */
     unsigned pool = c->io_threads > 1 ? (unsigned)c->io_threads : 0;
     return MHD_start_daemon(
-        flags, (uint16_t)c->port, NULL, NULL, access_handler, s,
+        flags, (uint16_t)c->port, accept_policy, s, access_handler, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first: catches all */
         MHD_OPTION_SOCK_ADDR, addr,
         MHD_OPTION_THREAD_POOL_SIZE, pool,

@@ -188,7 +188,6 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
 {
     memset(s, 0, sizeof *s);
     s->cfg = *cfg;
-    s->listen_fd = -1;
     s->t_start = rbd_now_ms();
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
@@ -266,11 +265,11 @@ static void sleep_ms(long ms)
 void server_stop(rbd_server *s)
 {
     char fields[160];
+    /* 1. Stop accepting: new connections are closed as soon as they are
+     *    accepted (http.c, accept_policy: not MHD_quiesce_daemon, which
+     *    can abort the process in libmicrohttpd 0.9.75); open ones go on,
+     *    and every answer now says "Connection: close". */
     atomic_store(&s->draining, 1);
-    /* 1. Stop accepting: the listening socket leaves the daemon's polls;
-     *    open connections go on, and every answer now says
-     *    "Connection: close". */
-    s->listen_fd = MHD_quiesce_daemon(s->daemon);
     snprintf(fields, sizeof fields, "\"connections\":%u,\"drain_timeout_s\":"
              "%llu", connections(s), (unsigned long long)s->cfg.drain_timeout);
     log_event("info", "draining", fields);
@@ -295,8 +294,6 @@ void server_stop(rbd_server *s)
 
     /* 5. Close what is left (idle keep-alive connections) and stop. */
     MHD_stop_daemon(s->daemon);
-    if (s->listen_fd >= 0)
-        close(s->listen_fd);
     snprintf(fields, sizeof fields, "\"connections_closed\":%u", left);
     log_event("info", "stopped", fields);
 

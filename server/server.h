@@ -20,7 +20,6 @@ typedef struct rbd_server {
     rbd_config cfg;
     rbj_limits limits;          /* per request, from cfg */
     struct MHD_Daemon *daemon;
-    int listen_fd;              /* after quiesce: ours to close */
     uint16_t port;
     rbd_executor *ex;
     scene_store *store;

@@ -1,7 +1,8 @@
 /* test_http_shutdown.c - SIGTERM while requests are in flight: every one
  * of them completes with 200 and the right answer, and rayboxd exits 0
- * (under ASan/LSan that also means: without a leak). One worker, so that
- * at the signal one query runs and the others wait in the queue. */
+ * (under ASan/LSan that also means: without a leak), while a connection
+ * made during the drain gets no answer. One worker, so that at the signal
+ * one query runs and the others wait in the queue. */
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -80,6 +81,25 @@ START_TEST(test_sigterm_in_flight)
     }
     ck_assert_msg(all_in, "the queries never were all in flight");
     ck_assert_int_eq(kill(s.pid, SIGTERM), 0);
+
+    /* Draining: a new connection gets no answer (it is closed at once)
+     * while the queries above are still being served. */
+    int draining = 0;
+    for (int tries = 0; tries < 2500 && !draining; tries++) {
+        char *log = rbt_server_log(&s);
+        draining = log && strstr(log, "\"msg\":\"draining\"") != NULL;
+        free(log);
+        if (!draining)
+            nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+    ck_assert_msg(draining, "no \"draining\" log line after SIGTERM");
+    char hurl[256];
+    snprintf(hurl, sizeof hurl, "%s/v1/health", s.base);
+    rbt_resp late;
+    rbt_http(NULL, "GET", hurl, NULL, NULL, 0, NULL, NULL, &late);
+    ck_assert_msg(late.status == 0, "a connection made while draining was "
+                  "answered: %ld %s", late.status, late.body ? late.body : "");
+    rbt_resp_free(&late);
 
     for (int i = 0; i < IN_FLIGHT; i++) {
         pthread_join(calls[i].thread, NULL);
