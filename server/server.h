@@ -36,9 +36,10 @@ typedef struct rbd_server {
 int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  size_t why_len);
 
-/* The shutdown sequence: stop accepting (quiesce), let open connections
- * finish (until the drain timeout), answer the jobs still queued with
- * 503, resume every suspended connection, stop the daemon, free all. */
+/* The shutdown sequence: stop accepting (new connections are closed at
+ * once), let open connections finish (until the drain timeout), answer
+ * the jobs still queued with 503, resume every suspended connection, stop
+ * the daemon, free all. */
 void server_stop(rbd_server *s);
 
 /* http.c: starts libmicrohttpd on addr with the configured threads and
