@@ -1,7 +1,8 @@
 /* test_executor.c - the worker pool of rayboxd (server/executor.h): every
  * job runs once and is done once, the queue bound is exact, at most one
- * heavy job runs at a time while light jobs pass a waiting heavy one, and
- * closing aborts what is still queued. Ordering is forced with gates, not
+ * heavy job runs at a time while light jobs pass a waiting heavy one,
+ * light jobs queued behind a busy worker go to an idle one, and closing
+ * aborts what is still queued. Ordering is forced with gates, not
  * with timing. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -128,6 +129,42 @@ START_TEST(test_heavy_one_at_a_time)
 }
 END_TEST
 
+/* Queued light jobs do not wait for a busy worker while another is idle:
+ * L1 runs and holds its gate; L2 and L3 are queued behind it and must be
+ * run by the other worker. L1's gate opens only once L2 and L3 are done,
+ * so an executor that left them queued would hang. */
+START_TEST(test_backlog_wakes_idle_worker)
+{
+    rbd_executor *ex = make(2, 8);
+    pthread_mutex_t gl = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t gc = PTHREAD_COND_INITIALIZER;
+    int gate = 0;
+    static tjob l1, l2, l3;
+    init(&l1, 1, 0);
+    init(&l2, 2, 0);
+    init(&l3, 3, 0);
+    l1.gate_lock = &gl;
+    l1.gate_cond = &gc;
+    l1.gate = &gate;
+    atomic_store(&order_next, 0);
+    ck_assert_int_eq(executor_submit(ex, &l1.job, NULL, NULL), 0);
+    while (!atomic_load(&order_next)) /* L1 has started */
+        sched_yield();
+    ck_assert_int_eq(executor_submit(ex, &l2.job, NULL, NULL), 0);
+    ck_assert_int_eq(executor_submit(ex, &l3.job, NULL, NULL), 0);
+    wait_done(&l2);
+    wait_done(&l3);
+    ck_assert_int_eq(atomic_load(&l1.ran), 0); /* still at its gate */
+    pthread_mutex_lock(&gl);
+    gate = 1;
+    pthread_cond_broadcast(&gc);
+    pthread_mutex_unlock(&gl);
+    wait_done(&l1);
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
 static void *close_main(void *ex)
 {
     executor_close(ex);
@@ -193,6 +230,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("executor");
     tcase_add_test(tc, test_heavy_one_at_a_time);
     tcase_add_test(tc, test_bound_and_close);
+    tcase_add_test(tc, test_backlog_wakes_idle_worker);
     suite_add_tcase(s, tc);
     return s;
 }
