@@ -36,17 +36,22 @@ static char *take(size_t i)
     return b;
 }
 
+/* Moves the oldest kept block onto *drop, a list linked through the
+ * first bytes after each header, to be freed once the lock is released. */
+static void drop_oldest(char **drop)
+{
+    char *b = take(0);
+    memcpy(b + HEADER, drop, sizeof *drop);
+    *drop = b;
+}
+
 /* With the lock held: gives up the oldest blocks until the rest fit
- * `room` more bytes and one more slot; returns them as a list through
- * their first bytes after the header, to be freed unlocked. */
+ * `room` more bytes and, with `slot`, one more block; returns them. */
 static char *make_room(size_t room, int slot)
 {
     char *drop = NULL;
-    while (n_kept && (held + room > limit || (slot && n_kept == SLOTS))) {
-        char *b = take(0);
-        memcpy(b + HEADER, &drop, sizeof drop);
-        drop = b;
-    }
+    while (n_kept && (held + room > limit || (slot && n_kept == SLOTS)))
+        drop_oldest(&drop);
     return drop;
 }
 
@@ -126,11 +131,8 @@ void rbc_block_cache_clear(void)
 {
     pthread_mutex_lock(&lock);
     char *drop = NULL;
-    while (n_kept) {
-        char *b = take(0);
-        memcpy(b + HEADER, &drop, sizeof drop);
-        drop = b;
-    }
+    while (n_kept)
+        drop_oldest(&drop);
     pthread_mutex_unlock(&lock);
     free_list(drop);
 }
