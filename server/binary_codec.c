@@ -306,10 +306,12 @@ static int take_header(rbb_decoder *d)
         return -1;
     /* Only now, with every count checked, is memory taken. */
     size_t box_mem = rbb_box_record_bytes(dims);
-    if (h->n_rays && !(d->rays = rbc_block_alloc((size_t)h->n_rays * d->ray_mem)))
+    if (h->n_rays &&
+        !(d->rays = rbc_block_alloc((size_t)h->n_rays * d->ray_mem)))
         return fail(d, 500, NULL, "out of memory for %llu rays",
                     (unsigned long long)h->n_rays);
-    if (h->n_boxes && !(d->boxes = rbc_block_alloc((size_t)h->n_boxes * box_mem)))
+    if (h->n_boxes &&
+        !(d->boxes = rbc_block_alloc((size_t)h->n_boxes * box_mem)))
         return fail(d, 500, NULL, "out of memory for %llu boxes",
                     (unsigned long long)h->n_boxes);
     return 0;

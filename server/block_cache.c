@@ -81,7 +81,8 @@ void *rbc_block_alloc(size_t size)
         size_t best = SIZE_MAX;
         for (size_t i = 0; i < n_kept; i++) {
             size_t cap = capacity(kept[i]);
-            if (cap >= size && (best == SIZE_MAX || cap < capacity(kept[best])))
+            if (cap >= size &&
+                (best == SIZE_MAX || cap < capacity(kept[best])))
                 best = i;
         }
         char *b = best == SIZE_MAX ? NULL : take(best);

@@ -19,14 +19,15 @@ int rbj_results_alloc(const rbj_request *req, rb_results *res)
     case RB_MODE_ANY:
         return (res->any = rbc_block_alloc(n)) ? 0 : -1;
     case RB_MODE_COUNT:
-        return (res->counts = rbc_block_alloc(n * sizeof *res->counts)) ? 0 : -1;
+        res->counts = rbc_block_alloc(n * sizeof *res->counts);
+        return res->counts ? 0 : -1;
     case RB_MODE_ALL:
         /* rays x max_hits is within the parser's max-results limit; with
          * no ray at all max_hits alone is not limited, and no list is
          * needed. */
         res->counts = rbc_block_alloc(n * sizeof *res->counts);
-        res->list = rbc_block_alloc((req->n_rays ? n * (size_t)req->max_hits : 1) *
-                           sizeof *res->list);
+        res->list = rbc_block_alloc(
+            (req->n_rays ? n * (size_t)req->max_hits : 1) * sizeof *res->list);
         return res->counts && res->list ? 0 : -1;
     }
     return -1;
