@@ -164,7 +164,8 @@ START_TEST(test_health_devices_metrics)
         "raybox_queue_wait_seconds_bucket{le=\"0.001\"}",
         "raybox_queue_depth ", "raybox_queue_capacity ",
         "raybox_fallbacks_total ", "raybox_backend_info{backend=\"cpu\",",
-        "raybox_scenes ", "raybox_scene_bytes "};
+        "raybox_scenes ", "raybox_scene_bytes ",
+        "raybox_buffer_cache_bytes "};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         ck_assert_msg(strstr(r.body, names[i]), "metrics lack '%s'",
                       names[i]);
@@ -1075,6 +1076,66 @@ START_TEST(test_config_sources)
 }
 END_TEST
 
+/* --buffer-cache: the arrays of a large binary request (1 MiB and more)
+ * are kept after it, shown by raybox_buffer_cache_bytes, and the next
+ * requests, which reuse them uninitialised, still get exact answers; with
+ * --buffer-cache 0 nothing is kept. */
+START_TEST(test_buffer_cache)
+{
+    rbt_rng rng = {77};
+    rbt_query q;
+    /* 70000 rays: 2.24 MB of rb_ray and 1.12 MB of rb_hit. */
+    enum { N = 70000 };
+    rbt_query_random(&q, &rng, RB_MODE_NEAREST, 3, N, 64, 0, 0);
+    rbt_expect e;
+    rbt_expect_run(ctx, &q, NULL, 0, &e);
+    size_t blen;
+    void *bin = rbt_query_binary(&q, 1, &blen);
+    static const char *const kept[] = {"--max-rays", "100000",
+                                       "--buffer-cache", "64M", NULL};
+    static const char *const none[] = {"--max-rays", "100000",
+                                       "--buffer-cache", "0", NULL};
+    for (int k = 0; k < 2; k++) {
+        rbt_server s;
+        rbt_server_start(&s, k ? none : kept);
+        char u[256], m[256];
+        snprintf(u, sizeof u, "%s/v1/intersect", s.base);
+        snprintf(m, sizeof m, "%s/metrics", s.base);
+        for (int round = 0; round < 3; round++) {
+            rbt_resp r;
+            rbt_http(NULL, "POST", u, BIN, bin, blen, BIN, NULL, &r);
+            ck_assert_int_eq(r.status, 200);
+            char why[256];
+            ck_assert_msg(!rbt_check_binary(&e, r.body, r.len, why,
+                                            sizeof why),
+                          "round %d: %s", round, why);
+            rbt_resp_free(&r);
+            /* The request's arrays are freed when libmicrohttpd reports it
+             * complete, which may come just after the answer arrived. */
+            double per_ray = (double)(sizeof(rb_ray) + sizeof(rb_hit));
+            double held = 0, want = k ? 0 : N * per_ray;
+            for (int tries = 0; tries < 300; tries++) {
+                rbt_http(NULL, "GET", m, NULL, NULL, 0, NULL, NULL, &r);
+                held = rbt_metric(r.body, "raybox_buffer_cache_bytes");
+                rbt_resp_free(&r);
+                if (k || held >= want)
+                    break;
+                nanosleep(&(struct timespec){0, 10000000}, NULL);
+            }
+            if (k)
+                ck_assert_msg(held == 0, "--buffer-cache 0 kept %.0f", held);
+            else
+                ck_assert_msg(held >= want, "kept %.0f of %.0f", held, want);
+        }
+        ck_assert_int_eq(rbt_server_stop(&s), 0);
+        unlink(s.log_path);
+    }
+    free(bin);
+    rbt_expect_free(&e);
+    rbt_query_free(&q);
+}
+END_TEST
+
 /* The example client (scripts/raybox_client.py) sends binary requests
  * and its decoded answers agree with the JSON ones, every mode. */
 START_TEST(test_python_client)
@@ -1194,6 +1255,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_openapi_paths);
     tcase_add_test(tc, test_docs_option_table);
     tcase_add_test(tc, test_config_sources);
+    tcase_add_test(tc, test_buffer_cache);
     tcase_add_test(tc, test_python_client);
     tcase_add_test(tc, test_store_full_507);
     suite_add_tcase(s, tc);
