@@ -12,13 +12,28 @@
 #include "executor.h"
 #include "testutil.h"
 
+typedef struct gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int open;
+} gate;
+
+#define GATE_CLOSED                                                          \
+    {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0}
+
+static void gate_open(gate *g)
+{
+    pthread_mutex_lock(&g->lock);
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
 typedef struct tjob {
     rbd_job job;
     int id;
     atomic_int ran, done;
-    pthread_mutex_t *gate_lock; /* run() waits until *gate is set */
-    pthread_cond_t *gate_cond;
-    int *gate;
+    gate *gate; /* run() waits until it opens; NULL: no wait */
 } tjob;
 
 static atomic_int heavy_now, heavy_max, order_next;
@@ -37,10 +52,10 @@ static void run(rbd_job *j, rb_context *ctx)
     }
     order[atomic_fetch_add(&order_next, 1)] = t->id;
     if (t->gate) {
-        pthread_mutex_lock(t->gate_lock);
-        while (!*t->gate)
-            pthread_cond_wait(t->gate_cond, t->gate_lock);
-        pthread_mutex_unlock(t->gate_lock);
+        pthread_mutex_lock(&t->gate->lock);
+        while (!t->gate->open)
+            pthread_cond_wait(&t->gate->cond, &t->gate->lock);
+        pthread_mutex_unlock(&t->gate->lock);
     }
     if (j->heavy)
         atomic_fetch_sub(&heavy_now, 1);
@@ -88,36 +103,36 @@ static void init(tjob *t, int id, int heavy)
     t->job.heavy = heavy;
 }
 
+/* Submits t, held at g, as the first job of a test and waits until a
+ * worker runs it. */
+static void submit_held(rbd_executor *ex, tjob *t, gate *g)
+{
+    t->gate = g;
+    atomic_store(&order_next, 0);
+    ck_assert_int_eq(executor_submit(ex, &t->job, NULL, NULL), 0);
+    while (!atomic_load(&order_next))
+        sched_yield();
+}
+
 /* H1 runs and holds its gate; H2 (heavy) and L (light) are queued after
  * it. The idle second worker must pass H2 and run L; H1's gate opens only
  * once L is done, so an executor that did not let L pass would hang. */
 START_TEST(test_heavy_one_at_a_time)
 {
     rbd_executor *ex = make(2, 8);
-    pthread_mutex_t gl = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t gc = PTHREAD_COND_INITIALIZER;
-    int gate = 0;
+    gate g = GATE_CLOSED;
     static tjob h1, h2, l;
     init(&h1, 1, 1);
     init(&h2, 2, 1);
     init(&l, 3, 0);
-    h1.gate_lock = &gl;
-    h1.gate_cond = &gc;
-    h1.gate = &gate;
     atomic_store(&heavy_now, 0);
     atomic_store(&heavy_max, 0);
-    atomic_store(&order_next, 0);
-    ck_assert_int_eq(executor_submit(ex, &h1.job, NULL, NULL), 0);
-    while (!atomic_load(&order_next)) /* H1 has started */
-        sched_yield();
+    submit_held(ex, &h1, &g);
     ck_assert_int_eq(executor_submit(ex, &h2.job, NULL, NULL), 0);
     ck_assert_int_eq(executor_submit(ex, &l.job, NULL, NULL), 0);
     wait_done(&l);
     ck_assert_int_eq(atomic_load(&h2.ran), 0); /* still waiting for H1 */
-    pthread_mutex_lock(&gl);
-    gate = 1;
-    pthread_cond_broadcast(&gc);
-    pthread_mutex_unlock(&gl);
+    gate_open(&g);
     wait_done(&h1);
     wait_done(&h2);
     ck_assert_int_eq(order[0], 1);
@@ -136,29 +151,18 @@ END_TEST
 START_TEST(test_backlog_wakes_idle_worker)
 {
     rbd_executor *ex = make(2, 8);
-    pthread_mutex_t gl = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t gc = PTHREAD_COND_INITIALIZER;
-    int gate = 0;
+    gate g = GATE_CLOSED;
     static tjob l1, l2, l3;
     init(&l1, 1, 0);
     init(&l2, 2, 0);
     init(&l3, 3, 0);
-    l1.gate_lock = &gl;
-    l1.gate_cond = &gc;
-    l1.gate = &gate;
-    atomic_store(&order_next, 0);
-    ck_assert_int_eq(executor_submit(ex, &l1.job, NULL, NULL), 0);
-    while (!atomic_load(&order_next)) /* L1 has started */
-        sched_yield();
+    submit_held(ex, &l1, &g);
     ck_assert_int_eq(executor_submit(ex, &l2.job, NULL, NULL), 0);
     ck_assert_int_eq(executor_submit(ex, &l3.job, NULL, NULL), 0);
     wait_done(&l2);
     wait_done(&l3);
     ck_assert_int_eq(atomic_load(&l1.ran), 0); /* still at its gate */
-    pthread_mutex_lock(&gl);
-    gate = 1;
-    pthread_cond_broadcast(&gc);
-    pthread_mutex_unlock(&gl);
+    gate_open(&g);
     wait_done(&l1);
     executor_close(ex);
     executor_destroy(ex);
@@ -176,21 +180,13 @@ static void *close_main(void *ex)
 START_TEST(test_bound_and_close)
 {
     rbd_executor *ex = make(1, 2);
-    pthread_mutex_t gl = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t gc = PTHREAD_COND_INITIALIZER;
-    int gate = 0;
+    gate g = GATE_CLOSED;
     static tjob busy, q1, q2, extra;
     init(&busy, 1, 0);
     init(&q1, 2, 0);
     init(&q2, 3, 1);
     init(&extra, 4, 0);
-    busy.gate_lock = &gl;
-    busy.gate_cond = &gc;
-    busy.gate = &gate;
-    atomic_store(&order_next, 0);
-    ck_assert_int_eq(executor_submit(ex, &busy.job, NULL, NULL), 0);
-    while (!atomic_load(&order_next))
-        sched_yield();
+    submit_held(ex, &busy, &g);
     ck_assert_int_eq(executor_submit(ex, &q1.job, NULL, NULL), 0);
     ck_assert_int_eq(executor_submit(ex, &q2.job, NULL, NULL), 0);
     ck_assert_int_eq(executor_submit(ex, &extra.job, NULL, NULL), -1);
@@ -202,10 +198,7 @@ START_TEST(test_bound_and_close)
     /* Close from another thread: it waits for the running job. */
     pthread_t closer;
     ck_assert_int_eq(pthread_create(&closer, NULL, close_main, ex), 0);
-    pthread_mutex_lock(&gl);
-    gate = 1;
-    pthread_cond_broadcast(&gc);
-    pthread_mutex_unlock(&gl);
+    gate_open(&g);
     pthread_join(closer, NULL);
     ck_assert_int_eq(atomic_load(&busy.ran), 1);
     ck_assert_int_eq(atomic_load(&busy.done), 1);
