@@ -538,6 +538,9 @@ START_TEST(test_ray_order)
         want[i].index = i;
     }
     qsort(want, N, sizeof *want, by_cell_then_index);
+    rb_ray *flat = calloc(N, sizeof *flat);
+    for (uint32_t i = 0; i < N; i++)
+        flat[i] = rays[0];
     const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
     static const unsigned threads[] = {1, 2, 3};
     rb_allocator heap;
@@ -554,17 +557,13 @@ START_TEST(test_ray_order)
                               threads[t], j, order[j], want[j].index);
         }
         /* Every key equal: a stable sort keeps the input order. */
-        rb_ray same = rays[0];
-        rb_ray *flat = calloc(N, sizeof *flat);
-        for (uint32_t i = 0; i < N; i++)
-            flat[i] = same;
         rb_ray_order(pool, flat, 3, N, lo, hi, 0, scratch, again);
         for (uint32_t j = 0; j < N; j++)
             ck_assert_uint_eq(again[j], j);
-        free(flat);
         rb_pool_destroy(pool);
     }
     free(rays);
+    free(flat);
     free(scratch);
     free(order);
     free(again);
