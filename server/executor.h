@@ -50,9 +50,11 @@ int executor_create(const rbd_executor_options *opt, rbd_executor **out,
                     char *why, size_t why_len);
 
 /* Queues a job: 0, or -1 when the queue is full or closed (nothing was
- * called then). on_queue(arg) runs under the queue's lock just before the
- * job becomes visible to workers, so that it happens before run() and
- * done() - the server suspends the connection there. */
+ * called then). on_queue(arg) runs, with the job's slot reserved, before
+ * the job becomes visible to workers, so that it happens before run() and
+ * done() - the server suspends the connection there. If the executor is
+ * closed while on_queue runs, done() is called (aborted = 1) before
+ * submit returns 0. */
 int executor_submit(rbd_executor *ex, rbd_job *job,
                     void (*on_queue)(void *arg), void *arg);
 

@@ -37,8 +37,15 @@ size_t rb_float_format_exact(float x, char out[RB_FLOAT_TEXT_MAX]);
  * not an error; -0 stays -0. */
 int rb_float_parse(const char *text, float *out);
 
-/* Writes ms with three decimals ("0.412") for timing fields; returns the
- * length, like snprintf. */
+/* rb_float_parse's shortcut alone, on text[0..len) (no NUL needed): 1
+ * with *out set, the same float rb_float_parse gives; 0 when only strtof
+ * can decide (long or extreme numbers, exact midpoints, anything that is
+ * not a plain number), and then *out is untouched. */
+int rb_float_parse_fast(const char *text, size_t len, float *out);
+
+/* Writes ms with three decimals ("0.412", "12.000") for timing fields,
+ * rounded to the nearest microsecond; returns the length, like snprintf
+ * (which it uses for negative, huge or non-finite values). */
 size_t rb_ms_format(double ms, char *out, size_t cap);
 
 #endif

@@ -16,8 +16,8 @@
 static void on_queue(void *arg)
 {
     rbd_request *r = arg;
-    /* Under the executor's lock and before any worker can see the job:
-     * the connection is suspended before anyone can resume it. */
+    /* Before any worker can see the job: the connection is suspended
+     * before anyone can resume it. */
     MHD_suspend_connection(r->conn);
     r->phase = PH_QUEUED;
     atomic_fetch_add(&r->srv->suspended, 1);

@@ -405,9 +405,30 @@ static int on_boolean(void *ctx, int value)
     return wrong_type(ctx, value ? "true" : "false");
 }
 
+/* The common element: a float of a ray or box within its arity and the
+ * number limit, short enough for the shortcut. Parsed in place, without
+ * the NUL-terminated copy; 0 leaves everything to element_number (nothing
+ * has changed yet), which also words every error. */
+static int element_number_fast(rbj_parser *p, const char *text, size_t len)
+{
+    unsigned f = p->field;
+    if (p->member == M_SET ||
+        f >= rbj_max_numbers(p->member, p->dims ? p->dims : 3) ||
+        p->numbers >= p->opt.limits.max_numbers)
+        return 0;
+    rbj_list *l = &p->lists[p->member];
+    if (!rb_float_parse_fast(text, len, &l->slots[p->index * l->width + f]))
+        return 0;
+    p->numbers++;
+    p->field++;
+    return 1;
+}
+
 static int on_number(void *ctx, const char *text, size_t len)
 {
     rbj_parser *p = ctx;
+    if (p->state == ST_ELEM && element_number_fast(p, text, len))
+        return 1;
     if (p->state != ST_VALUE && p->state != ST_ELEM)
         return wrong_type(p, "a number");
     const char *s = scratch_copy(p, text, len);

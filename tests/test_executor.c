@@ -2,7 +2,7 @@
  * job runs once and is done once, the queue bound is exact, at most one
  * heavy job runs at a time while light jobs pass a waiting heavy one,
  * light jobs queued behind a busy worker go to an idle one, and closing
- * aborts what is still queued. Ordering is forced with gates, not
+ * aborts what is still queued, also a job whose on_queue was running. Ordering is forced with gates, not
  * with timing. */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -144,15 +144,37 @@ START_TEST(test_heavy_one_at_a_time)
 }
 END_TEST
 
-/* Queued light jobs do not wait for a busy worker while another is idle:
- * L1 runs and holds its gate; L2 and L3 are queued behind it and must be
- * run by the other worker. L1's gate opens only once L2 and L3 are done,
+/* Queued light jobs do not wait for a busy worker while another is idle
+ * (they may for about a millisecond: the running worker would take them
+ * next): L1 runs and holds its gate; L2 and L3 are queued behind it and
+ * must be run by the other worker. L1's gate opens only once L2 and L3 are done,
  * so an executor that left them queued would hang. */
+static void backlog_behind_held_job(int warm);
+
 START_TEST(test_backlog_wakes_idle_worker)
+{
+    backlog_behind_held_job(0);
+}
+END_TEST
+
+/* The same while the server is busy: a job has just run, so the idle
+ * worker watches the queue on a timer instead of waiting for a signal. */
+START_TEST(test_backlog_taken_by_watching_worker)
+{
+    backlog_behind_held_job(1);
+}
+END_TEST
+
+static void backlog_behind_held_job(int warm)
 {
     rbd_executor *ex = make(2, 8);
     gate g = GATE_CLOSED;
-    static tjob l1, l2, l3;
+    static tjob w0, l1, l2, l3;
+    if (warm) {
+        init(&w0, 9, 0);
+        ck_assert_int_eq(executor_submit(ex, &w0.job, NULL, NULL), 0);
+        wait_done(&w0);
+    }
     init(&l1, 1, 0);
     init(&l2, 2, 0);
     init(&l3, 3, 0);
@@ -167,7 +189,6 @@ START_TEST(test_backlog_wakes_idle_worker)
     executor_close(ex);
     executor_destroy(ex);
 }
-END_TEST
 
 static void *close_main(void *ex)
 {
@@ -217,6 +238,37 @@ START_TEST(test_bound_and_close)
 }
 END_TEST
 
+/* on_queue runs outside the queue's lock with the job's slot reserved:
+ * while it runs, the slot counts against the bound, and a close that
+ * lands meanwhile still ends with the job done once, aborted, not run. */
+static rbd_executor *onq_ex;
+static tjob onq_other;
+static int onq_other_rc;
+
+static void close_in_on_queue(void *arg)
+{
+    (void)arg;
+    onq_other_rc = executor_submit(onq_ex, &onq_other.job, NULL, NULL);
+    executor_close(onq_ex); /* would deadlock if on_queue held the lock */
+}
+
+START_TEST(test_close_while_on_queue)
+{
+    onq_ex = make(1, 1);
+    static tjob t;
+    init(&t, 1, 0);
+    init(&onq_other, 2, 0);
+    ck_assert_int_eq(executor_submit(onq_ex, &t.job, close_in_on_queue,
+                                     NULL), 0);
+    ck_assert_int_eq(onq_other_rc, -1); /* the only slot was reserved */
+    ck_assert_int_eq(atomic_load(&t.done), 1);
+    ck_assert(t.job.aborted);
+    ck_assert_int_eq(atomic_load(&t.ran), 0);
+    ck_assert_int_eq(atomic_load(&onq_other.done), 0);
+    executor_destroy(onq_ex);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("executor");
@@ -224,6 +276,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_heavy_one_at_a_time);
     tcase_add_test(tc, test_bound_and_close);
     tcase_add_test(tc, test_backlog_wakes_idle_worker);
+    tcase_add_test(tc, test_backlog_taken_by_watching_worker);
+    tcase_add_test(tc, test_close_while_on_queue);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -469,6 +469,86 @@ START_TEST(test_float_parse)
 }
 END_TEST
 
+/* The in-place shortcut yajl's numbers take: the bytes after len are
+ * not read, it gives rb_float_parse's float or declines, and it declines
+ * anything that is not a plain short number. */
+START_TEST(test_float_parse_fast_in_place)
+{
+    float v = 7;
+    ck_assert_int_eq(rb_float_parse_fast("-52.722855,1", 10, &v), 1);
+    ck_assert(rbt_same_float(v, -52.722855f));
+    ck_assert_int_eq(rb_float_parse_fast("12e3]", 4, &v), 1);
+    ck_assert(rbt_same_float(v, 12e3f));
+    ck_assert_int_eq(rb_float_parse_fast("-0]", 2, &v), 1);
+    ck_assert(rbt_same_float(v, -0.0f));
+    /* 2^53 + 1 does not fit a double exactly: strtof decides. */
+    ck_assert_int_eq(rb_float_parse_fast("9007199254740993", 16, &v), 0);
+    ck_assert_int_eq(rb_float_parse_fast("1e39", 4, &v), 0);
+    ck_assert_int_eq(rb_float_parse_fast("1.", 2, &v), 0);
+    ck_assert_int_eq(rb_float_parse_fast("", 0, &v), 0);
+    ck_assert_int_eq(rb_float_parse_fast("1x", 2, &v), 0);
+    ck_assert(rbt_same_float(v, -0.0f)); /* untouched when declined */
+    /* Against rb_float_parse on random short texts followed by digits
+     * that must not be read. */
+    rbt_rng rng = {77};
+    char t[64];
+    long taken = 0;
+    for (int i = 0; i < 200000; i++) {
+        int k = 0, nd = 1 + (int)rbt_below(&rng, 20);
+        if (rbt_below(&rng, 2))
+            t[k++] = '-';
+        int dot = (int)rbt_below(&rng, (uint32_t)nd + 1);
+        for (int j = 0; j < nd; j++) {
+            if (j == dot && j)
+                t[k++] = '.';
+            t[k++] = (char)('0' + rbt_below(&rng, 10));
+        }
+        if (rbt_below(&rng, 3) == 0)
+            k += snprintf(t + k, sizeof t - (size_t)k, "e%d",
+                          (int)rbt_below(&rng, 60) - 30);
+        t[k] = '\0';
+        float want, got;
+        if (rb_float_parse(t, &want) != 0)
+            continue;
+        char padded[80];
+        snprintf(padded, sizeof padded, "%s999", t);
+        if (rb_float_parse_fast(padded, (size_t)k, &got)) {
+            ck_assert_msg(rbt_same_float(got, want), "%s", t);
+            taken++;
+        }
+    }
+    ck_assert_int_gt(taken, 100000);
+}
+END_TEST
+
+START_TEST(test_ms_format)
+{
+    char out[64];
+    ck_assert_uint_eq(rb_ms_format(0, out, sizeof out), 5);
+    ck_assert_str_eq(out, "0.000");
+    rb_ms_format(1.5, out, sizeof out);
+    ck_assert_str_eq(out, "1.500");
+    rb_ms_format(0.0004, out, sizeof out);
+    ck_assert_str_eq(out, "0.000");
+    rb_ms_format(0.0126, out, sizeof out);
+    ck_assert_str_eq(out, "0.013");
+    rb_ms_format(12345.6789, out, sizeof out);
+    ck_assert_str_eq(out, "12345.679");
+    rb_ms_format(-1, out, sizeof out);
+    ck_assert_str_eq(out, "-1.000");
+    /* Away from ties it writes what %.3f writes. */
+    rbt_rng rng = {5};
+    for (int i = 0; i < 100000; i++) {
+        double ms = (double)rbt_below(&rng, 100000000) / 997.0;
+        char want[64];
+        snprintf(want, sizeof want, "%.3f", ms);
+        rb_ms_format(ms, out, sizeof out);
+        ck_assert_msg(strcmp(out, want) == 0, "%.17g: %s, %%.3f %s", ms,
+                      out, want);
+    }
+}
+END_TEST
+
 /* ------------------------------------------------------------------------
  * JSON text helpers and problem bodies
  */
@@ -558,6 +638,8 @@ static Suite *response_suite(void)
     tcase_add_test(tc, test_float_format_is_shortest);
     tcase_add_test(tc, test_float_format_fast_equals_exact);
     tcase_add_test(tc, test_float_parse);
+    tcase_add_test(tc, test_float_parse_fast_in_place);
+    tcase_add_test(tc, test_ms_format);
     tcase_add_test(tc, test_quote);
     tcase_add_test(tc, test_problem);
     suite_add_tcase(s, tc);
