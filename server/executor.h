@@ -7,6 +7,10 @@
  * job->done() when it is finished (or aborted at shutdown); done() resumes
  * the suspended connection, whose handler then queues the response.
  *
+ * A queued job starts at once when no worker is running a light job, and
+ * otherwise within about 2 ms: a running worker takes it next, or an idle
+ * one that watches the queue (see executor.c for why not at once).
+ *
  * Threads: every function may be called from any thread, except that
  * executor_destroy must come after executor_close and not race with
  * anything.
