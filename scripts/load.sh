@@ -12,13 +12,13 @@
 #          rays/s end to end >= 0.8 x the in-process rate
 #
 # usage: scripts/load.sh [BUILD_DIR]
-# environment: LOAD_RUNS (3), LOAD_SECONDS (5, small runs), LARGE_SECONDS
+# environment: LOAD_RUNS (5), LOAD_SECONDS (5, small runs), LARGE_SECONDS
 # (10), SMALL_THREADS (2), SMALL_CONNECTIONS (16), LARGE_CONNECTIONS (1),
 # RAYBOXD_ARGS (extra rayboxd options, also applied to mhd-minimal's
 # --io-threads/--connection-memory when given there).
 set -eu
 B=${1:-build}
-RUNS=${LOAD_RUNS:-3}
+RUNS=${LOAD_RUNS:-5}
 SECS=${LOAD_SECONDS:-5}
 LSECS=${LARGE_SECONDS:-10}
 ST=${SMALL_THREADS:-2}

@@ -279,16 +279,17 @@ static size_t fast_shortest(float x, char *out)
 
     /* Where the interval is symmetric (every float but a power of two),
      * the nearest (n+1)-digit decimal is at least as close as the nearest
-     * n-digit one, so "inside" only turns on as n grows: binary search. */
+     * n-digit one, so "inside" only turns on as n grows: a search. Most
+     * floats need 7 to 9 digits, so it starts at 8 and steps down one at
+     * a time to 6 (two or three tries for most), halving below. */
     uint32_t bits;
     memcpy(&bits, &ax, sizeof bits);
     int symmetric = (bits & 0x7fffffu) != 0 || ax < FLT_MIN;
     double c = 0, best_c = 0;
     int best_n = 0;
     if (symmetric) {
-        int lo_n = 1, hi_n = 9;
+        int lo_n = 1, hi_n = 9, mid = 8;
         while (lo_n <= hi_n) {
-            int mid = (lo_n + hi_n) / 2;
             int r = try_n(&iv, mid, &c);
             if (r < 0)
                 return 0;
@@ -299,6 +300,7 @@ static size_t fast_shortest(float x, char *out)
             } else {
                 lo_n = mid + 1;
             }
+            mid = hi_n >= 6 ? hi_n : (lo_n + hi_n) / 2;
         }
     } else {
         for (int n = 1; n <= 9 && !best_n; n++) {

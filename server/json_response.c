@@ -219,9 +219,10 @@ static size_t put_meta(const rbj_writer *w, char *out)
 static size_t next_piece(rbj_writer *w, char *out)
 {
     size_t at = 0;
-    const char *mode = rb_mode_name(w->resp.mode);
+    const char *mode;
     switch (w->phase) {
     case PH_HEAD:
+        mode = rb_mode_name(w->resp.mode);
         at = put(out, at, "{\"mode\":\"");
         at = put(out, at, mode ? mode : "");
         at = put(out, at, "\",\"count\":");
