@@ -175,7 +175,7 @@ static double pow10_of(int p)
 
 /* Writes the digits of c (exactly n of them, trailing zeros allowed) with
  * first-digit exponent e10 the way %.<n>g and tidy() would. */
-static size_t print_g(int negative, uint64_t c, int n, int e10, char *out)
+static size_t print_g(int negative, uint32_t c, int n, int e10, char *out)
 {
     char d[16];
     for (int i = n - 1; i >= 0; i--) {
@@ -241,7 +241,8 @@ static int try_n(const interval *iv, int n, double *c)
     if (p < POW10_MIN || p > -POW10_MIN)
         return -1;
     double y = iv->a * pow10_of(p);
-    double fl = floor(y), frac = y - fl;
+    /* y < 10^9 (n <= 9 digits): truncation is floor, without libm. */
+    double fl = (double)(int64_t)y, frac = y - fl;
     if (fabs(frac - 0.5) < 1e-7)
         return -1;
     *c = frac > 0.5 ? fl + 1 : fl;
@@ -258,8 +259,15 @@ static size_t fast_shortest(float x, char *out)
 {
     float ax = fabsf(x);
     interval iv = {.a = ax};
-    double prev = nextafterf(ax, 0.0f);
-    float next_f = nextafterf(ax, INFINITY);
+    /* The neighbours from the bits (ax > 0 and finite here: zero took the
+     * small-integer path): nextafterf cost a tenth of this function. */
+    uint32_t ubits;
+    memcpy(&ubits, &ax, sizeof ubits);
+    uint32_t below = ubits - 1, above = ubits + 1;
+    float prev_f, next_f;
+    memcpy(&prev_f, &below, sizeof prev_f);
+    memcpy(&next_f, &above, sizeof next_f);
+    double prev = prev_f;
     iv.lo = (iv.a + prev) / 2;
     iv.hi = isinf(next_f) ? iv.a + (iv.a - prev) / 2 : (iv.a + next_f) / 2;
     iv.margin = iv.a * 1e-12;
@@ -267,8 +275,9 @@ static size_t fast_shortest(float x, char *out)
      * [0.5, 1), so log10 a lies in [(e2 - 1) L, e2 L) with L = log10 2 <
      * 1): the estimate is k or k - 1, and the test below settles it
      * without log10, which cost as much as the rest of this function. */
-    int e2;
-    frexp(iv.a, &e2);
+    uint64_t dbits;
+    memcpy(&dbits, &iv.a, sizeof dbits);
+    int e2 = (int)((dbits >> 52) & 0x7ff) - 1022; /* frexp's, as a is normal */
     iv.k = (int)floor((e2 - 1) * 0.30102999566398120);
     if (iv.k > 38 || iv.k < -47)
         return 0;
@@ -320,7 +329,8 @@ static size_t fast_shortest(float x, char *out)
         best_c /= 10;
         e10++;
     }
-    return print_g(signbit(x) != 0, (uint64_t)best_c, best_n, e10, out);
+    /* best_c < 10^best_n <= 10^9 < 2^32: 32-bit digit arithmetic. */
+    return print_g(signbit(x) != 0, (uint32_t)best_c, best_n, e10, out);
 }
 
 size_t rb_float_format(float x, char out[RB_FLOAT_TEXT_MAX])
