@@ -3,7 +3,7 @@
  * libmicrohttpd with rayboxd's daemon flags (internal polling thread,
  * epoll, suspend/resume allowed, a thread pool of --io-threads) and its
  * connection memory, answering every request with a constant JSON body of
- * about the size of a 16-ray answer. It reads request bodies and drops
+ * the size and shape of a 16-ray nearest answer. It reads request bodies and drops
  * them; nothing else.
  *
  *   mhd-minimal [--port N] [--io-threads N] [--connection-memory BYTES]
@@ -53,7 +53,9 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--connection-memory") == 0)
             memory = (size_t)atol(argv[i + 1]);
     }
-    /* A nearest answer for 16 rays, roughly. */
+    /* A nearest answer for 16 rays with every field rayboxd writes, so
+     * that wrk and the kernel move as many bytes as for the real one
+     * (about 760 bytes of body). */
     int n = snprintf(body, sizeof body, "{\"mode\":\"nearest\",\"count\":16,"
                      "\"hit\":[");
     for (int i = 0; i < 16; i++)
@@ -65,10 +67,24 @@ int main(int argc, char **argv)
                       i ? "," : "", 100 + i);
     n += snprintf(body + n, sizeof body - (size_t)n, "],\"t_enter\":[");
     for (int i = 0; i < 16; i++)
-        n += snprintf(body + n, sizeof body - (size_t)n, "%s12.3456%d",
-                      i ? "," : "", i);
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s0.12345%d",
+                      i ? "," : "", i % 10);
+    n += snprintf(body + n, sizeof body - (size_t)n, "],\"t_exit\":[");
+    for (int i = 0; i < 16; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s0.23456%d",
+                      i ? "," : "", i % 10);
+    n += snprintf(body + n, sizeof body - (size_t)n, "],\"face\":[");
+    for (int i = 0; i < 16; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s\"-x\"",
+                      i ? "," : "");
+    n += snprintf(body + n, sizeof body - (size_t)n, "],\"exit_face\":[");
+    for (int i = 0; i < 16; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, "%s\"+x\"",
+                      i ? "," : "");
     snprintf(body + n, sizeof body - (size_t)n,
-             "],\"meta\":{\"backend\":\"none\"}}");
+             "],\"scene_version\":1,\"meta\":{\"backend\":\"none\","
+             "\"device\":\"none\",\"elapsed_ms\":0.000,"
+             "\"fell_back\":false}}");
 
     sigset_t set;
     sigemptyset(&set);
