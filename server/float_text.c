@@ -53,20 +53,28 @@ static int same_bits(float a, float b)
     return x == y;
 }
 
+/* v in decimal, NUL-terminated; returns the length (at most 20). */
+static size_t write_uint(uint64_t v, char *out)
+{
+    char d[20];
+    size_t n = 0, len = 0;
+    do {
+        d[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        out[len++] = d[--n];
+    out[len] = '\0';
+    return len;
+}
+
 /* |x| < 1e6 and integral: the digits, then ".0". */
 static size_t format_small_int(float x, char *out)
 {
-    char digits[8];
-    size_t n = 0, len = 0;
-    uint32_t v = (uint32_t)fabsf(x);
-    do {
-        digits[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    size_t len = 0;
     if (signbit(x))
         out[len++] = '-';
-    while (n)
-        out[len++] = digits[--n];
+    len += write_uint((uint32_t)fabsf(x), out + len);
     memcpy(out + len, ".0", 3);
     return len + 2;
 }
@@ -467,17 +475,12 @@ size_t rb_ms_format(double ms, char *out, size_t cap)
      * away from zero. */
     if (ms >= 0 && ms < 1e12 && cap >= 24) {
         uint64_t us = (uint64_t)(ms * 1000.0 + 0.5);
-        char d[24];
-        size_t n = 0, len = 0;
-        for (int i = 0; i < 3; i++, us /= 10)
-            d[n++] = (char)('0' + us % 10);
-        d[n++] = '.';
-        do {
-            d[n++] = (char)('0' + us % 10);
-            us /= 10;
-        } while (us);
-        while (n)
-            out[len++] = d[--n];
+        unsigned frac = (unsigned)(us % 1000);
+        size_t len = write_uint(us / 1000, out);
+        out[len++] = '.';
+        out[len++] = (char)('0' + frac / 100);
+        out[len++] = (char)('0' + frac / 10 % 10);
+        out[len++] = (char)('0' + frac % 10);
         out[len] = '\0';
         return len;
     }
