@@ -9,6 +9,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "batch.h"
+
 const char *const rbt_scene_kind_name[RBT_SC_KINDS] = {
     "uniform", "clustered", "thin", "flat+points", "overlapping",
     "identical", "grid", "huge", "tiny", "deep", "single", "empty"};
@@ -322,34 +324,9 @@ void rbt_scene_rays(rbt_rng *g, const rb_box *boxes, size_t nb, rb_ray *rays,
         gen_ray(g, boxes, nb, lo, hi, &rays[i]);
 }
 
-/* ---- comparison */
+/* ---- comparison (output arrays: rbt_out of batch.h) */
 
-typedef struct answers {
-    rb_hit *hits;
-    uint8_t *any;
-    uint32_t *counts;
-    rb_list_hit *list;
-} answers;
-
-static void answers_alloc(answers *a, size_t nr, uint32_t max_hits)
-{
-    size_t n = nr ? nr : 1;
-    a->hits = calloc(n, sizeof *a->hits);
-    a->any = calloc(n, sizeof *a->any);
-    a->counts = calloc(n, sizeof *a->counts);
-    a->list = calloc(n * max_hits, sizeof *a->list);
-    ck_assert(a->hits && a->any && a->counts && a->list);
-}
-
-static void answers_free(answers *a)
-{
-    free(a->hits);
-    free(a->any);
-    free(a->counts);
-    free(a->list);
-}
-
-static void run(rb_context *ctx, const rb_query *q, answers *a,
+static void run(rb_context *ctx, const rb_query *q, rbt_out *a,
                 const char *name, const char *what)
 {
     /* Garbage first: an answer left from the previous context must not
@@ -396,8 +373,8 @@ static const char *ray_str(unsigned dims, const void *rays, size_t i,
 /* a (named na) against the reference b (nb), one mode. Loops test with
  * `if` and abort on the first difference: check's assertion macros cost
  * a message to the runner per call, too much for millions of rays. */
-static void compare_answers(const rb_query *q, const answers *a,
-                            const answers *b, const char *na,
+static void compare_answers(const rb_query *q, const rbt_out *a,
+                            const rbt_out *b, const char *na,
                             const char *nb, const char *what)
 {
     char rs[256], h1[160], h2[160];
@@ -451,9 +428,9 @@ static void compare_answers(const rb_query *q, const answers *a,
 void rbt_compare_query(rb_context *const *ctxs, const char *const *names,
                        int n, rb_query q, const char *what)
 {
-    answers ref, got;
-    answers_alloc(&ref, q.n_rays, q.max_hits);
-    answers_alloc(&got, q.n_rays, q.max_hits);
+    rbt_out ref, got;
+    rbt_out_init(&ref, q.n_rays, q.max_hits);
+    rbt_out_init(&got, q.n_rays, q.max_hits);
     for (int mode = RB_MODE_NEAREST; mode <= RB_MODE_ALL; mode++) {
         q.mode = (rb_mode)mode;
         run(ctxs[0], &q, &ref, names[0], what);
@@ -464,6 +441,6 @@ void rbt_compare_query(rb_context *const *ctxs, const char *const *names,
     }
     if (rays_checked) /* tests run one at a time: no race */
         *rays_checked += q.n_rays;
-    answers_free(&ref);
-    answers_free(&got);
+    rbt_out_free(&ref);
+    rbt_out_free(&got);
 }
