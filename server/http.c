@@ -451,12 +451,9 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     log_event("warn", "libmicrohttpd", fields);
 }
 
-/* After SIGTERM/SIGINT every new connection is closed as soon as it is
- * accepted: that is how rayboxd stops accepting. (MHD_quiesce_daemon, the
- * documented way, races in libmicrohttpd 0.9.75 with the epoll loops of a
- * thread pool: both remove the listening socket from a worker's epoll set,
- * the loser gets ENOENT and MHD aborts the process, "Failed to remove
- * listen FD from epoll set" - seen in test_http_shutdown under load.) */
+/* After SIGTERM/SIGINT server_stop closes the listening socket; a
+ * connection the accept thread took just before is closed here, so that
+ * nothing new is served while draining. */
 static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr,
                                      socklen_t addrlen)
 {
@@ -466,24 +463,23 @@ static enum MHD_Result accept_policy(void *cls, const struct sockaddr *addr,
     return atomic_load(&s->draining) ? MHD_NO : MHD_YES;
 }
 
-struct MHD_Daemon *http_start(rbd_server *s, const struct sockaddr *addr,
-                              int ipv6)
+struct MHD_Daemon *http_start(rbd_server *s)
 {
     const rbd_config *c = &s->cfg;
+    /* No listening socket of its own: listener.c accepts and hands the
+     * connections over (see listener.h for why). */
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                     (ipv6 ? MHD_USE_IPv6 : 0);
+                     MHD_USE_NO_LISTEN_SOCKET;
     /* A pool of 1 is no pool: the polling thread serves alone. */
     unsigned pool = c->io_threads > 1 ? (unsigned)c->io_threads : 0;
     return MHD_start_daemon(
-        flags, (uint16_t)c->port, accept_policy, s, access_handler, s,
+        flags, 0, accept_policy, s, access_handler, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first: catches all */
-        MHD_OPTION_SOCK_ADDR, addr,
         MHD_OPTION_THREAD_POOL_SIZE, pool,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->connection_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->connection_memory,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s,
         MHD_OPTION_END);
 }

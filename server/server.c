@@ -23,6 +23,7 @@
 
 #include "access_log.h"
 #include "block_cache.h"
+#include "listener.h"
 #include "server.h"
 
 static unsigned online_cpus(void)
@@ -150,7 +151,7 @@ static int build_devices_json(rbd_server *s, const rb_context_options *copt)
  * Start
  */
 static int parse_bind(const char *text, uint16_t port,
-                      struct sockaddr_storage *ss, int *ipv6)
+                      struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof *ss);
     struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
@@ -158,13 +159,13 @@ static int parse_bind(const char *text, uint16_t port,
     if (inet_pton(AF_INET, text, &v4->sin_addr) == 1) {
         v4->sin_family = AF_INET;
         v4->sin_port = htons(port);
-        *ipv6 = 0;
+        *len = sizeof *v4;
         return 0;
     }
     if (inet_pton(AF_INET6, text, &v6->sin6_addr) == 1) {
         v6->sin6_family = AF_INET6;
         v6->sin6_port = htons(port);
-        *ipv6 = 1;
+        *len = sizeof *v6;
         return 0;
     }
     return -1;
@@ -181,6 +182,17 @@ static void context_options(const rbd_config *c, rb_context_options *o)
         else
             o->device_name = c->device;
     }
+}
+
+/* The accept thread ran out of descriptors or memory: clients wait in
+ * the backlog meanwhile. Said at most once a second. */
+static void accept_failed(void *cls, int err)
+{
+    (void)cls;
+    char fields[160];
+    snprintf(fields, sizeof fields, "\"detail\":\"accept: %s\"",
+             strerror(err));
+    log_event("warn", "accept failed", fields);
 }
 
 int server_start(rbd_server *s, const rbd_config *cfg, char *why,
@@ -202,8 +214,8 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
     rbc_block_cache_limit((size_t)s->cfg.buffer_cache);
 
     struct sockaddr_storage addr;
-    int ipv6 = 0;
-    if (parse_bind(s->cfg.bind, (uint16_t)s->cfg.port, &addr, &ipv6)) {
+    socklen_t addr_len = 0;
+    if (parse_bind(s->cfg.bind, (uint16_t)s->cfg.port, &addr, &addr_len)) {
         snprintf(why, why_len, "--bind '%s' is not an IPv4 or IPv6 address",
                  s->cfg.bind);
         return -1;
@@ -224,18 +236,35 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
         snprintf(why, why_len, "out of memory");
         goto fail;
     }
-    s->daemon = http_start(s, (const struct sockaddr *)&addr, ipv6);
-    if (!s->daemon) {
+    /* Listening before the daemon starts: a port in use is reported
+     * as such, and a port of 0 is known before anything is served. */
+    s->listener = listener_open((const struct sockaddr *)&addr, addr_len,
+                                1024);
+    if (!s->listener) {
         snprintf(why, why_len, "cannot listen on %s port %llu: %s",
                  s->cfg.bind, (unsigned long long)s->cfg.port,
                  strerror(errno));
         goto fail;
     }
-    const union MHD_DaemonInfo *info =
-        MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = info ? info->port : (uint16_t)s->cfg.port;
+    s->port = listener_port(s->listener);
+    s->daemon = http_start(s);
+    if (!s->daemon) {
+        snprintf(why, why_len, "libmicrohttpd did not start: %s",
+                 strerror(errno));
+        goto fail;
+    }
+    rc = listener_start(s->listener, s->daemon,
+                        (unsigned)s->cfg.max_connections, accept_failed, s);
+    if (rc) {
+        snprintf(why, why_len, "no accept thread: %s", strerror(rc));
+        MHD_stop_daemon(s->daemon);
+        s->daemon = NULL;
+        goto fail;
+    }
     return 0;
 fail:
+    listener_close(s->listener);
+    s->listener = NULL;
     executor_close(s->ex);
     executor_destroy(s->ex);
     store_destroy(s->store);
@@ -265,11 +294,13 @@ static void sleep_ms(long ms)
 void server_stop(rbd_server *s)
 {
     char fields[160];
-    /* 1. Stop accepting: new connections are closed as soon as they are
-     *    accepted (http.c, accept_policy: not MHD_quiesce_daemon, which
-     *    can abort the process in libmicrohttpd 0.9.75); open ones go on,
-     *    and every answer now says "Connection: close". */
+    /* 1. Stop accepting: the listening socket is closed, so a new
+     *    connection is refused (and one accepted just before is closed at
+     *    once, http.c accept_policy); open ones go on, and every answer
+     *    now says "Connection: close". */
     atomic_store(&s->draining, 1);
+    listener_close(s->listener);
+    s->listener = NULL;
     snprintf(fields, sizeof fields, "\"connections\":%u,\"drain_timeout_s\":"
              "%llu", connections(s), (unsigned long long)s->cfg.drain_timeout);
     log_event("info", "draining", fields);

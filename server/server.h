@@ -20,6 +20,7 @@ typedef struct rbd_server {
     rbd_config cfg;
     rbj_limits limits;          /* per request, from cfg */
     struct MHD_Daemon *daemon;
+    struct rbd_listener *listener; /* NULL once closed */
     uint16_t port;
     rbd_executor *ex;
     scene_store *store;
@@ -36,17 +37,16 @@ typedef struct rbd_server {
 int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  size_t why_len);
 
-/* The shutdown sequence: stop accepting (new connections are closed at
- * once), let open connections finish (until the drain timeout), answer
+/* The shutdown sequence: stop accepting (the listening socket is
+ * closed), let open connections finish (until the drain timeout), answer
  * the jobs still queued with 503, resume every suspended connection, stop
  * the daemon, free all. */
 void server_stop(rbd_server *s);
 
-/* http.c: starts libmicrohttpd on addr with the configured threads and
- * limits; NULL on failure (MHD logged why). */
-struct sockaddr;
-struct MHD_Daemon *http_start(rbd_server *s, const struct sockaddr *addr,
-                              int ipv6);
+/* http.c: starts libmicrohttpd with the configured threads and limits and
+ * no listening socket of its own (listener.c accepts for it); NULL on
+ * failure (MHD logged why). */
+struct MHD_Daemon *http_start(rbd_server *s);
 
 /* The metrics page's point-in-time values. */
 void server_gauges(rbd_server *s, rbd_gauges *g);

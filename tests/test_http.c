@@ -1035,6 +1035,38 @@ START_TEST(test_docs_option_table)
 }
 END_TEST
 
+/* A second rayboxd on a port in use stops at once with status 1 and says
+ * why; the first goes on serving. */
+START_TEST(test_port_in_use)
+{
+    rbt_server s;
+    rbt_server_start(&s, NULL);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "'%s' --port %d --backend cpu 2>&1", RAYBOXD,
+             s.port);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char out[4096];
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status %d: %s",
+                  st, out);
+    char want[128];
+    snprintf(want, sizeof want, "cannot listen on 127.0.0.1 port %d: "
+             "Address already in use", s.port);
+    ck_assert_msg(strstr(out, want), "no '%s' in: %s", want, out);
+
+    char health[128];
+    snprintf(health, sizeof health, "%s/v1/health", s.base);
+    rbt_resp r;
+    rbt_http(NULL, "GET", health, NULL, NULL, 0, NULL, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    rbt_resp_free(&r);
+    ck_assert_int_eq(rbt_server_stop(&s), 0);
+}
+END_TEST
+
 /* Options: flags beat the environment, which beats the default; bad
  * values stop the server with exit status 2 and a message. */
 START_TEST(test_config_sources)
@@ -1255,6 +1287,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_openapi_paths);
     tcase_add_test(tc, test_docs_option_table);
     tcase_add_test(tc, test_config_sources);
+    tcase_add_test(tc, test_port_in_use);
     tcase_add_test(tc, test_buffer_cache);
     tcase_add_test(tc, test_python_client);
     tcase_add_test(tc, test_store_full_507);

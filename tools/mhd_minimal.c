@@ -1,8 +1,8 @@
 /*
  * mhd_minimal.c - the serving-layer limit of this machine, for make load:
  * libmicrohttpd with rayboxd's daemon flags (internal polling thread,
- * epoll, suspend/resume allowed, a thread pool of --io-threads) and its
- * connection memory, answering every request with a constant JSON body of
+ * epoll, suspend/resume allowed, a thread pool of --io-threads), its
+ * connection memory and its accept thread (server/listener.c), answering every request with a constant JSON body of
  * the size and shape of a 16-ray nearest answer. It reads request bodies and drops
  * them; nothing else.
  *
@@ -10,11 +10,16 @@
  *
  * Prints {"msg":"listening","port":N} on stderr; stops on SIGTERM/SIGINT.
  */
+#include <arpa/inet.h>
 #include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "listener.h"
 
 static char body[1100];
 
@@ -92,26 +97,30 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
-    struct MHD_Daemon *d = MHD_start_daemon(
+    struct sockaddr_in addr = {.sin_family = AF_INET,
+                               .sin_port = htons((uint16_t)port),
+                               .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    rbd_listener *l =
+        listener_open((struct sockaddr *)&addr, sizeof addr, 1024);
+    struct MHD_Daemon *d = l ? MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-            MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-        (uint16_t)port, NULL, NULL, handler, NULL,
+            MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+            MHD_USE_NO_LISTEN_SOCKET,
+        0, NULL, NULL, handler, NULL,
         MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0,
         MHD_OPTION_CONNECTION_LIMIT, 1000u,
         MHD_OPTION_CONNECTION_TIMEOUT, 30u,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory,
-        MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024u, MHD_OPTION_END);
-    if (!d) {
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_END) : NULL;
+    if (!d || listener_start(l, d, 1000, NULL, NULL)) {
         fprintf(stderr, "mhd-minimal: cannot start\n");
         return 1;
     }
-    const union MHD_DaemonInfo *info =
-        MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
     fprintf(stderr, "{\"msg\":\"listening\",\"port\":%u}\n",
-            info ? info->port : port);
+            listener_port(l));
     sigdelset(&set, SIGPIPE);
     int sig;
     sigwait(&set, &sig);
+    listener_close(l);
     MHD_stop_daemon(d);
     return 0;
 }
