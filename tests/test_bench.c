@@ -309,10 +309,7 @@ int main(void)
     tcase_add_test(tc, test_plot);
     tcase_add_test(tc, test_usage_errors);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(s);
     cleanup();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

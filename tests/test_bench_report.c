@@ -281,9 +281,6 @@ int main(void)
     tcase_add_test(tc, test_compare_two_gpus);
     tcase_add_test(tc, test_find);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

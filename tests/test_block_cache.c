@@ -10,6 +10,7 @@
 #include <check.h>
 
 #include "block_cache.h"
+#include "testutil.h"
 
 #define MIB ((size_t)1 << 20)
 
@@ -129,9 +130,6 @@ int main(void)
     tcase_add_test(tc, test_limit_bounds_what_is_kept);
     tcase_add_test(tc, test_slots_bound_the_count);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

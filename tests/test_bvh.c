@@ -592,10 +592,7 @@ static Suite *bvh_suite(void)
 int main(void)
 {
     rbt_rays_count_init();
-    SRunner *sr = srunner_create(bvh_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(bvh_suite());
     report();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

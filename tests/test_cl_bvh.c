@@ -447,10 +447,7 @@ static Suite *cl_bvh_suite(void)
 int main(void)
 {
     rbt_rays_count_init();
-    SRunner *sr = srunner_create(cl_bvh_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(cl_bvh_suite());
     fprintf(stderr, "test_cl_bvh: %zu rays compared (4 modes, 3 contexts)\n",
             rbt_rays_checked());
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

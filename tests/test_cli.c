@@ -258,9 +258,6 @@ static Suite *cli_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(cli_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    int failed = rbt_run_suite(cli_suite());
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

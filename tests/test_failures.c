@@ -346,9 +346,6 @@ int main(void)
     tcase_set_timeout(input, 600);
     tcase_add_loop_test(input, test_invalid_deep, 0, 2);
     suite_add_tcase(s, input);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -1174,9 +1174,6 @@ static Suite *json_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(json_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    int failed = rbt_run_suite(json_suite());
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

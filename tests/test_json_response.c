@@ -648,9 +648,6 @@ static Suite *response_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(response_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    int failed = rbt_run_suite(response_suite());
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "listener.h"
+#include "testutil.h"
 
 enum { POOL = 2, CONNECTIONS = 16 };
 
@@ -278,9 +279,6 @@ int main(void)
     tcase_add_test(tc, test_port_in_use);
     tcase_add_test(tc, test_close_unstarted);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

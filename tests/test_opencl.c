@@ -566,9 +566,6 @@ int main(void)
     tcase_add_test(prog, test_broken_kernels);
     tcase_add_test(prog, test_binary_cache);
     suite_add_tcase(s, prog);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

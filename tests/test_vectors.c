@@ -222,9 +222,6 @@ int main(void)
     tcase_add_loop_test(tc, test_backend, 0, RBT_BACKENDS);
     tcase_add_loop_test(tc, test_batch, 0, RBT_BACKENDS);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
+    int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -166,3 +166,12 @@ size_t rbt_load_vectors(rbt_vector **out)
     *out = v;
     return count;
 }
+
+int rbt_run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed;
+}

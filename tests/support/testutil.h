@@ -19,6 +19,10 @@ const char *rbt_backend_name(int which);
 rb_context *rbt_context(int which);
 rb_context *rbt_context_opts(int which, const rb_context_options *opt);
 
+/* Runs every test of s (check's runner, CK_NORMAL output), frees it and
+ * returns the number that failed: the body of every suite's main. */
+int rbt_run_suite(Suite *s);
+
 /* splitmix64: reproducible streams from a seed. */
 typedef struct rbt_rng {
     uint64_t s;
