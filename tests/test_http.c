@@ -1057,10 +1057,8 @@ START_TEST(test_port_in_use)
              "Address already in use", s.port);
     ck_assert_msg(strstr(out, want), "no '%s' in: %s", want, out);
 
-    char health[128];
-    snprintf(health, sizeof health, "%s/v1/health", s.base);
     rbt_resp r;
-    rbt_http(NULL, "GET", health, NULL, NULL, 0, NULL, NULL, &r);
+    rbt_get(NULL, &s, "/v1/health", &r);
     ck_assert_int_eq(r.status, 200);
     rbt_resp_free(&r);
     ck_assert_int_eq(rbt_server_stop(&s), 0);
@@ -1095,10 +1093,8 @@ START_TEST(test_config_sources)
         rbt_server s;
         rbt_server_start(&s, k ? with_flag : NULL);
         unsetenv("RAYBOX_QUEUE_DEPTH");
-        char u[256];
-        snprintf(u, sizeof u, "%s/v1/health", s.base);
         rbt_resp r;
-        rbt_http(NULL, "GET", u, NULL, NULL, 0, NULL, NULL, &r);
+        rbt_get(NULL, &s, "/v1/health", &r);
         ck_assert_ptr_nonnull(strstr(r.body, k ? "\"queue_capacity\":9"
                                                : "\"queue_capacity\":7"));
         rbt_resp_free(&r);

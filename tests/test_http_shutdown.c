@@ -93,10 +93,8 @@ START_TEST(test_sigterm_in_flight)
             nanosleep(&(struct timespec){0, 2000000}, NULL);
     }
     ck_assert_msg(draining, "no \"draining\" log line after SIGTERM");
-    char hurl[256];
-    snprintf(hurl, sizeof hurl, "%s/v1/health", s.base);
     rbt_resp late;
-    rbt_http(NULL, "GET", hurl, NULL, NULL, 0, NULL, NULL, &late);
+    rbt_get(NULL, &s, "/v1/health", &late);
     ck_assert_msg(late.status == 0, "a connection made while draining was "
                   "answered: %ld %s", late.status, late.body ? late.body : "");
     rbt_resp_free(&late);
@@ -141,10 +139,8 @@ START_TEST(test_sigterm_idle_connections)
     rbt_server_start(&s, args);
     /* A keep-alive connection left idle after one request. */
     CURL *h = curl_easy_init();
-    char url[256];
-    snprintf(url, sizeof url, "%s/v1/health", s.base);
     rbt_resp r;
-    rbt_http(h, "GET", url, NULL, NULL, 0, NULL, NULL, &r);
+    rbt_get(h, &s, "/v1/health", &r);
     ck_assert_int_eq(r.status, 200);
     rbt_resp_free(&r);
     ck_assert_int_eq(rbt_server_stop(&s), 0);

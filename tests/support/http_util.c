@@ -286,6 +286,13 @@ int rbt_http_chunked(CURL *h, const char *url, const char *content_type,
                    &src, resp);
 }
 
+int rbt_get(CURL *h, const rbt_server *s, const char *path, rbt_resp *resp)
+{
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", s->base, path);
+    return rbt_http(h, "GET", url, NULL, NULL, 0, NULL, NULL, resp);
+}
+
 void rbt_resp_free(rbt_resp *r)
 {
     free(r->body);

@@ -46,6 +46,8 @@ int rbt_http(CURL *h, const char *method, const char *url,
 int rbt_http_chunked(CURL *h, const char *url, const char *content_type,
                      const void *body, size_t len, size_t piece,
                      rbt_resp *resp);
+/* GET s's base URL + path (e.g. "/v1/health"); rbt_http's return. */
+int rbt_get(CURL *h, const rbt_server *s, const char *path, rbt_resp *resp);
 void rbt_resp_free(rbt_resp *r);
 /* A header's value (case-insensitive name) copied into buf; NULL if
  * absent. */
