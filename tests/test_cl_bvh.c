@@ -36,13 +36,7 @@ typedef struct trio {
 static rb_context *make_ctx(int which, int use, uint64_t max_buf,
                             uint64_t budget, int fallback)
 {
-    rb_context_options opt;
-    rb_context_options_init(&opt);
-    opt.max_buffer_bytes = max_buf;
-    opt.memory_budget = budget;
-    opt.cpu_fallback = fallback;
-    rb_context *ctx = rbt_context_opts(which, &opt);
-    ck_assert_ptr_nonnull(ctx); /* OpenCL is required here */
+    rb_context *ctx = rbt_context_limited(which, max_buf, budget, fallback);
     ctx->bvh_use = use;
     return ctx;
 }

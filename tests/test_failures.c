@@ -10,19 +10,6 @@
 #include "batch.h"
 #include "opencl/cl_testhook.h"
 
-static rb_context *cl_context(uint64_t max_buf, uint64_t budget,
-                              int fallback)
-{
-    rb_context_options opt;
-    rb_context_options_init(&opt);
-    opt.max_buffer_bytes = max_buf;
-    opt.memory_budget = budget;
-    opt.cpu_fallback = fallback;
-    rb_context *ctx = rbt_context_opts(RBT_OPENCL, &opt);
-    ck_assert_ptr_nonnull(ctx);
-    return ctx;
-}
-
 /* One mode of one batch on ctx against the CPU; returns the run info. */
 static rb_run_info same_as_cpu(rb_context *ctx, rb_context *cpu,
                                const rbt_batch *b, rb_mode mode,
@@ -52,7 +39,7 @@ static rb_run_info same_as_cpu(rb_context *ctx, rb_context *cpu,
 START_TEST(test_tiny_buffers)
 {
     unsigned dims = _i == 0 ? 3 : 2;
-    rb_context *ctx = cl_context(4096, 0, 0);
+    rb_context *ctx = rbt_context_limited(RBT_OPENCL, 4096, 0, 0);
     rb_context *cpu = rbt_context(RBT_CPU);
     rbt_batch few, many, pairs;
     rbt_batch_make(&few, dims, 50, 700, 101);
@@ -106,7 +93,7 @@ END_TEST
 /* The memory budget, not the buffer limit, forces the split. */
 START_TEST(test_tiny_budget)
 {
-    rb_context *ctx = cl_context(0, 24 * 1024, 0);
+    rb_context *ctx = rbt_context_limited(RBT_OPENCL, 0, 24 * 1024, 0);
     rb_context *cpu = rbt_context(RBT_CPU);
     rbt_batch b;
     rbt_batch_make(&b, 3, 2000, 1200, 111);
@@ -128,7 +115,7 @@ START_TEST(test_over_limit)
     rb_context *cpu = rbt_context(RBT_CPU);
     rbt_batch b;
     rbt_batch_make(&b, 3, 30, 64, 121);
-    rb_context *ctx = cl_context(4096, 0, 0);
+    rb_context *ctx = rbt_context_limited(RBT_OPENCL, 4096, 0, 0);
     rbt_out o;
     rbt_out_init(&o, b.n_rays, 1000); /* 12 KB of list per ray */
     ck_assert_int_eq(rbt_run(ctx, &b, RB_MODE_ALL, NULL, &o), RB_EDEVMEM);
@@ -137,7 +124,7 @@ START_TEST(test_over_limit)
     same_as_cpu(ctx, cpu, &b, RB_MODE_ALL, NULL, 8, "after RB_EDEVMEM");
     rb_context_destroy(ctx);
 
-    ctx = cl_context(4096, 0, 1);
+    ctx = rbt_context_limited(RBT_OPENCL, 4096, 0, 1);
     rbt_out want, got;
     rbt_out_init(&want, b.n_rays, 1000);
     rbt_out_init(&got, b.n_rays, 1000);
@@ -224,14 +211,14 @@ START_TEST(test_injected_failures)
     rbt_batch_make(&b, 3, 200, 100, 131);
     rbt_batch_make(&p, 2, 200, 200, 132);
     /* One chunk: every call. */
-    rb_context *ctx = cl_context(0, 0, fallback);
+    rb_context *ctx = rbt_context_limited(RBT_OPENCL, 0, 0, fallback);
     inject_all_calls(ctx, cpu, &p, RB_MODE_PAIRS, fallback, 1, "pairs");
     for (int mode = RB_MODE_NEAREST; mode <= RB_MODE_ALL; mode++)
         inject_all_calls(ctx, cpu, &b, (rb_mode)mode, fallback, 1,
                          "one chunk");
     rb_context_destroy(ctx);
     /* Many ray and box chunks: a sample of the calls. */
-    ctx = cl_context(2048, 0, fallback);
+    ctx = rbt_context_limited(RBT_OPENCL, 2048, 0, fallback);
     inject_all_calls(ctx, cpu, &p, RB_MODE_PAIRS, fallback, 7,
                      "chunked pairs");
     for (int mode = RB_MODE_NEAREST; mode <= RB_MODE_ALL; mode++)
@@ -251,7 +238,7 @@ START_TEST(test_injection_disarm)
     rb_context *cpu = rbt_context(RBT_CPU);
     rb_cl_fail_after(cpu, 0);
     ck_assert_uint_eq(rb_cl_calls(cpu), 0);
-    rb_context *ctx = cl_context(0, 0, 0);
+    rb_context *ctx = rbt_context_limited(RBT_OPENCL, 0, 0, 0);
     rbt_batch b;
     rbt_batch_make(&b, 3, 20, 20, 141);
     rb_cl_fail_after(ctx, 0);
@@ -291,7 +278,7 @@ START_TEST(test_invalid_deep)
     /* 64 KiB buffers: ~2000 rays per chunk, ~100 chunks; and the default
      * limits: one chunk checked in parallel on the thread pool. */
     uint64_t max_buf = _i == 0 ? 65536 : 0;
-    rb_context *ctx = cl_context(max_buf, 0, 1);
+    rb_context *ctx = rbt_context_limited(RBT_OPENCL, max_buf, 0, 1);
     rb_context *cpu = rbt_context(RBT_CPU);
     size_t n = 200000;
     rbt_batch b, p;

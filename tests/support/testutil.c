@@ -40,6 +40,19 @@ rb_context *rbt_context(int which)
     return rbt_context_opts(which, NULL);
 }
 
+rb_context *rbt_context_limited(int which, uint64_t max_buffer_bytes,
+                                uint64_t memory_budget, int cpu_fallback)
+{
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.max_buffer_bytes = max_buffer_bytes;
+    opt.memory_budget = memory_budget;
+    opt.cpu_fallback = cpu_fallback;
+    rb_context *ctx = rbt_context_opts(which, &opt);
+    ck_assert_ptr_nonnull(ctx);
+    return ctx;
+}
+
 uint64_t rbt_next(rbt_rng *r)
 {
     uint64_t z = (r->s += 0x9e3779b97f4a7c15ULL);

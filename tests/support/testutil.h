@@ -18,6 +18,10 @@ const char *rbt_backend_name(int which);
  * Fails the test otherwise. */
 rb_context *rbt_context(int which);
 rb_context *rbt_context_opts(int which, const rb_context_options *opt);
+/* A context with memory limits (0: the defaults) and the CPU fallback on
+ * or off, that must exist (OpenCL required). */
+rb_context *rbt_context_limited(int which, uint64_t max_buffer_bytes,
+                                uint64_t memory_budget, int cpu_fallback);
 
 /* Runs every test of s (check's runner, CK_NORMAL output), frees it and
  * returns the number that failed: the body of every suite's main. */
