@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "batch.h"
 #include "gen.h"
 
 #define BOXES 48          /* every-box scenes */
@@ -57,33 +58,9 @@ static void close_contexts(void)
     }
 }
 
-typedef struct answers {
-    rb_hit *hits;
-    uint8_t *any;
-    uint32_t *counts;
-    rb_list_hit *list;
-} answers;
-
-static void answers_alloc(answers *a, size_t n)
-{
-    a->hits = calloc(n, sizeof *a->hits);
-    a->any = calloc(n, 1);
-    a->counts = calloc(n, sizeof *a->counts);
-    a->list = calloc(n * MAX_HITS, sizeof *a->list);
-    ck_assert(a->hits && a->any && a->counts && a->list);
-}
-
-static void answers_free(answers *a)
-{
-    free(a->hits);
-    free(a->any);
-    free(a->counts);
-    free(a->list);
-}
-
 static void run(rb_context *ctx, rb_mode mode, unsigned dims,
                 const void *rays, size_t n, const void *boxes,
-                size_t n_boxes, answers *out, const char *what)
+                size_t n_boxes, rbt_out *out, const char *what)
 {
     rb_query q = {.mode = mode, .dims = dims, .rays = rays, .n_rays = n,
                   .boxes = boxes, .n_boxes = n_boxes, .max_hits = MAX_HITS};
@@ -96,54 +73,18 @@ static void run(rb_context *ctx, rb_mode mode, unsigned dims,
                   r.info.fallback_reason);
 }
 
-static void compare(rb_mode mode, size_t n, const answers *a,
-                    const answers *b, const char *what)
+/* The first n answers of a and b, bit for bit. */
+static void compare(rb_mode mode, size_t n, const rbt_out *a,
+                    const rbt_out *b, const char *what)
 {
-    char x[160], y[160];
-    for (size_t i = 0; i < n; i++) {
-        switch (mode) {
-        case RB_MODE_PAIRS:
-        case RB_MODE_NEAREST:
-            ck_assert_msg(rbt_same_hit(&a->hits[i], &b->hits[i]),
-                          "%s ray %zu: %s vs %s", what, i,
-                          rbt_hit_str(&a->hits[i], x, sizeof x),
-                          rbt_hit_str(&b->hits[i], y, sizeof y));
-            break;
-        case RB_MODE_ANY:
-            ck_assert_msg(a->any[i] == b->any[i], "%s ray %zu: any %d vs %d",
-                          what, i, a->any[i], b->any[i]);
-            break;
-        case RB_MODE_COUNT:
-            ck_assert_msg(a->counts[i] == b->counts[i],
-                          "%s ray %zu: count %u vs %u", what, i,
-                          a->counts[i], b->counts[i]);
-            break;
-        case RB_MODE_ALL: {
-            ck_assert_msg(a->counts[i] == b->counts[i],
-                          "%s ray %zu: count %u vs %u", what, i,
-                          a->counts[i], b->counts[i]);
-            uint32_t m = a->counts[i] < MAX_HITS ? a->counts[i] : MAX_HITS;
-            for (uint32_t k = 0; k < m; k++) {
-                const rb_list_hit *p = &a->list[i * MAX_HITS + k];
-                const rb_list_hit *q = &b->list[i * MAX_HITS + k];
-                ck_assert_msg(p->box == q->box &&
-                                  rbt_same_float(p->t_enter, q->t_enter) &&
-                                  rbt_same_float(p->t_exit, q->t_exit),
-                              "%s ray %zu entry %u: box %d [%.9g %.9g] vs "
-                              "box %d [%.9g %.9g]",
-                              what, i, k, p->box, (double)p->t_enter,
-                              (double)p->t_exit, q->box, (double)q->t_enter,
-                              (double)q->t_exit);
-            }
-            break;
-        }
-        }
-    }
+    rbt_out a_n = *a, b_n = *b;
+    a_n.n = b_n.n = n;
+    rbt_assert_same(mode, &a_n, &b_n, what);
 }
 
 /* The oracle: every-box answers assembled from rb_intersect_one alone. */
 static void oracle(const rb_ray *rays, size_t n, const rb_box *boxes,
-                   size_t n_boxes, rb_mode mode, answers *out)
+                   size_t n_boxes, rb_mode mode, rbt_out *out)
 {
     for (size_t i = 0; i < n; i++) {
         rb_hit best;
@@ -207,10 +148,10 @@ static void differential(int shape, unsigned dims, size_t n, uint64_t seed)
     const void *pb = dims == 3 ? (const void *)pair_boxes
                                : (const void *)pair_boxes2;
 
-    answers ans[VARIANTS], ref;
+    rbt_out ans[VARIANTS], ref;
     for (int v = 0; v < VARIANTS; v++)
-        answers_alloc(&ans[v], n);
-    answers_alloc(&ref, ORACLE_RAYS);
+        rbt_out_init(&ans[v], n, MAX_HITS);
+    rbt_out_init(&ref, ORACLE_RAYS, MAX_HITS);
 
     for (int mode = RB_MODE_PAIRS; mode <= RB_MODE_ALL; mode++) {
         char what[128];
@@ -240,8 +181,8 @@ static void differential(int shape, unsigned dims, size_t n, uint64_t seed)
         }
     }
     for (int v = 0; v < VARIANTS; v++)
-        answers_free(&ans[v]);
-    answers_free(&ref);
+        rbt_out_free(&ans[v]);
+    rbt_out_free(&ref);
     free(boxes);
     free(rays);
     free(pair_boxes);
