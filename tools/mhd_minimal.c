@@ -24,6 +24,22 @@
 
 static char body[1100];
 
+/* Appends ,"key":[...] to body at n with 16 items, item i printed by fmt
+ * from first + i % period (a format without a conversion ignores it);
+ * returns the new length. */
+static int put_list(int n, const char *key, const char *fmt, int first,
+                    int period)
+{
+    n += snprintf(body + n, sizeof body - (size_t)n, ",\"%s\":[", key);
+    for (int i = 0; i < 16; i++) {
+        if (i)
+            n += snprintf(body + n, sizeof body - (size_t)n, ",");
+        n += snprintf(body + n, sizeof body - (size_t)n, fmt,
+                      first + i % period);
+    }
+    return n + snprintf(body + n, sizeof body - (size_t)n, "]");
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c,
                                const char *url, const char *method,
                                const char *version, const char *data,
@@ -62,33 +78,15 @@ int main(int argc, char **argv)
     /* A nearest answer for 16 rays with every field rayboxd writes, so
      * that wrk and the kernel move as many bytes as for the real one
      * (about 760 bytes of body). */
-    int n = snprintf(body, sizeof body, "{\"mode\":\"nearest\",\"count\":16,"
-                     "\"hit\":[");
-    for (int i = 0; i < 16; i++)
-        n += snprintf(body + n, sizeof body - (size_t)n, "%strue",
-                      i ? "," : "");
-    n += snprintf(body + n, sizeof body - (size_t)n, "],\"box\":[");
-    for (int i = 0; i < 16; i++)
-        n += snprintf(body + n, sizeof body - (size_t)n, "%s%d",
-                      i ? "," : "", 100 + i);
-    n += snprintf(body + n, sizeof body - (size_t)n, "],\"t_enter\":[");
-    for (int i = 0; i < 16; i++)
-        n += snprintf(body + n, sizeof body - (size_t)n, "%s0.12345%d",
-                      i ? "," : "", i % 10);
-    n += snprintf(body + n, sizeof body - (size_t)n, "],\"t_exit\":[");
-    for (int i = 0; i < 16; i++)
-        n += snprintf(body + n, sizeof body - (size_t)n, "%s0.23456%d",
-                      i ? "," : "", i % 10);
-    n += snprintf(body + n, sizeof body - (size_t)n, "],\"face\":[");
-    for (int i = 0; i < 16; i++)
-        n += snprintf(body + n, sizeof body - (size_t)n, "%s\"-x\"",
-                      i ? "," : "");
-    n += snprintf(body + n, sizeof body - (size_t)n, "],\"exit_face\":[");
-    for (int i = 0; i < 16; i++)
-        n += snprintf(body + n, sizeof body - (size_t)n, "%s\"+x\"",
-                      i ? "," : "");
+    int n = snprintf(body, sizeof body, "{\"mode\":\"nearest\",\"count\":16");
+    n = put_list(n, "hit", "true", 0, 1);
+    n = put_list(n, "box", "%d", 100, 16);
+    n = put_list(n, "t_enter", "0.12345%d", 0, 10);
+    n = put_list(n, "t_exit", "0.23456%d", 0, 10);
+    n = put_list(n, "face", "\"-x\"", 0, 1);
+    n = put_list(n, "exit_face", "\"+x\"", 0, 1);
     snprintf(body + n, sizeof body - (size_t)n,
-             "],\"scene_version\":1,\"meta\":{\"backend\":\"none\","
+             ",\"scene_version\":1,\"meta\":{\"backend\":\"none\","
              "\"device\":\"none\",\"elapsed_ms\":0.000,"
              "\"fell_back\":false}}");
 
