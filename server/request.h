@@ -39,9 +39,10 @@ typedef enum rbd_phase {
 typedef struct rbd_payload {
     rb_results res;               /* arrays owned */
     uint8_t header[RBB_HEADER_SIZE]; /* binary */
-    struct MHD_IoVec iov[3];
-    unsigned n_iov;
-    char *pre;                    /* JSON: the part rendered by the worker */
+    struct MHD_IoVec iov[3];      /* binary: header and arrays, no copy */
+    unsigned n_iov;               /* binary: 0 when copied into pre */
+    char *pre;                    /* JSON: the part rendered by the worker;
+                                     binary: a small answer, whole */
     size_t pre_len;
     rbj_writer w;                 /* JSON: the rest, rendered as sent */
 } rbd_payload;

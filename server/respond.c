@@ -134,13 +134,14 @@ static enum MHD_Result respond_payload(rbd_request *r)
     rbd_payload *p = r->reply.payload;
     struct MHD_Response *resp;
     r->reply.payload = NULL; /* MHD owns it from here (payload_free) */
-    if (r->reply.binary) {
+    if (r->reply.binary && p->n_iov) {
         resp = MHD_create_response_from_iovec(p->iov, p->n_iov, payload_free,
                                               p);
         r->bytes_out = 0;
         for (unsigned i = 0; i < p->n_iov; i++)
             r->bytes_out += p->iov[i].iov_len;
-    } else if (rbj_writer_done(&p->w)) {
+    } else if (r->reply.binary || rbj_writer_done(&p->w)) {
+        /* A whole JSON answer, or a small binary one (jobs.c). */
         resp = MHD_create_response_from_buffer_with_free_callback_cls(
             p->pre_len, p->pre, payload_free, p);
         r->bytes_out = p->pre_len;
