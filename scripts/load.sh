@@ -6,8 +6,10 @@
 # (minimal, rayboxd, minimal, ...; in-process, HTTP, in-process, ...) so
 # that a busy neighbour slows both sides of a ratio alike; every run is
 # printed, then medians, ranges and the ratios the issue asks for:
-#   small: 16 rays, nearest, JSON, against a stored 1K-box scene:
-#          requests/s >= 0.5 x mhd-minimal's; p99 latency reported
+#   small: 16 rays, nearest, against a stored 1K-box scene, in each form
+#          (JSON, and binary both ways): requests/s >= 0.5 x mhd-minimal's
+#          with the same request body and an answer of the same size;
+#          p99 latency reported
 #   large: 1M rays, binary, any, against the same scene:
 #          rays/s end to end >= 0.8 x the in-process rate
 #
@@ -73,6 +75,7 @@ spread() {
 echo "load: bodies in $DIR"
 "$B/bin/raybox-loadgen" bodies "$DIR"
 : >"$DIR/minimal"; : >"$DIR/small"; : >"$DIR/large"; : >"$DIR/inproc"; : >"$DIR/ratio"
+: >"$DIR/minimal_bin"; : >"$DIR/small_bin"
 
 # shellcheck disable=SC2086
 start "$DIR/rayboxd.log" "$B/bin/rayboxd" --port 0 --backend cpu --quiet ${RAYBOXD_ARGS:-}
@@ -90,11 +93,14 @@ URL="http://127.0.0.1:$RPORT/v1/scenes/$ID/intersect"
 echo "load: rayboxd on $RPORT (scene $ID, 1024 boxes), mhd-minimal on $MPORT" \
      "(io threads $IO, connection memory $MEMB)"
 
-echo "load: small requests, wrk -t$ST -c$SC -d${SECS}s, alternating"
+echo "load: small requests, wrk -t$ST -c$SC -d${SECS}s, alternating, JSON then binary"
 for i in $(seq 1 "$RUNS"); do
     wrk_run minimal "$ST" "$SC" "$SECS" "http://127.0.0.1:$MPORT/v1/scenes/x/intersect" \
         "$DIR/small.json" application/json
     wrk_run small "$ST" "$SC" "$SECS" "$URL" "$DIR/small.json" application/json
+    wrk_run minimal_bin "$ST" "$SC" "$SECS" "http://127.0.0.1:$MPORT/v1/scenes/x/intersect" \
+        "$DIR/small.bin" application/x-raybox
+    wrk_run small_bin "$ST" "$SC" "$SECS" "$URL" "$DIR/small.bin" application/x-raybox
 done
 
 echo "load: large requests, wrk -t1 -c$LC -d${LSECS}s, each after an in-process run"
@@ -108,24 +114,37 @@ done
 
 MIN_RPS=$(median '$1/($2/1e6)' "$DIR/minimal")
 SMALL_RPS=$(median '$1/($2/1e6)' "$DIR/small")
+BMIN_RPS=$(median '$1/($2/1e6)' "$DIR/minimal_bin")
+BSMALL_RPS=$(median '$1/($2/1e6)' "$DIR/small_bin")
 LARGE_RAYS=$(median '$1*1048576/($2/1e6)' "$DIR/large")
 INPROC=$(median '$1' "$DIR/inproc")
 paste "$DIR/small" "$DIR/minimal" | awk '{print ($1/($2/1e6))/($7/($8/1e6))}' >"$DIR/sratio"
-BAD=$(cat "$DIR/small" "$DIR/large" "$DIR/minimal" | awk '{s+=$3+$4} END {print s+0}')
+paste "$DIR/small_bin" "$DIR/minimal_bin" | awk '{print ($1/($2/1e6))/($7/($8/1e6))}' >"$DIR/bsratio"
+BAD=$(cat "$DIR/small" "$DIR/large" "$DIR/minimal" "$DIR/small_bin" "$DIR/minimal_bin" |
+      awk '{s+=$3+$4} END {print s+0}')
 
 echo
 echo "summary: median of $RUNS runs [range]"
-printf '  mhd-minimal      %9.0f req/s   [%s]\n' "$MIN_RPS" "$(spread '$1/($2/1e6)' "$DIR/minimal")"
-printf '  small, 16 rays   %9.0f req/s   [%s]  p50 %s us [%s], p99 %s us [%s]\n' \
+printf '  mhd-minimal      %9.0f req/s   [%s]  (JSON body and answer)\n' "$MIN_RPS" \
+    "$(spread '$1/($2/1e6)' "$DIR/minimal")"
+printf '  small, 16 rays   %9.0f req/s   [%s]  JSON, p50 %s us [%s], p99 %s us [%s]\n' \
     "$SMALL_RPS" "$(spread '$1/($2/1e6)' "$DIR/small")" \
     "$(median '$5' "$DIR/small")" "$(spread '$5' "$DIR/small")" \
     "$(median '$6' "$DIR/small")" "$(spread '$6' "$DIR/small")"
+printf '  mhd-minimal      %9.0f req/s   [%s]  (binary body and answer)\n' "$BMIN_RPS" \
+    "$(spread '$1/($2/1e6)' "$DIR/minimal_bin")"
+printf '  small, 16 rays   %9.0f req/s   [%s]  binary, p50 %s us [%s], p99 %s us [%s]\n' \
+    "$BSMALL_RPS" "$(spread '$1/($2/1e6)' "$DIR/small_bin")" \
+    "$(median '$5' "$DIR/small_bin")" "$(spread '$5' "$DIR/small_bin")" \
+    "$(median '$6' "$DIR/small_bin")" "$(spread '$6' "$DIR/small_bin")"
 printf '  large, 1M rays   %9.0f rays/s  [%s]  p50 %s ms\n' "$LARGE_RAYS" \
     "$(spread '$1*1048576/($2/1e6)' "$DIR/large")" "$(median '$5/1000' "$DIR/large")"
 printf '  in-process       %9.0f rays/s  [%s]\n' "$INPROC" "$(spread '$1' "$DIR/inproc")"
 awk -v rs="$(median '$1' "$DIR/sratio")" -v rl="$(median '$1' "$DIR/ratio")" \
-    -v rsr="$(spread '$1' "$DIR/sratio")" -v rlr="$(spread '$1' "$DIR/ratio")" -v bad="$BAD" 'BEGIN {
-    printf "  small/minimal    %.2f [%s] (target >= 0.5) %s\n", rs, rsr, (rs >= 0.5 ? "ok" : "MISSED")
+    -v rsr="$(spread '$1' "$DIR/sratio")" -v rlr="$(spread '$1' "$DIR/ratio")" \
+    -v rb="$(median '$1' "$DIR/bsratio")" -v rbr="$(spread '$1' "$DIR/bsratio")" -v bad="$BAD" 'BEGIN {
+    printf "  small/minimal    %.2f [%s] JSON   (target >= 0.5) %s\n", rs, rsr, (rs >= 0.5 ? "ok" : "MISSED")
+    printf "  small/minimal    %.2f [%s] binary (target >= 0.5) %s\n", rb, rbr, (rb >= 0.5 ? "ok" : "MISSED")
     printf "  large/in-process %.2f [%s] (target >= 0.8) %s\n", rl, rlr, (rl >= 0.8 ? "ok" : "MISSED")
     if (bad > 0) printf "  %d non-2xx answers or socket errors\n", bad
 }'

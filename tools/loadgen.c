@@ -3,9 +3,10 @@
  * make load (scripts/load.sh).
  *
  *   raybox-loadgen bodies DIR
- *       writes DIR/scene.json (1024 boxes), DIR/small.json (16 rays,
- *       nearest, for /v1/scenes/{id}/intersect) and DIR/large.bin (1M
- *       rays, binary, `any`, for the same route). Fixed seed.
+ *       writes DIR/scene.json (1024 boxes), DIR/small.json and
+ *       DIR/small.bin (the same 16 rays, nearest, as JSON and binary, for
+ *       /v1/scenes/{id}/intersect) and DIR/large.bin (1M rays, binary,
+ *       `any`, for the same route). Fixed seed.
  *   raybox-loadgen inproc DIR [--runs N] [--threads T]
  *       reads DIR/scene.json and DIR/large.bin with the server's own
  *       decoders, and runs the large query N times in-process on one
@@ -66,6 +67,26 @@ static FILE *open_in(const char *dir, const char *name, const char *mode)
     return f;
 }
 
+/* A binary intersect body (3D rays without their own ranges, for
+ * /v1/scenes/{id}/intersect): the header, then the records. The records
+ * are written as the host holds them: little-endian hosts only, like the
+ * rest of make load. */
+static int write_binary(const char *dir, const char *name, rb_mode mode,
+                        unsigned n_rays, const float (*rays)[6])
+{
+    FILE *f = open_in(dir, name, "wb");
+    if (!f)
+        return 1;
+    rbb_header h = {.version = RBB_VERSION, .header_size = RBB_HEADER_SIZE,
+                    .kind = RBB_KIND_INTERSECT, .mode = mode, .dims = 3,
+                    .n_rays = n_rays, .tmin = 0, .tmax = INFINITY};
+    uint8_t head[RBB_HEADER_SIZE];
+    rbb_header_encode(&h, head);
+    fwrite(head, 1, sizeof head, f);
+    fwrite(rays, sizeof rays[0], n_rays, f);
+    return fclose(f) ? 1 : 0;
+}
+
 static int bodies(const char *dir)
 {
     FILE *f = open_in(dir, "scene.json", "w");
@@ -89,41 +110,38 @@ static int bodies(const char *dir)
     fputs("]}", f);
     fclose(f);
 
+    /* The small query in both forms, the same rays bit for bit. */
+    float small[SMALL_RAYS][6];
+    for (int i = 0; i < SMALL_RAYS; i++)
+        random_ray(small[i]);
     f = open_in(dir, "small.json", "w");
     if (!f)
         return 1;
     fputs("{\"mode\":\"nearest\",\"rays\":[", f);
     for (int i = 0; i < SMALL_RAYS; i++) {
-        float v[6];
-        random_ray(v);
         fputs(i ? ",[" : "[", f);
         for (int k = 0; k < 6; k++) {
             if (k)
                 fputc(',', f);
-            put_float(f, v[k]);
+            put_float(f, small[i][k]);
         }
         fputc(']', f);
     }
     fputs("]}", f);
     fclose(f);
-
-    f = open_in(dir, "large.bin", "wb");
-    if (!f)
+    if (write_binary(dir, "small.bin", RB_MODE_NEAREST, SMALL_RAYS, small))
         return 1;
-    rbb_header h = {.version = RBB_VERSION, .header_size = RBB_HEADER_SIZE,
-                    .kind = RBB_KIND_INTERSECT, .mode = RB_MODE_ANY,
-                    .dims = 3, .n_rays = LARGE_RAYS, .tmin = 0,
-                    .tmax = INFINITY};
-    uint8_t head[RBB_HEADER_SIZE];
-    rbb_header_encode(&h, head);
-    fwrite(head, 1, sizeof head, f);
-    for (unsigned i = 0; i < LARGE_RAYS; i++) {
-        float v[6];
-        random_ray(v);
-        fwrite(v, sizeof v, 1, f);
+
+    float(*large)[6] = malloc(sizeof(float[6]) * LARGE_RAYS);
+    if (!large) {
+        fprintf(stderr, "raybox-loadgen: out of memory\n");
+        return 1;
     }
-    fclose(f);
-    return 0;
+    for (unsigned i = 0; i < LARGE_RAYS; i++)
+        random_ray(large[i]);
+    int rc = write_binary(dir, "large.bin", RB_MODE_ANY, LARGE_RAYS, large);
+    free(large);
+    return rc;
 }
 
 static double now_s(void)

@@ -23,6 +23,9 @@
 #include "listener.h"
 
 static char body[1100];
+/* The binary form's answer of the same query: a 64-byte header and 16
+ * 16-byte records (docs/binary-format.md), zeros but for the magic. */
+static char binary_body[64 + 16 * 16] = "RBOX";
 
 /* Appends ,"key":[...] to body at n with 16 items, item i printed by fmt
  * from first + i % period (a format without a conversion ignores it);
@@ -55,9 +58,20 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c,
         *size = 0; /* consume and drop */
         return MHD_YES;
     }
-    struct MHD_Response *r = MHD_create_response_from_buffer(
-        strlen(body), body, MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(r, "Content-Type", "application/json");
+    /* Like rayboxd, the answer takes the form the client accepts (only
+     * the exact type is looked at: make load sends nothing else). */
+    const char *accept =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Accept");
+    int binary = accept && strcmp(accept, "application/x-raybox") == 0;
+    struct MHD_Response *r =
+        binary ? MHD_create_response_from_buffer(sizeof binary_body,
+                                                 binary_body,
+                                                 MHD_RESPMEM_PERSISTENT)
+               : MHD_create_response_from_buffer(strlen(body), body,
+                                                 MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(r, "Content-Type",
+                            binary ? "application/x-raybox"
+                                   : "application/json");
     enum MHD_Result ret = MHD_queue_response(c, 200, r);
     MHD_destroy_response(r);
     return ret;
