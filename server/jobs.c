@@ -98,10 +98,11 @@ static void binary_answer(rbd_payload *p, const rbj_request *b,
     if (total <= BINARY_COPY_MAX && (p->pre = malloc(total))) {
         memcpy(p->pre, p->header, RBB_HEADER_SIZE);
         p->pre_len = RBB_HEADER_SIZE;
-        for (int i = 0; i < n; i++) {
-            memcpy(p->pre + p->pre_len, part[i], bytes[i]);
-            p->pre_len += bytes[i];
-        }
+        for (int i = 0; i < n; i++)
+            if (bytes[i]) {
+                memcpy(p->pre + p->pre_len, part[i], bytes[i]);
+                p->pre_len += bytes[i];
+            }
         return;
     }
     p->iov[0].iov_base = p->header;

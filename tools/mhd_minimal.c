@@ -3,9 +3,10 @@
  * libmicrohttpd with rayboxd's daemon flags (internal polling thread,
  * epoll, suspend/resume allowed, a thread pool of --io-threads), its
  * connection memory and its accept thread (server/listener.c), on
- * 127.0.0.1, answering every request with a constant JSON body of the size
- * and shape of a 16-ray nearest answer. It reads request bodies and drops
- * them; nothing else.
+ * 127.0.0.1, answering every request with a constant body of the size
+ * and shape of a 16-ray nearest answer: JSON, or binary (320 bytes) to a
+ * request with "Accept: application/x-raybox". It reads request bodies
+ * and drops them; nothing else.
  *
  *   mhd-minimal [--port N] [--io-threads N] [--connection-memory BYTES]
  *
