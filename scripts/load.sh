@@ -17,7 +17,7 @@
 # environment: LOAD_RUNS (5), LOAD_SECONDS (5, small runs), LARGE_SECONDS
 # (10), SMALL_THREADS (2), SMALL_CONNECTIONS (16), LARGE_CONNECTIONS (1),
 # RAYBOXD_ARGS (extra rayboxd options, also applied to mhd-minimal's
-# --io-threads/--connection-memory when given there).
+# --io-threads/--connection-memory/--poll when given there).
 set -eu
 B=${1:-build}
 RUNS=${LOAD_RUNS:-5}
@@ -85,13 +85,18 @@ MEM=$("$B/bin/rayboxd" --help | sed -n 's/.*RAYBOX_CONNECTION_MEMORY, default \(
 case "${RAYBOXD_ARGS:-}" in *--connection-memory*)
     MEM=$(echo "$RAYBOXD_ARGS" | sed -n 's/.*--connection-memory[ =]\([0-9KMG]*\).*/\1/p');; esac
 MEMB=$(echo "$MEM" | awk '{n=$0+0; u=substr($0,length($0)); print n*(u=="K"?1024:u=="M"?1048576:u=="G"?1073741824:1)}')
-start "$DIR/minimal.log" "$B/bin/mhd-minimal" --port 0 --io-threads "$IO" --connection-memory "$MEMB"
+POLL=
+case "${RAYBOXD_ARGS:-}" in *--poll*) POLL=--poll;; esac
+# shellcheck disable=SC2086
+start "$DIR/minimal.log" "$B/bin/mhd-minimal" --port 0 --io-threads "$IO" \
+    --connection-memory "$MEMB" $POLL
 MPORT=$PORT
 ID=$(curl -sf -H 'Content-Type: application/json' --data-binary "@$DIR/scene.json" \
      "http://127.0.0.1:$RPORT/v1/scenes" | sed 's/.*"id":"\([^"]*\)".*/\1/')
 URL="http://127.0.0.1:$RPORT/v1/scenes/$ID/intersect"
+EV=$(sed -n 's/.*"event_loop":"\([a-z]*\)".*/\1/p' "$DIR/rayboxd.log" | head -n 1)
 echo "load: rayboxd on $RPORT (scene $ID, 1024 boxes), mhd-minimal on $MPORT" \
-     "(io threads $IO, connection memory $MEMB)"
+     "(io threads $IO, connection memory $MEMB, $EV)"
 
 echo "load: small requests, wrk -t$ST -c$SC -d${SECS}s, alternating, JSON then binary"
 for i in $(seq 1 "$RUNS"); do

@@ -468,7 +468,8 @@ struct MHD_Daemon *http_start(rbd_server *s)
     const rbd_config *c = &s->cfg;
     /* No listening socket of its own: listener.c accepts and hands the
      * connections over (see listener.h for why). */
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD |
+                     (c->poll ? MHD_USE_POLL : MHD_USE_EPOLL) |
                      MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                      MHD_USE_NO_LISTEN_SOCKET;
     /* A pool of 1 is no pool: the polling thread serves alone. */

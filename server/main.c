@@ -28,10 +28,11 @@ static void log_listening(const rbd_server *s)
     sbuf_json_str(&f, b->device);
     sbuf_printf(&f,
                 ",\"workers\":%llu,\"threads\":%llu,\"io_threads\":%llu,"
-                "\"queue_depth\":%llu,\"version\":\"%s\"",
+                "\"event_loop\":\"%s\",\"queue_depth\":%llu,\"version\":\"%s\"",
                 (unsigned long long)s->cfg.workers,
                 (unsigned long long)s->cfg.threads,
                 (unsigned long long)s->cfg.io_threads,
+                s->cfg.poll ? "poll" : "epoll",
                 (unsigned long long)s->cfg.queue_depth, RB_VERSION_STRING);
     if (b->skipped[0]) {
         sbuf_add(&f, ",\"opencl_skipped\":");

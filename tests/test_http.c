@@ -1065,6 +1065,40 @@ START_TEST(test_port_in_use)
 }
 END_TEST
 
+/* --poll picks libmicrohttpd's poll loop (the first log line says which
+ * loop runs), and queries, which suspend and resume their connection,
+ * are answered in both. Flags, so that the RAYBOX_POLL=1 rerun of this
+ * suite checks the same. */
+START_TEST(test_event_loop)
+{
+    static const char *const epoll_args[] = {"--poll=false", NULL};
+    static const char *const poll_args[] = {"--poll", NULL};
+    for (int k = 0; k < 2; k++) {
+        rbt_server s;
+        rbt_server_start(&s, k ? poll_args : epoll_args);
+        char *log = rbt_server_log(&s);
+        ck_assert_ptr_nonnull(log);
+        ck_assert_msg(strstr(log, k ? "\"event_loop\":\"poll\""
+                                    : "\"event_loop\":\"epoll\""),
+                      "%s", log);
+        free(log);
+        char u[256];
+        snprintf(u, sizeof u, "%s/v1/intersect", s.base);
+        for (int i = 0; i < 20; i++) {
+            rbt_resp r;
+            const char *q = "{\"rays\":[[0,0,0,1,0,0]],"
+                            "\"boxes\":[[1,-1,-1,2,1,1]]}";
+            rbt_http(NULL, "POST", u, JSON, q, strlen(q), NULL, NULL, &r);
+            ck_assert_int_eq(r.status, 200);
+            ck_assert_ptr_nonnull(strstr(r.body, "\"t_enter\":[1.0]"));
+            rbt_resp_free(&r);
+        }
+        ck_assert_int_eq(rbt_server_stop(&s), 0);
+        unlink(s.log_path);
+    }
+}
+END_TEST
+
 /* Options: flags beat the environment, which beats the default; bad
  * values stop the server with exit status 2 and a message. */
 START_TEST(test_config_sources)
@@ -1282,6 +1316,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_request_id_and_log);
     tcase_add_test(tc, test_openapi_paths);
     tcase_add_test(tc, test_docs_option_table);
+    tcase_add_test(tc, test_event_loop);
     tcase_add_test(tc, test_config_sources);
     tcase_add_test(tc, test_port_in_use);
     tcase_add_test(tc, test_buffer_cache);

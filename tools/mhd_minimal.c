@@ -9,6 +9,7 @@
  * and drops them; nothing else.
  *
  *   mhd-minimal [--port N] [--io-threads N] [--connection-memory BYTES]
+ *               [--poll]   (poll(2) instead of epoll, like rayboxd --poll)
  *
  * Prints {"msg":"listening","port":N} on stderr; stops on SIGTERM/SIGINT.
  */
@@ -82,13 +83,17 @@ int main(int argc, char **argv)
 {
     unsigned port = 0, threads = 2;
     size_t memory = 32 * 1024; /* rayboxd's default */
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--port") == 0)
-            port = (unsigned)atoi(argv[i + 1]);
+    int use_poll = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *value = i + 1 < argc ? argv[i + 1] : "0";
+        if (strcmp(argv[i], "--poll") == 0)
+            use_poll = 1;
+        else if (strcmp(argv[i], "--port") == 0)
+            port = (unsigned)atoi(value), i++;
         else if (strcmp(argv[i], "--io-threads") == 0)
-            threads = (unsigned)atoi(argv[i + 1]);
+            threads = (unsigned)atoi(value), i++;
         else if (strcmp(argv[i], "--connection-memory") == 0)
-            memory = (size_t)atol(argv[i + 1]);
+            memory = (size_t)atol(value), i++;
     }
     /* A nearest answer for 16 rays with every field rayboxd writes, so
      * that wrk and the kernel move as many bytes as for the real one
@@ -117,7 +122,8 @@ int main(int argc, char **argv)
     rbd_listener *l =
         listener_open((struct sockaddr *)&addr, sizeof addr, 1024);
     struct MHD_Daemon *d = l ? MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
+        MHD_USE_INTERNAL_POLLING_THREAD |
+            (use_poll ? MHD_USE_POLL : MHD_USE_EPOLL) |
             MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
             MHD_USE_NO_LISTEN_SOCKET,
         0, NULL, NULL, handler, NULL,
