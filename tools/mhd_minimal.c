@@ -1,12 +1,12 @@
 /*
  * mhd_minimal.c - the serving-layer limit of this machine, for make load:
  * libmicrohttpd with rayboxd's daemon flags (internal polling thread,
- * epoll, suspend/resume allowed, a thread pool of --io-threads), its
- * connection memory and its accept thread (server/listener.c), on
- * 127.0.0.1, answering every request with a constant body of the size
- * and shape of a 16-ray nearest answer: JSON, or binary (320 bytes) to a
- * request with "Accept: application/x-raybox". It reads request bodies
- * and drops them; nothing else.
+ * epoll or with --poll poll(2), suspend/resume allowed, a thread pool of
+ * --io-threads), its connection memory and its accept thread
+ * (server/listener.c), on 127.0.0.1, answering every request with a
+ * constant body of the size and shape of a 16-ray nearest answer: JSON,
+ * or binary (320 bytes) to a request with "Accept: application/x-raybox".
+ * It reads request bodies and drops them; nothing else.
  *
  *   mhd-minimal [--port N] [--io-threads N] [--connection-memory BYTES]
  *               [--poll]   (poll(2) instead of epoll, like rayboxd --poll)
