@@ -117,10 +117,6 @@ for i in $(seq 1 "$RUNS"); do
     tail -n 1 "$DIR/large" | awk -v ip="$ip" '{print $1*1048576/($2/1e6)/ip}' >>"$DIR/ratio"
 done
 
-MIN_RPS=$(median '$1/($2/1e6)' "$DIR/minimal")
-SMALL_RPS=$(median '$1/($2/1e6)' "$DIR/small")
-BMIN_RPS=$(median '$1/($2/1e6)' "$DIR/minimal_bin")
-BSMALL_RPS=$(median '$1/($2/1e6)' "$DIR/small_bin")
 LARGE_RAYS=$(median '$1*1048576/($2/1e6)' "$DIR/large")
 INPROC=$(median '$1' "$DIR/inproc")
 paste "$DIR/small" "$DIR/minimal" | awk '{print ($1/($2/1e6))/($7/($8/1e6))}' >"$DIR/sratio"
@@ -130,18 +126,17 @@ BAD=$(cat "$DIR/small" "$DIR/large" "$DIR/minimal" "$DIR/small_bin" "$DIR/minima
 
 echo
 echo "summary: median of $RUNS runs [range]"
-printf '  mhd-minimal      %9.0f req/s   [%s]  (JSON body and answer)\n' "$MIN_RPS" \
-    "$(spread '$1/($2/1e6)' "$DIR/minimal")"
-printf '  small, 16 rays   %9.0f req/s   [%s]  JSON, p50 %s us [%s], p99 %s us [%s]\n' \
-    "$SMALL_RPS" "$(spread '$1/($2/1e6)' "$DIR/small")" \
-    "$(median '$5' "$DIR/small")" "$(spread '$5' "$DIR/small")" \
-    "$(median '$6' "$DIR/small")" "$(spread '$6' "$DIR/small")"
-printf '  mhd-minimal      %9.0f req/s   [%s]  (binary body and answer)\n' "$BMIN_RPS" \
-    "$(spread '$1/($2/1e6)' "$DIR/minimal_bin")"
-printf '  small, 16 rays   %9.0f req/s   [%s]  binary, p50 %s us [%s], p99 %s us [%s]\n' \
-    "$BSMALL_RPS" "$(spread '$1/($2/1e6)' "$DIR/small_bin")" \
-    "$(median '$5' "$DIR/small_bin")" "$(spread '$5' "$DIR/small_bin")" \
-    "$(median '$6' "$DIR/small_bin")" "$(spread '$6' "$DIR/small_bin")"
+# small_lines FORM MINIMAL_FILE SMALL_FILE: the two summary lines of one form.
+small_lines() {
+    printf '  mhd-minimal      %9.0f req/s   [%s]  (%s body and answer)\n' \
+        "$(median '$1/($2/1e6)' "$2")" "$(spread '$1/($2/1e6)' "$2")" "$1"
+    printf '  small, 16 rays   %9.0f req/s   [%s]  %s, p50 %s us [%s], p99 %s us [%s]\n' \
+        "$(median '$1/($2/1e6)' "$3")" "$(spread '$1/($2/1e6)' "$3")" "$1" \
+        "$(median '$5' "$3")" "$(spread '$5' "$3")" \
+        "$(median '$6' "$3")" "$(spread '$6' "$3")"
+}
+small_lines JSON "$DIR/minimal" "$DIR/small"
+small_lines binary "$DIR/minimal_bin" "$DIR/small_bin"
 printf '  large, 1M rays   %9.0f rays/s  [%s]  p50 %s ms\n' "$LARGE_RAYS" \
     "$(spread '$1*1048576/($2/1e6)' "$DIR/large")" "$(median '$5/1000' "$DIR/large")"
 printf '  in-process       %9.0f rays/s  [%s]\n' "$INPROC" "$(spread '$1' "$DIR/inproc")"
