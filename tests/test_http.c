@@ -149,19 +149,10 @@ START_TEST(test_health_devices_metrics)
               &r);
     ck_assert_int_eq(r.status, 200);
     rbt_resp_free(&r);
-    /* A request is counted when libmicrohttpd reports it complete, which
-     * may come just after the client has its answer. */
-    for (int tries = 0; tries < 200; tries++) {
-        if (tries) {
-            rbt_resp_free(&r);
-            nanosleep(&(struct timespec){0, 10000000}, NULL);
-        }
-        rbt_http(NULL, "GET", U("/metrics"), NULL, NULL, 0, NULL, NULL, &r);
-        ck_assert_int_eq(r.status, 200);
-        if (strstr(r.body, "raybox_http_requests_total{route=\"/v1/"
-                           "intersect\",code=\"200\"} "))
-            break;
-    }
+    rbt_metrics_with(U("/metrics"),
+                     "raybox_http_requests_total{route=\"/v1/intersect\","
+                     "code=\"200\"} ",
+                     &r);
     ck_assert_str_eq(rbt_header(&r, "Content-Type", h, sizeof h),
                      "text/plain; version=0.0.4; charset=utf-8");
     static const char *const names[] = {

@@ -380,6 +380,20 @@ size_t rbt_raw(int port, const void *req, size_t len, int shut_wr,
     return got;
 }
 
+int rbt_metrics_with(const char *url, const char *text, rbt_resp *out)
+{
+    for (int tries = 0;; tries++) {
+        rbt_http(NULL, "GET", url, NULL, NULL, 0, NULL, NULL, out);
+        ck_assert_int_eq(out->status, 200);
+        if (strstr(out->body, text))
+            return 1;
+        if (tries == 200)
+            return 0;
+        rbt_resp_free(out);
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+}
+
 double rbt_metric(const char *page, const char *name)
 {
     size_t n = strlen(name);

@@ -66,6 +66,12 @@ size_t rbt_raw(int port, const void *req, size_t len, int shut_wr,
  * absent. */
 double rbt_metric(const char *page, const char *name);
 
+/* GETs the /metrics page at url into *out (200 asserted) until it holds
+ * `text`, for up to 2 s: a request is counted when libmicrohttpd reports
+ * it complete, which may come just after the client has its answer.
+ * Returns whether the text came; *out is the last page either way. */
+int rbt_metrics_with(const char *url, const char *text, rbt_resp *out);
+
 /* A file's contents (malloc'ed, NUL-terminated). */
 char *rbt_read_file(const char *path, size_t *len);
 
