@@ -58,7 +58,12 @@
     X(max_scene_bytes, "max-scene-bytes", "RAYBOX_MAX_SCENE_BYTES", U64, "1G", \
       0, 1ull << 44, "memory of all stored scenes together (507 beyond)")      \
     X(max_connections, "max-connections", "RAYBOX_MAX_CONNECTIONS", U64,       \
-      "1000", 1, 1000000, "open connections, suspended ones included")         \
+      "1000", 1, 1000000, "open connections, suspended ones included; one "   \
+      "more is answered 503 and closed at once")                               \
+    X(max_connections_per_address, "max-connections-per-address",             \
+      "RAYBOX_MAX_CONNECTIONS_PER_ADDRESS", U64, "256", 0, 1000000,            \
+      "open connections from one client address (IPv4, or IPv6 whole); one "   \
+      "more is answered 503 and closed at once; 0 = no limit")                 \
     X(connection_timeout, "connection-timeout",                                \
       "RAYBOX_CONNECTION_TIMEOUT", U64, "30", 1, 86400,                        \
       "seconds a connection may stay idle (libmicrohttpd's default, 0, "       \

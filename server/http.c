@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "access_log.h"
+#include "listener.h"
 #include "request.h"
 #include "sbuf.h"
 
@@ -478,7 +479,9 @@ struct MHD_Daemon *http_start(rbd_server *s)
         flags, 0, accept_policy, s, access_handler, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first: catches all */
         MHD_OPTION_THREAD_POOL_SIZE, pool,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)c->max_connections,
+        /* Above any count the listener admits (listener.h says why). */
+        MHD_OPTION_CONNECTION_LIMIT, listener_mhd_limit(s->listener, pool),
+        MHD_OPTION_NOTIFY_CONNECTION, listener_notify, s->listener,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->connection_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->connection_memory,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s,

@@ -13,26 +13,38 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "conn_gate.h"
 #include "listener.h"
 
 struct rbd_listener {
     int fd;
     uint16_t port;
     pthread_t thread;
-    int started;
+    int started, closed;
     _Atomic int stopping;
     struct MHD_Daemon *daemon;
-    unsigned max_connections;
+    rbd_listener_limits limits;
+    rbd_conn_gate *gate;
     void (*on_error)(void *cls, int err);
     void *cls;
 };
 
 rbd_listener *listener_open(const struct sockaddr *addr, socklen_t addr_len,
-                            int backlog)
+                            int backlog, const rbd_listener_limits *limits)
 {
     rbd_listener *l = calloc(1, sizeof *l);
     if (!l)
         return NULL;
+    l->fd = -1;
+    l->limits = *limits;
+    if (!l->limits.max_connections)
+        l->limits.max_connections = 1;
+    l->gate = conn_gate_create(l->limits.max_connections,
+                               l->limits.max_per_address);
+    if (!l->gate) {
+        errno = ENOMEM;
+        goto fail;
+    }
     l->fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (l->fd < 0)
         goto fail;
@@ -54,6 +66,7 @@ fail:;
     int err = errno;
     if (l->fd >= 0)
         close(l->fd);
+    conn_gate_destroy(l->gate);
     free(l);
     errno = err;
     return NULL;
@@ -92,13 +105,50 @@ static void pause_ms(long ms)
     nanosleep(&(struct timespec){0, ms * 1000 * 1000}, NULL);
 }
 
-static int at_limit(const rbd_listener *l)
+unsigned listener_mhd_limit(const rbd_listener *l, unsigned pool_size)
 {
-    if (!l->max_connections)
-        return 0;
-    const union MHD_DaemonInfo *i =
-        MHD_get_daemon_info(l->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    return i && i->num_connections >= l->max_connections;
+    /* A thread's share is limit / pool (rounded down); each share is at
+     * least max_connections + 2: one more for a connection the thread is
+     * closing (the listener's count is given back just before the
+     * thread's own), one of margin. */
+    unsigned pool = pool_size > 1 ? pool_size : 1;
+    return pool * (l->limits.max_connections + 2);
+}
+
+void listener_notify(void *cls, struct MHD_Connection *c,
+                     void **socket_context,
+                     enum MHD_ConnectionNotificationCode code)
+{
+    rbd_listener *l = cls;
+    (void)socket_context;
+    if (code != MHD_CONNECTION_NOTIFY_CLOSED)
+        return;
+    const union MHD_ConnectionInfo *i =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *a = i ? i->client_addr : NULL;
+    socklen_t len = 0;
+    if (a)
+        len = a->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                       : sizeof(struct sockaddr_in);
+    conn_gate_leave(l->gate, a, len);
+}
+
+/* A connection over the limits: the refusal, if it fits the empty send
+ * buffer, then close. What the client sent is read first where it has
+ * arrived, so that the close is a FIN, not a reset that could drop the
+ * refusal before the client reads it. */
+static void refuse(const rbd_listener *l, int c)
+{
+    if (l->limits.refusal) {
+        char scratch[4096];
+        while (recv(c, scratch, sizeof scratch, MSG_DONTWAIT) > 0)
+            ;
+        ssize_t n = send(c, l->limits.refusal, l->limits.refusal_len,
+                         MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)n; /* best effort: the client may be gone already */
+        shutdown(c, SHUT_WR);
+    }
+    close(c);
 }
 
 static void *accept_loop(void *arg)
@@ -116,19 +166,19 @@ static void *accept_loop(void *arg)
             return NULL;
         }
         if (c >= 0) {
-            /* At the limit, this client waits (its request, if sent,
-             * stays in the socket) until a connection closes, and the
-             * ones after it wait in the backlog. The count is checked
-             * after accept because the daemon counts a connection only
-             * once its I/O thread has taken it in. */
-            while (at_limit(l) && !atomic_load(&l->stopping))
-                pause_ms(10);
-            if (atomic_load(&l->stopping)) {
-                close(c);
-                return NULL;
+            const struct sockaddr *a = (const struct sockaddr *)&peer;
+            if (conn_gate_enter(l->gate, a, len) != RBD_GATE_ADMIT) {
+                refuse(l, c);
+                continue;
             }
-            /* On MHD_NO (limit, policy, memory) the daemon closed c. */
-            MHD_add_connection(l->daemon, c, (struct sockaddr *)&peer, len);
+            /* On MHD_NO (accept policy, memory) the daemon closed c
+             * without a notification: the count is given back here. A
+             * connection that fails later in its I/O thread is notified,
+             * except when its memory pool cannot be allocated, which
+             * leaves one slot counted (a limit a little lower, never a
+             * hang). */
+            if (MHD_add_connection(l->daemon, c, a, len) != MHD_YES)
+                conn_gate_leave(l->gate, a, len);
             continue;
         }
         int err = errno;
@@ -147,11 +197,9 @@ static void *accept_loop(void *arg)
 }
 
 int listener_start(rbd_listener *l, struct MHD_Daemon *d,
-                   unsigned max_connections,
                    void (*on_error)(void *cls, int err), void *cls)
 {
     l->daemon = d;
-    l->max_connections = max_connections;
     l->on_error = on_error;
     l->cls = cls;
     int rc = pthread_create(&l->thread, NULL, accept_loop, l);
@@ -159,10 +207,21 @@ int listener_start(rbd_listener *l, struct MHD_Daemon *d,
     return rc;
 }
 
+unsigned listener_connections(rbd_listener *l)
+{
+    return conn_gate_open(l->gate);
+}
+
+void listener_refused(rbd_listener *l, uint64_t *full, uint64_t *per_address)
+{
+    conn_gate_refused(l->gate, full, per_address);
+}
+
 void listener_close(rbd_listener *l)
 {
-    if (!l)
+    if (!l || l->closed)
         return;
+    l->closed = 1;
     atomic_store(&l->stopping, 1);
     /* On Linux, shutdown() wakes a thread blocked in accept() on this
      * socket (libmicrohttpd stops its own listeners the same way). */
@@ -170,5 +229,13 @@ void listener_close(rbd_listener *l)
     if (l->started)
         pthread_join(l->thread, NULL);
     close(l->fd);
+}
+
+void listener_destroy(rbd_listener *l)
+{
+    if (!l)
+        return;
+    listener_close(l);
+    conn_gate_destroy(l->gate);
     free(l);
 }

@@ -9,6 +9,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "access_log.h"
 #include "config.h"
@@ -42,6 +43,32 @@ static void log_listening(const rbd_server *s)
     sbuf_free(&f);
 }
 
+/* Every open connection is a descriptor: the soft limit is raised to
+ * cover --max-connections (plus room for the process's own files), as
+ * far as the hard limit allows; short of that, a warning. Out of
+ * descriptors, the accept thread pauses and clients wait in the backlog. */
+static void fit_descriptor_limit(const rbd_config *c)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r))
+        return;
+    rlim_t want = (rlim_t)c->max_connections + 256;
+    if (r.rlim_cur >= want)
+        return;
+    r.rlim_cur = r.rlim_max == RLIM_INFINITY || r.rlim_max >= want
+                     ? want
+                     : r.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &r);
+    if (r.rlim_cur < want) {
+        char fields[160];
+        snprintf(fields, sizeof fields,
+                 "\"max_connections\":%llu,\"descriptors\":%llu",
+                 (unsigned long long)c->max_connections,
+                 (unsigned long long)r.rlim_cur);
+        log_event("warn", "fewer descriptors than connections", fields);
+    }
+}
+
 int main(int argc, char **argv)
 {
     rbd_config cfg;
@@ -63,6 +90,7 @@ int main(int argc, char **argv)
     sigaddset(&set, SIGPIPE);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
 
+    fit_descriptor_limit(&cfg);
     static rbd_server server;
     if (server_start(&server, &cfg, err, sizeof err)) {
         sbuf f;

@@ -168,6 +168,14 @@ void metrics_render(const rbd_metrics *m, const rbd_gauges *g, sbuf *o)
     counter(o, "raybox_queue_rejections_total",
             "requests answered 503 because the queue was full",
             load(&m->rejected_full));
+    head(o, "raybox_connections_refused_total", "counter",
+         "connections refused at accept: over --max-connections (total) or "
+         "--max-connections-per-address (address)");
+    sbuf_printf(o, "raybox_connections_refused_total{limit=\"total\"} %llu\n"
+                   "raybox_connections_refused_total{limit=\"address\"} "
+                   "%llu\n",
+                (unsigned long long)g->refused_full,
+                (unsigned long long)g->refused_per_address);
 
     gauge(o, "raybox_queue_depth", "jobs waiting for a worker",
           (double)g->queue_depth);

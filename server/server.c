@@ -24,6 +24,7 @@
 #include "access_log.h"
 #include "block_cache.h"
 #include "listener.h"
+#include "problem.h"
 #include "server.h"
 
 static unsigned online_cpus(void)
@@ -195,6 +196,23 @@ static void accept_failed(void *cls, int err)
     log_event("warn", "accept failed", fields);
 }
 
+/* The whole answer the listener writes to a connection over the
+ * connection limits before closing it. */
+static void refusal_build(rbd_server *s)
+{
+    char body[512]; /* rb_problem_write cuts the detail short to fit */
+    size_t n = rb_problem_write(
+        body, sizeof body, 503,
+        "too many open connections (--max-connections or "
+        "--max-connections-per-address); try again later", NULL);
+    snprintf(s->refusal, sizeof s->refusal,
+             "HTTP/1.1 503 %s\r\nContent-Type: application/problem+json\r\n"
+             "Retry-After: %llu\r\nConnection: close\r\n"
+             "Content-Length: %zu\r\n\r\n%s",
+             rb_http_reason(503), (unsigned long long)s->cfg.retry_after, n,
+             body);
+}
+
 int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  size_t why_len)
 {
@@ -238,8 +256,14 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
     }
     /* Listening before the daemon starts: a port in use is reported
      * as such, and a port of 0 is known before anything is served. */
+    refusal_build(s);
+    rbd_listener_limits ll = {
+        .max_connections = (unsigned)s->cfg.max_connections,
+        .max_per_address = (unsigned)s->cfg.max_connections_per_address,
+        .refusal = s->refusal,
+        .refusal_len = strlen(s->refusal)};
     s->listener = listener_open((const struct sockaddr *)&addr, addr_len,
-                                1024);
+                                1024, &ll);
     if (!s->listener) {
         snprintf(why, why_len, "cannot listen on %s port %llu: %s",
                  s->cfg.bind, (unsigned long long)s->cfg.port,
@@ -253,8 +277,7 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  strerror(errno));
         goto fail;
     }
-    rc = listener_start(s->listener, s->daemon,
-                        (unsigned)s->cfg.max_connections, accept_failed, s);
+    rc = listener_start(s->listener, s->daemon, accept_failed, s);
     if (rc) {
         snprintf(why, why_len, "no accept thread: %s", strerror(rc));
         MHD_stop_daemon(s->daemon);
@@ -263,7 +286,7 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
     }
     return 0;
 fail:
-    listener_close(s->listener);
+    listener_destroy(s->listener);
     s->listener = NULL;
     executor_close(s->ex);
     executor_destroy(s->ex);
@@ -280,9 +303,7 @@ fail:
  */
 static unsigned connections(const rbd_server *s)
 {
-    const union MHD_DaemonInfo *i =
-        MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
-    return i ? i->num_connections : 0;
+    return listener_connections(s->listener);
 }
 
 static void sleep_ms(long ms)
@@ -300,7 +321,6 @@ void server_stop(rbd_server *s)
      *    now says "Connection: close". */
     atomic_store(&s->draining, 1);
     listener_close(s->listener);
-    s->listener = NULL;
     snprintf(fields, sizeof fields, "\"connections\":%u,\"drain_timeout_s\":"
              "%llu", connections(s), (unsigned long long)s->cfg.drain_timeout);
     log_event("info", "draining", fields);
@@ -325,6 +345,8 @@ void server_stop(rbd_server *s)
 
     /* 5. Close what is left (idle keep-alive connections) and stop. */
     MHD_stop_daemon(s->daemon);
+    listener_destroy(s->listener); /* the daemon's callback used it */
+    s->listener = NULL;
     snprintf(fields, sizeof fields, "\"connections_closed\":%u", left);
     log_event("info", "stopped", fields);
 
@@ -345,6 +367,7 @@ void server_gauges(rbd_server *s, rbd_gauges *g)
     g->running = st.running;
     g->workers = st.workers;
     g->connections = connections(s);
+    listener_refused(s->listener, &g->refused_full, &g->refused_per_address);
     store_usage(s->store, &g->scenes, &g->scene_bytes);
     g->max_scenes = s->cfg.max_scenes;
     g->max_scene_bytes = s->cfg.max_scene_bytes;

@@ -20,7 +20,8 @@ typedef struct rbd_server {
     rbd_config cfg;
     rbj_limits limits;          /* per request, from cfg */
     struct MHD_Daemon *daemon;
-    struct rbd_listener *listener; /* NULL once closed */
+    struct rbd_listener *listener; /* counts connections until the end */
+    char refusal[1024];         /* the 503 a connection over the limits gets */
     uint16_t port;
     rbd_executor *ex;
     scene_store *store;

@@ -119,8 +119,13 @@ int main(int argc, char **argv)
     struct sockaddr_in addr = {.sin_family = AF_INET,
                                .sin_port = htons((uint16_t)port),
                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    /* The same admission as rayboxd's defaults, so that make load
+     * compares like with like (and no burst can reach libmicrohttpd's
+     * own limit, listener.h). */
+    rbd_listener_limits limits = {.max_connections = 1000,
+                                  .max_per_address = 256};
     rbd_listener *l =
-        listener_open((struct sockaddr *)&addr, sizeof addr, 1024);
+        listener_open((struct sockaddr *)&addr, sizeof addr, 1024, &limits);
     struct MHD_Daemon *d = l ? MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD |
             (use_poll ? MHD_USE_POLL : MHD_USE_EPOLL) |
@@ -128,10 +133,12 @@ int main(int argc, char **argv)
             MHD_USE_NO_LISTEN_SOCKET,
         0, NULL, NULL, handler, NULL,
         MHD_OPTION_THREAD_POOL_SIZE, threads > 1 ? threads : 0,
-        MHD_OPTION_CONNECTION_LIMIT, 1000u,
+        MHD_OPTION_CONNECTION_LIMIT,
+        listener_mhd_limit(l, threads > 1 ? threads : 0),
+        MHD_OPTION_NOTIFY_CONNECTION, listener_notify, l,
         MHD_OPTION_CONNECTION_TIMEOUT, 30u,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, memory, MHD_OPTION_END) : NULL;
-    if (!d || listener_start(l, d, 1000, NULL, NULL)) {
+    if (!d || listener_start(l, d, NULL, NULL)) {
         fprintf(stderr, "mhd-minimal: cannot start\n");
         return 1;
     }
@@ -142,5 +149,6 @@ int main(int argc, char **argv)
     sigwait(&set, &sig);
     listener_close(l);
     MHD_stop_daemon(d);
+    listener_destroy(l);
     return 0;
 }

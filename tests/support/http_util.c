@@ -119,6 +119,24 @@ int rbt_server_stop(rbt_server *s)
     return WEXITSTATUS(st);
 }
 
+int rbt_server_stop_within(rbt_server *s, int ms)
+{
+    if (!s->pid)
+        return -1;
+    kill(s->pid, SIGTERM);
+    int st = 0;
+    for (int waited = 0; waited <= ms; waited += 10) {
+        pid_t got = waitpid(s->pid, &st, WNOHANG);
+        if (got == s->pid) {
+            s->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+    }
+    rbt_server_kill(s);
+    return -2;
+}
+
 void rbt_server_kill(rbt_server *s)
 {
     if (!s->pid)

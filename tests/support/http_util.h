@@ -24,6 +24,9 @@ void rbt_server_start(rbt_server *s, const char *const *args);
 /* SIGTERM and wait: returns the exit status (-1 if it did not exit
  * normally). */
 int rbt_server_stop(rbt_server *s);
+/* SIGTERM and wait up to ms: the exit status, -1 if it did not exit
+ * normally, -2 if it had not exited by then (it is killed). */
+int rbt_server_stop_within(rbt_server *s, int ms);
 /* SIGKILL and wait (for servers left busy on purpose). */
 void rbt_server_kill(rbt_server *s);
 /* The log so far (malloc'ed, NUL-terminated). */
