@@ -393,6 +393,17 @@ typedef struct rb_results {
  * RB_ENOMEM, or a device status when OpenCL failed and fallback is off. */
 int rb_intersect(rb_context *ctx, const rb_query *query, rb_results *results);
 
+/* SPEC R6 for a ray's range, as rb_intersect applies it: tmin finite,
+ * tmax neither NaN nor -inf, and tmin <= tmax after subnormals are flushed
+ * (R7). For callers that take a request-level range and want to name it
+ * in their own error. Returns 1 when valid. */
+int rb_ray_range_valid(float tmin, float tmax);
+
+/* Queries that stand for fewer ray-box tests than this run on the calling
+ * thread (waking the context's threads costs more); a server may use the
+ * same line to tell small work from heavy. */
+#define RB_SMALL_JOB_TESTS 262144u
+
 /* The exact semantics of one ray against one box (SPEC section 2): the
  * scalar reference every backend is tested against. Inputs must be valid
  * (R6); subnormals are flushed here (R7). */

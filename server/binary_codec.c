@@ -11,7 +11,6 @@
 
 #include "block_cache.h"
 #include "float_text.h"
-#include "slab.h"
 
 /* Records are copied as they are: the wire is little-endian. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -203,7 +202,7 @@ static int check_range(rbb_decoder *d, const rbb_header *h)
         return fail(d, 422, "/tmin", "tmin must be finite");
     if (isnan(h->tmax) || h->tmax == -INFINITY)
         return fail(d, 422, "/tmax", "tmax must be a number or +inf");
-    if (!(rb_flush(h->tmin) <= rb_flush(h->tmax))) {
+    if (!rb_ray_range_valid(h->tmin, h->tmax)) { /* flushed, R7 */
         rb_float_format(h->tmin, a);
         rb_float_format(h->tmax, b);
         return fail(d, 422, "/tmin", "tmin (%s) > tmax (%s)", a, b);

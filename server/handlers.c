@@ -9,7 +9,6 @@
 #include "request.h"
 #include "sbuf.h"
 
-#define HEAVY_TESTS 262144u
 /* Scene builds and refits over this many boxes use the context's threads. */
 #define HEAVY_BOXES 65536u
 
@@ -162,7 +161,7 @@ static enum MHD_Result intersect(rbd_request *r)
     /* The library's own threshold for spreading a query over its threads
      * (host/cpu/cpu_backend.c: SMALL_JOB_TESTS). */
     uint64_t tests = b->mode == RB_MODE_PAIRS ? r->rays : r->rays * r->boxes;
-    r->job.heavy = tests >= HEAVY_TESTS;
+    r->job.heavy = tests >= RB_SMALL_JOB_TESTS;
     return submit(r, job_intersect);
 }
 

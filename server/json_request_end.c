@@ -15,7 +15,6 @@
 #include "float_text.h"
 #include "json_request_impl.h"
 #include "problem.h"
-#include "slab.h"
 
 /* rbj_fail returns 0, which stops yajl; here failure is -1. */
 #define FAIL(...) (rbj_fail(p, __VA_ARGS__), -1)
@@ -102,9 +101,9 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
     r->tmax = p->tmax;
     /* R6 for the request-level range, here rather than in the library, so
      * that the error names "/tmin" and not some ray that inherited it.
-     * Parsing already excluded NaN and infinities other than tmax = +inf;
-     * the comparison is the library's (flushed, R7). */
-    if (!(rb_flush(r->tmin) <= rb_flush(r->tmax))) {
+     * Parsing already excluded NaN and infinities other than tmax = +inf,
+     * so what is left is the library's flushed comparison (R7). */
+    if (!rb_ray_range_valid(r->tmin, r->tmax)) {
         char lo[RB_FLOAT_TEXT_MAX], hi[RB_FLOAT_TEXT_MAX];
         rb_float_format(r->tmin, lo);
         rb_float_format(r->tmax, hi);
