@@ -150,11 +150,36 @@ static inline float rb_recip(float d)
 {
     return (float)(1.0 / (double)d);
 }
+/* The same holds for a quotient and a square root computed in double and
+ * rounded once to float (R13's divisions and sqrt). */
+static inline float rb_div(float x, float y)
+{
+    return (float)((double)x / (double)y);
+}
+static inline float rb_sqrt(float x)
+{
+    return (float)sqrt((double)x);
+}
 #else
 static inline float rb_recip(float d)
 {
     return 1.0f / d;
 }
+static inline float rb_div(float x, float y)
+{
+    return x / y;
+}
+#ifdef __OPENCL_VERSION__
+static inline float rb_sqrt(float x)
+{
+    return sqrt(x);
+}
+#else
+static inline float rb_sqrt(float x)
+{
+    return sqrtf(x);
+}
+#endif
 #endif
 
 /* A ray's raw numbers, flushed, with 1/dir. A 2D ray is the 3D ray with
@@ -297,6 +322,200 @@ static inline void rb_slab_full(const rb_ray_prep *r, const float lo[3],
         rb_hit_miss(out);
         out->box = box;
     }
+}
+
+/* ---- shapes beyond boxes (R11-R16) ---------------------------------- */
+/* Prepared on the host (host/shapes.c: validation, double-precision
+ * preparation, each value rounded once); every path tests them with the
+ * functions below. Faces of spheres and planes are RB_FACE_SURFACE. */
+#define RB_FACE_SURFACE_CODE 7
+#ifndef __OPENCL_VERSION__
+RB_LAYOUT(RB_FACE_SURFACE_CODE == RB_FACE_SURFACE, rb_face_surface);
+#endif
+
+/* A ray as given, flushed (R7): the form the shape tests read (they need
+ * the direction itself, not its inverse). Same layout as rb_ray. */
+typedef struct rb_ray_raw {
+    float o[3];
+    float d[3];
+    float tmin;
+    float tmax;
+} rb_ray_raw;
+RB_LAYOUT(sizeof(rb_ray_raw) == 32, rb_ray_raw_size);
+
+static inline rb_ray_raw rb_raw_ray(float ox, float oy, float oz, float dx,
+                                    float dy, float dz, float tmin,
+                                    float tmax)
+{
+    rb_ray_raw w;
+    w.o[0] = rb_flush(ox);
+    w.o[1] = rb_flush(oy);
+    w.o[2] = rb_flush(oz);
+    w.d[0] = rb_flush(dx);
+    w.d[1] = rb_flush(dy);
+    w.d[2] = rb_flush(dz);
+    w.tmin = rb_flush(tmin);
+    w.tmax = rb_flush(tmax);
+    return w;
+}
+
+/* obb and xbox (R12): the local box [lo, hi], the world point b and the
+ * world->local matrix m (row-major 3x3). 18 floats. */
+typedef struct rb_lbox {
+    float lo[3];
+    float hi[3];
+    float b[3];
+    float m[9];
+} rb_lbox;
+RB_LAYOUT(sizeof(rb_lbox) == 72, rb_lbox_size);
+
+/* sphere (R13): center and radius. */
+typedef struct rb_ball {
+    float c[3];
+    float r;
+} rb_ball;
+RB_LAYOUT(sizeof(rb_ball) == 16, rb_ball_size);
+
+/* plane (R14): the half-space n.p <= d with |n| = 1 (rounded once). */
+typedef struct rb_halfspace {
+    float n[3];
+    float d;
+} rb_halfspace;
+RB_LAYOUT(sizeof(rb_halfspace) == 16, rb_halfspace_size);
+
+/* Dot products of sections 7-9: (x + y) + z in float32, no FMA. */
+static inline float rb_dot3(float ax, float ay, float az, float bx, float by,
+                            float bz)
+{
+    return (ax * bx + ay * by) + az * bz;
+}
+
+/* R12: the world ray in the box's local frame, as a ray ready for the
+ * slab test. t keeps its meaning (the map is affine). */
+static inline rb_ray_prep rb_lbox_local(const rb_ray_raw *w, const rb_lbox *s)
+{
+    float q0 = w->o[0] - s->b[0], q1 = w->o[1] - s->b[1],
+          q2 = w->o[2] - s->b[2];
+    rb_ray_prep p;
+    for (int i = 0; i < 3; i++) {
+        float mx = s->m[3 * i], my = s->m[3 * i + 1], mz = s->m[3 * i + 2];
+        p.o[i] = rb_flush(rb_dot3(mx, my, mz, q0, q1, q2));
+        p.inv[i] = rb_recip(
+            rb_flush(rb_dot3(mx, my, mz, w->d[0], w->d[1], w->d[2])));
+    }
+    p.tmin = w->tmin;
+    p.tmax = w->tmax;
+    return p;
+}
+
+static inline int rb_lbox_hit(const rb_ray_raw *w, const rb_lbox *s,
+                              float *t_enter, float *t_exit)
+{
+    rb_ray_prep p = rb_lbox_local(w, s);
+    return rb_slab_hit(&p, s->lo, s->hi, t_enter, t_exit);
+}
+
+/* Every field of *out but box; faces are the local ones. */
+static inline void rb_lbox_full(const rb_ray_raw *w, const rb_lbox *s,
+                                rb_hit *out)
+{
+    rb_ray_prep p = rb_lbox_local(w, s);
+    rb_slab_full(&p, s->lo, s->hi, out);
+}
+
+/* A solid's span [lo, hi] of the line clipped to [tmin, tmax] as in R2:
+ * the answer for spheres and planes. An end is a surface face only when
+ * it, not the ray's range, decides (an infinite end never does); a NaN
+ * anywhere (an overflow of huge coordinates) is a miss. */
+static inline void rb_span_answer(const rb_ray_raw *w, float lo, float hi,
+                                  rb_hit *out)
+{
+    float t_enter = (lo >= w->tmin ? lo : w->tmin) + 0.0f;
+    float t_exit = (hi <= w->tmax ? hi : w->tmax) + 0.0f;
+    if (t_enter <= t_exit && t_enter < INFINITY && hi == hi && lo == lo) {
+        out->hit = 1;
+        out->t_enter = t_enter;
+        out->t_exit = t_exit;
+        out->face = lo >= w->tmin ? (rb_u8)RB_FACE_SURFACE_CODE
+                                  : (rb_u8)RB_FACE_NONE;
+        out->exit_face = hi <= w->tmax && hi < INFINITY
+                             ? (rb_u8)RB_FACE_SURFACE_CODE
+                             : (rb_u8)RB_FACE_NONE;
+        out->reserved = 0;
+    } else {
+        int box = out->box;
+        rb_hit_miss(out);
+        out->box = box;
+    }
+}
+
+/* R13, operation for operation: f = o - c, a = d.d, beta = -(f.d); a = 0
+ * is a point test; else l = f + (beta / a) d, delta = r.r - l.l, and the
+ * roots t0 = (f.f - r.r) / q, t1 = q / a with q = beta + copysign(
+ * sqrt(a delta), beta) (no cancellation: both terms share a sign). */
+static inline void rb_ball_full(const rb_ray_raw *w, const rb_ball *s,
+                                rb_hit *out)
+{
+    float f0 = w->o[0] - s->c[0], f1 = w->o[1] - s->c[1],
+          f2 = w->o[2] - s->c[2];
+    float a = rb_dot3(w->d[0], w->d[1], w->d[2], w->d[0], w->d[1], w->d[2]);
+    float rr = s->r * s->r;
+    float ff = rb_dot3(f0, f1, f2, f0, f1, f2);
+    float lo = INFINITY, hi = -INFINITY; /* empty: a miss */
+    if (a == 0.0f) {
+        if (ff <= rr) {
+            lo = -INFINITY;
+            hi = INFINITY;
+        }
+    } else {
+        float beta = -rb_dot3(f0, f1, f2, w->d[0], w->d[1], w->d[2]);
+        float k = rb_div(beta, a);
+        float l0 = f0 + k * w->d[0], l1 = f1 + k * w->d[1],
+              l2 = f2 + k * w->d[2];
+        float delta = rr - rb_dot3(l0, l1, l2, l0, l1, l2);
+        if (delta >= 0.0f) {
+            float q = beta + RB_COPYSIGN(rb_sqrt(a * delta), beta);
+            float t0 = 0.0f, t1 = 0.0f;
+            if (q != 0.0f) {
+                t0 = rb_div(ff - rr, q);
+                t1 = rb_div(q, a);
+            }
+            lo = t0 <= t1 ? t0 : t1;
+            hi = t0 <= t1 ? t1 : t0;
+            if (t0 != t0 || t1 != t1) { /* overflow: inf - inf */
+                lo = INFINITY;
+                hi = -INFINITY;
+            }
+        }
+    }
+    rb_span_answer(w, lo, hi, out);
+}
+
+/* R14: nd = n.dir, no = n.o; nd = 0: inside for every t when no <= d;
+ * else t* = (d - no) / nd bounds the solid, from below when the ray
+ * enters (nd < 0), from above when it leaves (nd > 0). */
+static inline void rb_halfspace_full(const rb_ray_raw *w,
+                                     const rb_halfspace *s, rb_hit *out)
+{
+    float nd = rb_dot3(s->n[0], s->n[1], s->n[2], w->d[0], w->d[1], w->d[2]);
+    float no = rb_dot3(s->n[0], s->n[1], s->n[2], w->o[0], w->o[1], w->o[2]);
+    float lo = INFINITY, hi = -INFINITY;
+    if (nd == 0.0f) {
+        if (no <= s->d) {
+            lo = -INFINITY;
+            hi = INFINITY;
+        }
+    } else {
+        float t = rb_div(s->d - no, nd);
+        if (nd < 0.0f) {
+            lo = t;
+            hi = INFINITY;
+        } else {
+            lo = -INFINITY;
+            hi = t;
+        }
+    }
+    rb_span_answer(w, lo, hi, out);
 }
 
 /* ---- R10: `all` lists ------------------------------------------------ */
