@@ -296,7 +296,10 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
             bad.element = RB_ELEMENT_RAY;
             rc = RB_EINPUT;
         }
-        rb_copy_str(r->info.backend, sizeof r->info.backend, "cpu");
+        rb_backend_info info = {0};
+        ctx->cpu->ops->describe(ctx->cpu, &info);
+        rb_copy_str(r->info.backend, sizeof r->info.backend, info.backend);
+        rb_copy_str(r->info.device, sizeof r->info.device, info.device);
     } else {
         rc = run_boxes(ctx, &job, r, &bad);
     }

@@ -129,7 +129,8 @@ void job_intersect(rbd_job *job, rb_context *ctx)
     rb_query q = {.mode = b->mode, .dims = b->dims, .rays = b->rays,
                   .n_rays = b->n_rays, .boxes = b->boxes,
                   .n_boxes = b->n_boxes, .max_hits = b->max_hits,
-                  .scene = r->ver ? scene_ver_scene(r->ver) : NULL};
+                  .scene = r->ver ? scene_ver_scene(r->ver) : NULL,
+                  .shapes = b->shapes, .outputs = b->outputs};
     int st = rb_intersect(ctx, &q, &p->res);
     int has_version = r->ver != NULL;
     uint64_t version = has_version ? scene_ver_version(r->ver) : 0;
