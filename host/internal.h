@@ -184,6 +184,12 @@ typedef struct rb_shapeset {
     rb_halfspace *half;
     uint32_t first_id;
     const uint32_t *ids;
+    /* The hierarchy over the bounded ones (lboxes, balls; NULL: test them
+     * all), its conservative world boxes, and the node-test widening
+     * delta = widen * (|o|_inf + reach) (bvh/bvh_shapes.c says why). */
+    struct rb_bvh *tree;
+    rb_boxset bounds;
+    float widen, reach;
 } rb_shapeset;
 
 static inline size_t rb_shapeset_size(const rb_shapeset *s)
@@ -203,6 +209,21 @@ size_t rb_shapes_count(const rb_shapes *s);
 int rb_shapeset_build(rb_context *ctx, rb_shapeset *set, const rb_shapes *in,
                       uint32_t first_id);
 void rb_shapeset_free(const rb_allocator *alloc, rb_shapeset *set);
+
+/* bvh/bvh_shapes.c: builds set->tree over the lboxes and balls (on the
+ * context's threads); RB_ENOMEM leaves the set without one. */
+int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set);
+void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set);
+/* Walks of set->tree, answers as the scans over the lboxes and balls
+ * would give them. nearest improves (*best_t, *best_id) by (t_enter, id)
+ * and sets *best_j to the winner's shape index; all inserts into list
+ * (*stored entries, cap) and returns the hits it found. */
+void rb_shape_walk_nearest(const rb_shapeset *set, const rb_ray_raw *w,
+                           float *best_t, uint32_t *best_id, size_t *best_j);
+int rb_shape_walk_any(const rb_shapeset *set, const rb_ray_raw *w);
+uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_ray_raw *w);
+uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_ray_raw *w,
+                           rb_list_hit *list, uint32_t *stored, uint32_t cap);
 rb_kind rb_shapeset_kind(const rb_shapeset *s, size_t j);
 /* Why element i of that kind is invalid: field and reason; 0 if valid. */
 int rb_describe_shape(const rb_shapes *in, rb_element_kind kind, size_t i,

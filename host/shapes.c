@@ -290,6 +290,7 @@ size_t rb_shapes_count(const rb_shapes *s)
 
 void rb_shapeset_free(const rb_allocator *alloc, rb_shapeset *set)
 {
+    rb_shape_tree_free(alloc, set);
     rb_free_with(alloc, set->lbox);
     rb_free_with(alloc, set->ball);
     rb_free_with(alloc, set->half);

@@ -53,6 +53,13 @@ static int shape_hit(const rb_shapeset *s, size_t j, const rb_ray_raw *w,
     return h.hit;
 }
 
+/* The shapes a ray tests one by one: all of them, or with a hierarchy
+ * only the planes (the walk does the rest). */
+static size_t first_scanned(const rb_shapeset *s)
+{
+    return s->tree ? s->n_obb + s->n_xbox + s->n_ball : 0;
+}
+
 static void nearest(const shape_run *run, size_t i, const rb_ray_raw *w)
 {
     const rb_shapeset *s = run->set;
@@ -60,7 +67,9 @@ static void nearest(const shape_run *run, size_t i, const rb_ray_raw *w)
     float best_t = out->hit ? out->t_enter : INFINITY;
     uint32_t best_id = out->hit ? (uint32_t)out->box : UINT32_MAX;
     size_t best_j = SIZE_MAX, n = rb_shapeset_size(s);
-    for (size_t j = 0; j < n; j++) {
+    if (s->tree)
+        rb_shape_walk_nearest(s, w, &best_t, &best_id, &best_j);
+    for (size_t j = first_scanned(s); j < n; j++) {
         float te, tx;
         if (!shape_hit(s, j, w, &te, &tx))
             continue;
@@ -81,22 +90,29 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
 {
     const rb_shapeset *s = run->set;
     rb_results *res = run->res;
-    size_t n = rb_shapeset_size(s);
+    size_t n = rb_shapeset_size(s), first = first_scanned(s);
     float te, tx;
     switch (run->mode) {
     case RB_MODE_ANY:
-        for (size_t j = 0; j < n && !res->any[i]; j++)
+        if (!res->any[i] && s->tree)
+            res->any[i] = (uint8_t)rb_shape_walk_any(s, w);
+        for (size_t j = first; j < n && !res->any[i]; j++)
             res->any[i] = (uint8_t)shape_hit(s, j, w, &te, &tx);
         break;
     case RB_MODE_COUNT:
-        for (size_t j = 0; j < n; j++)
+        if (s->tree)
+            res->counts[i] += rb_shape_walk_count(s, w);
+        for (size_t j = first; j < n; j++)
             res->counts[i] += (uint32_t)shape_hit(s, j, w, &te, &tx);
         break;
     case RB_MODE_ALL: {
         rb_list_hit *list = res->list + i * run->max_hits;
         uint32_t stored = res->counts[i] < run->max_hits ? res->counts[i]
                                                           : run->max_hits;
-        for (size_t j = 0; j < n; j++) {
+        if (s->tree)
+            res->counts[i] +=
+                rb_shape_walk_all(s, w, list, &stored, run->max_hits);
+        for (size_t j = first; j < n; j++) {
             if (!shape_hit(s, j, w, &te, &tx))
                 continue;
             rb_list_insert(list, &stored, run->max_hits,
@@ -143,7 +159,9 @@ int rb_shapes_run(rb_context *ctx, rb_mode mode, const rb_ray *rays,
     shape_run run = {mode, rays, n_rays, set, max_hits, res};
     size_t tasks = (n_rays + RAYS_PER_TASK - 1) / RAYS_PER_TASK;
     uint64_t tests = (uint64_t)n_rays *
-                     (mode == RB_MODE_PAIRS ? 1 : rb_shapeset_size(set));
+                     (mode == RB_MODE_PAIRS ? 1
+                      : set->tree           ? 64 + set->n_half
+                                            : rb_shapeset_size(set));
     if (tests < RB_SMALL_JOB_TESTS) {
         for (size_t t = 0; t < tasks; t++)
             shape_task(&run, t, 0);
