@@ -499,7 +499,7 @@ START_TEST(test_chunking_same_error)
         "{\"mode\":\"all\",\"rays\":[[0,-0.5,1e-3,1,0,0],[1.5E+2,0,0,1,0,0,"
         "0,null]],\"boxes\":[[4,-1,-1,6,1,1]],\"tmin\":0,\"tmax\":12.25,"
         "\"max_hits\":3}",
-        "{\"scene\":\"s\\\"1\\u0041\",\"mode\":\"\\u0061ny\",\"rays\":"
+        "{\"scene\":\"s\\u002e1\\u0041\",\"mode\":\"\\u0061ny\",\"rays\":"
         "[[1,2,3,4,5,6,-7.5e-1,null]], \"tmax\" : null ,\"dims\":3}",
     };
     static const char alphabet[] = ",[]{}\":0123456789-+.eEx \\nul";
