@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "access_log.h"
+#include "deadline.h"
 #include "listener.h"
 #include "request.h"
 #include "sbuf.h"
@@ -326,6 +327,18 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
     return start_parser(r);
 }
 
+/* Whether libmicrohttpd will read a body after these headers (for the
+ * body deadline): a length above 0, or chunks. */
+static int body_follows(const rbd_request *r)
+{
+    if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                    "Transfer-Encoding"))
+        return 1;
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Content-Length");
+    return cl && strtoull(cl, NULL, 10) > 0;
+}
+
 /* ------------------------------------------------------------------------
  * Body
  */
@@ -333,6 +346,9 @@ static enum MHD_Result on_body(rbd_request *r, const char *data, size_t n)
 {
     uint64_t max = r->srv->cfg.max_body_bytes;
     r->received += n;
+    /* Cut off as too slow meanwhile (deadline.h): nothing more to do. */
+    if (deadlines_body(r->conn, r->received) < 0)
+        return MHD_NO;
     if (r->early.status) {
         /* Already refused: read the rest and drop it, but not forever
          * (a chunked body has no announced end). */
@@ -357,6 +373,8 @@ static enum MHD_Result on_body(rbd_request *r, const char *data, size_t n)
 /* The last call for the request's body. */
 static enum MHD_Result on_complete(rbd_request *r)
 {
+    if (deadlines_request_done(r->conn) < 0)
+        return MHD_NO; /* cut off just before its last byte */
     if (r->early.status)
         return respond_error(r, &r->early);
     if (r->jp) {
@@ -379,12 +397,17 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn,
 {
     rbd_server *s = cls;
     rbd_request *r = *con_cls;
-    (void)conn;
     if (!r)
         return MHD_NO; /* request_begin had no memory: drop the connection */
     if (r->phase == PH_LINE) {
         request_start(r, url, method);
-        return on_headers(r, url, version);
+        /* The headers deadline is met, unless the watcher was first. */
+        if (deadlines_headers_done(conn, body_follows(r)) < 0)
+            return MHD_NO;
+        enum MHD_Result ret = on_headers(r, url, version);
+        if (r->phase == PH_ANSWERED) /* no body will be read */
+            deadlines_request_done(conn);
+        return ret;
     }
     if (r->phase == PH_QUEUED) {
         /* Resumed: the worker is done with r; the answer is in reply. */
@@ -422,6 +445,8 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     rbd_server *s = cls;
     rbd_request *r = *con_cls;
+    /* The next request's headers deadline starts now (deadline.h). */
+    const char *cut = deadlines_request_end(conn);
     if (!r)
         return;
     *con_cls = NULL;
@@ -436,6 +461,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (r->status)
             how = "answered_by_libmicrohttpd";
         request_id(r);
+    }
+    if (cut) {
+        how = cut;
+        r->status = 408; /* what the watcher wrote, if the client read it */
     }
     if (r->status)
         metrics_request(&s->metrics, r->route, r->status,

@@ -30,7 +30,7 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static inline void sleep_ms(long ms)
+static void sleep_ms(long ms)
 {
     nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL);
 }
@@ -414,6 +414,191 @@ START_TEST(test_echoed_headers)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * B. Slow clients
+ */
+static int connect_port(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* GET /v1/health on a new connection: the status, 0 if none within ms. */
+static int health_status(int port, int ms)
+{
+    int fd = connect_port(port);
+    static const char req[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+                              "Connection: close\r\n\r\n";
+    send(fd, req, sizeof req - 1, MSG_NOSIGNAL);
+    char buf[2048];
+    size_t got = 0;
+    double until = now_ms() + ms;
+    while (got < sizeof buf - 1 && now_ms() < until) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (poll(&p, 1, 50) != 1)
+            continue;
+        ssize_t n = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+    }
+    buf[got] = '\0';
+    close(fd);
+    return strncmp(buf, "HTTP/1.1 ", 9) == 0 ? atoi(buf + 9) : 0;
+}
+
+enum { SLOW = 20 };
+
+/* SLOW connections fill --max-connections and drip a byte each every
+ * 0.5 s: header bytes, or (body) body bytes after whole headers that
+ * announce 100000. Every byte is activity to libmicrohttpd's idle
+ * timeout, so only the deadlines can end them: after 3 s health must
+ * answer again within 1 s, and each slow one got its 408 or a close. */
+static void slow_clients(int body)
+{
+    const char *const args[] = {"--max-connections", "20",
+                                "--header-timeout", "2",
+                                "--min-body-rate", "1024",
+                                "--connection-timeout", "30", NULL};
+    rbt_server s;
+    rbt_server_start(&s, args);
+    static const char head[] = "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+                               "Content-Type: application/json\r\n"
+                               "Content-Length: 100000\r\n\r\n";
+    static const char drip[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+                               "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    int fds[SLOW], ended[SLOW] = {0}, got408 = 0;
+    for (int i = 0; i < SLOW; i++) {
+        fds[i] = connect_port(s.port);
+        if (body)
+            ck_assert_int_eq(send(fds[i], head, sizeof head - 1,
+                                  MSG_NOSIGNAL),
+                             (ssize_t)sizeof head - 1);
+    }
+    double t0 = now_ms();
+    int full = 0;
+    for (size_t k = 0; now_ms() - t0 < 3000; k++) {
+        for (int i = 0; i < SLOW; i++) {
+            if (ended[i])
+                continue;
+            char c = body ? '[' : drip[k % (sizeof drip - 1)];
+            if (send(fds[i], &c, 1, MSG_NOSIGNAL | MSG_DONTWAIT) != 1)
+                ended[i] = 1;
+            char buf[1024];
+            ssize_t n = recv(fds[i], buf, sizeof buf - 1, MSG_DONTWAIT);
+            if (n > 0) {
+                buf[n] = '\0';
+                got408 += strncmp(buf, "HTTP/1.1 408", 12) == 0;
+                ck_assert_msg(strncmp(buf, "HTTP/1.1 408", 12) == 0,
+                              "slow client %d got: %s", i, buf);
+                ended[i] = 1;
+            } else if (n == 0) {
+                ended[i] = 1;
+            }
+        }
+        if (!full && now_ms() - t0 > 1000) {
+            /* The premise: the slow ones hold every connection. */
+            ck_assert_int_eq(health_status(s.port, 1000), 503);
+            full = 1;
+        }
+        sleep_ms(500);
+    }
+    double t1 = now_ms();
+    int st = 0;
+    while (now_ms() - t1 < 1000 && (st = health_status(s.port, 1000)) != 200)
+        sleep_ms(20);
+    ck_assert_msg(st == 200, "health %d %.0f ms after the slow clients' 3 s",
+                  st, now_ms() - t1);
+    for (int i = 0; i < SLOW; i++) {
+        if (!ended[i]) { /* cut since the last look: 408 or closed */
+            char buf[1024];
+            struct pollfd p = {.fd = fds[i], .events = POLLIN};
+            ck_assert_msg(poll(&p, 1, 1000) == 1, "slow client %d open", i);
+            ssize_t n = recv(fds[i], buf, sizeof buf - 1, 0);
+            got408 += n > 0 && strncmp(buf, "HTTP/1.1 408", 12) == 0;
+        }
+        close(fds[i]);
+    }
+    ck_assert_msg(got408 > 0, "no slow client got a 408");
+    char *log = rbt_server_log(&s);
+    if (body)
+        ck_assert_msg(strstr(log, "\"status\":408,\"outcome\":"
+                                  "\"body_too_slow\""),
+                      "no body_too_slow in the log: %s", log);
+    free(log);
+    ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
+}
+
+START_TEST(test_slow_headers)
+{
+    slow_clients(0);
+}
+END_TEST
+
+START_TEST(test_slow_body)
+{
+    slow_clients(1);
+}
+END_TEST
+
+/* A client that keeps up is not cut off: a body sent in pieces over
+ * 3 s at well above --min-body-rate, and a keep-alive connection whose
+ * second request comes 1 s after the first, within --header-timeout. */
+START_TEST(test_steady_clients_pass)
+{
+    const char *const args[] = {"--header-timeout", "2", "--min-body-rate",
+                                "64", NULL};
+    rbt_server s;
+    rbt_server_start(&s, args);
+    char body[400];
+    int len = snprintf(body, sizeof body, "{\"dims\":3,\"boxes\":[");
+    for (int i = 0; i < 12; i++)
+        len += snprintf(body + len, sizeof body - (size_t)len, "%s[0,0,0,1,1,1]",
+                        i ? "," : "");
+    len += snprintf(body + len, sizeof body - (size_t)len, "]}");
+    char head[256];
+    int hn = snprintf(head, sizeof head, "POST /v1/scenes HTTP/1.1\r\n"
+                      "Host: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %d\r\n\r\n", len);
+    int fd = connect_port(s.port);
+    ck_assert_int_eq(send(fd, head, (size_t)hn, MSG_NOSIGNAL), hn);
+    /* 3 s for ~190 bytes: past the 2 s grace, but 64 bytes a second. */
+    for (int at = 0; at < len; at += len / 6 + 1) {
+        sleep_ms(500);
+        int n = at + len / 6 + 1 > len ? len - at : len / 6 + 1;
+        ck_assert_int_eq(send(fd, body + at, (size_t)n, MSG_NOSIGNAL), n);
+    }
+    char buf[2048];
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    ck_assert_int_eq(poll(&p, 1, 2000), 1);
+    ssize_t n = recv(fd, buf, sizeof buf - 1, 0);
+    ck_assert_int_gt(n, 0);
+    buf[n] = '\0';
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 201", 12) == 0, "steady body: %s",
+                  buf);
+    /* Keep-alive: the next request 1 s later, on the same connection. */
+    sleep_ms(1000);
+    static const char again[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n";
+    ck_assert_int_eq(send(fd, again, sizeof again - 1, MSG_NOSIGNAL),
+                     (ssize_t)sizeof again - 1);
+    ck_assert_int_eq(poll(&p, 1, 2000), 1);
+    n = recv(fd, buf, sizeof buf - 1, 0);
+    ck_assert_int_gt(n, 0);
+    buf[n] = '\0';
+    ck_assert_msg(strncmp(buf, "HTTP/1.1 200", 12) == 0, "keep-alive: %s",
+                  buf);
+    /* Idle past --header-timeout: closed (408 or not). */
+    ck_assert_int_eq(poll(&p, 1, 3500), 1);
+    close(fd);
+    ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("http_strict");
@@ -426,6 +611,12 @@ int main(void)
     tcase_add_test(tc, test_ids_exact);
     tcase_add_test(tc, test_echoed_headers);
     suite_add_tcase(s, tc);
+    TCase *slow = tcase_create("slow_clients");
+    tcase_set_timeout(slow, 120);
+    tcase_add_test(slow, test_slow_headers);
+    tcase_add_test(slow, test_slow_body);
+    tcase_add_test(slow, test_steady_clients_pass);
+    suite_add_tcase(s, slow);
     int failed = rbt_run_suite(s);
     curl_global_cleanup();
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
