@@ -66,8 +66,9 @@
       "more is answered 503 and closed at once; 0 = no limit")                 \
     X(connection_timeout, "connection-timeout",                                \
       "RAYBOX_CONNECTION_TIMEOUT", U64, "30", 1, 86400,                        \
-      "seconds a connection may stay idle (libmicrohttpd's default, 0, "       \
-      "never closes one)")                                                     \
+      "seconds a connection may stay idle while a request is read or "        \
+      "answered (libmicrohttpd's default, 0, never closes one); between "      \
+      "requests --header-timeout applies")                                                     \
     X(header_timeout, "header-timeout", "RAYBOX_HEADER_TIMEOUT", U64, "10", 1, \
       3600, "seconds a client has to send a request's headers, from the "     \
       "connection's start or the end of the previous request (so also the "   \
