@@ -30,6 +30,7 @@ struct rbd_deadlines {
     pthread_t thread;
     int stopping;
     tracked *head;
+    uint64_t cut_headers, cut_body;
 };
 
 static double now_ms(void)
@@ -61,6 +62,10 @@ static void cut(rbd_deadlines *d, tracked *t)
     size_t n = body ? d->cfg.body_answer_len : d->cfg.header_answer_len;
     t->why = body ? "body_too_slow" : "header_timeout";
     t->phase = CUT;
+    if (body)
+        d->cut_body++;
+    else
+        d->cut_headers++;
     if (a) {
         ssize_t sent = send(t->fd, a, n, MSG_DONTWAIT | MSG_NOSIGNAL);
         (void)sent; /* best effort: the close is what matters */
@@ -197,6 +202,15 @@ static int move(tracked *t, phase p, uint64_t received, int restart)
     }
     pthread_mutex_unlock(&d->mu);
     return was_cut ? -1 : 0;
+}
+
+void deadlines_cut_counts(rbd_deadlines *d, uint64_t *headers,
+                          uint64_t *body)
+{
+    pthread_mutex_lock(&d->mu);
+    *headers = d->cut_headers;
+    *body = d->cut_body;
+    pthread_mutex_unlock(&d->mu);
 }
 
 int deadlines_headers_done(struct MHD_Connection *c, int body_follows)

@@ -75,6 +75,10 @@ int deadlines_body(struct MHD_Connection *c, uint64_t received);
 /* The body is complete (or not to be read): no deadline until the end. */
 int deadlines_request_done(struct MHD_Connection *c);
 
+/* Connections cut off since the start: headers late, body too slow. */
+void deadlines_cut_counts(rbd_deadlines *d, uint64_t *headers,
+                          uint64_t *body);
+
 /* From MHD_OPTION_NOTIFY_COMPLETED: the next request's headers deadline
  * starts now. Returns why the connection was cut off ("header_timeout",
  * "body_too_slow") if it was, else NULL. */

@@ -414,6 +414,7 @@ void server_gauges(rbd_server *s, rbd_gauges *g)
     g->workers = st.workers;
     g->connections = connections(s);
     listener_refused(s->listener, &g->refused_full, &g->refused_per_address);
+    deadlines_cut_counts(s->deadlines, &g->cut_headers, &g->cut_body);
     store_usage(s->store, &g->scenes, &g->scene_bytes);
     g->max_scenes = s->cfg.max_scenes;
     g->max_scene_bytes = s->cfg.max_scene_bytes;

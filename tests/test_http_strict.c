@@ -531,6 +531,14 @@ static void slow_clients(int body)
                                   "\"body_too_slow\""),
                       "no body_too_slow in the log: %s", log);
     free(log);
+    char url[128], want[96];
+    snprintf(url, sizeof url, "%s/metrics", s.base);
+    snprintf(want, sizeof want, "raybox_slow_clients_total{deadline=\"%s\"} "
+             "%d\n", body ? "body" : "headers", SLOW);
+    rbt_resp m;
+    ck_assert_msg(rbt_metrics_with(url, want, &m), "no '%s' in %s", want,
+                  m.body);
+    rbt_resp_free(&m);
     ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
 }
 
