@@ -21,6 +21,7 @@
 #include <yajl/yajl_tree.h>
 
 #include "http_util.h"
+#include "strict.h"
 #include "testutil.h"
 
 static double now_ms(void)
@@ -165,6 +166,33 @@ static void body_is_json(const answer *a)
     ck_assert_msg(v != NULL, "answer not JSON (%s): %s", err, b);
     yajl_tree_free(v);
 }
+
+/* The unescape callback: escapes of unreserved characters are decoded,
+ * every other one stays as sent (no NUL, no '/', no raw high byte). */
+START_TEST(test_unescape)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"/v1/scene%73/ab", "/v1/scenes/ab"},
+        {"/a%2Db%2e%5F%7e%41", "/a-b._~A"},
+        {"/x%00y", "/x%00y"},
+        {"/x%2Fy%2f", "/x%2Fy%2f"},
+        {"/%ff%C3%A9", "/%ff%C3%A9"},
+        {"/%20%25%3F", "/%20%25%3F"},
+        {"/bad%g1%4", "/bad%g1%4"},
+        {"%", "%"},
+        {"", ""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", cases[i].in);
+        size_t n = strict_unescape(NULL, NULL, buf);
+        ck_assert_str_eq(buf, cases[i].out);
+        ck_assert_uint_eq(n, strlen(cases[i].out));
+    }
+}
+END_TEST
 
 static const char *const quiet_args[] = {"--workers", "1", NULL};
 
@@ -612,6 +640,7 @@ int main(void)
     Suite *s = suite_create("http_strict");
     TCase *tc = tcase_create("strict");
     tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_unescape);
     tcase_add_test(tc, test_duplicate_content_length);
     tcase_add_test(tc, test_transfer_encoding);
     tcase_add_test(tc, test_host);
