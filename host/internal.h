@@ -21,6 +21,13 @@ struct rb_bvh;
  * their entry distance is +inf on every axis, R5 then rejects them). */
 #define RB_BOX_PAD 16
 
+/* From this many rays on, hierarchy walks (CPU and OpenCL) follow the
+ * Morton order of ray_order.h: sorting took ~5% of the walk time and
+ * bought 1.3-1.6x faster nearest walks on 100K-1M random boxes
+ * (raybox-bench-bvh, one thread), more where the tree outgrows the
+ * caches. */
+#define RB_ORDER_MIN_RAYS 8192
+
 typedef struct rb_boxset {
     size_t n;        /* real boxes */
     size_t stride;   /* floats per array: n rounded up to RB_BOX_PAD */
@@ -163,6 +170,79 @@ int rb_describe_box(const void *boxes, unsigned dims, size_t i, int *field,
 int rb_boxset_build(rb_context *ctx, rb_boxset *set, size_t *cap,
                     const void *boxes, unsigned dims, size_t n);
 uint64_t rb_next_uid(void);
+
+/* ---- shapes beyond boxes (shapes.c), SPEC R11-R15 */
+/* The non-box elements of a query or scene, validated and prepared. The
+ * shape index j runs over obbs, xboxes, spheres, planes in that order
+ * (lbox[j] for j < n_obb + n_xbox, then ball, then half); its id is
+ * ids[j], or first_id + j when ids is NULL. Ids ascend with j within each
+ * kind, so ties broken by lower j are ties broken by lower id. */
+typedef struct rb_shapeset {
+    size_t n_obb, n_xbox, n_ball, n_half;
+    rb_lbox *lbox;
+    rb_ball *ball;
+    rb_halfspace *half;
+    uint32_t first_id;
+    const uint32_t *ids;
+    /* The hierarchy over the bounded ones (lboxes, balls; NULL: test them
+     * all), its conservative world boxes, and the node-test widening
+     * delta = widen * (|o|_inf + reach) (bvh/bvh_shapes.c says why). */
+    struct rb_bvh *tree;
+    rb_boxset bounds;
+    float widen, reach;
+} rb_shapeset;
+
+static inline size_t rb_shapeset_size(const rb_shapeset *s)
+{
+    return s->n_obb + s->n_xbox + s->n_ball + s->n_half;
+}
+
+static inline uint32_t rb_shapeset_id(const rb_shapeset *s, size_t j)
+{
+    return s->ids ? s->ids[j] : s->first_id + (uint32_t)j;
+}
+
+size_t rb_shapes_count(const rb_shapes *s);
+/* Validates (R6, R11: an invalid element returns RB_EINPUT and ctx->err
+ * names it) and prepares every element of *in into *set, allocated with
+ * ctx's allocator; ids from first_id. */
+int rb_shapeset_build(rb_context *ctx, rb_shapeset *set, const rb_shapes *in,
+                      uint32_t first_id);
+void rb_shapeset_free(const rb_allocator *alloc, rb_shapeset *set);
+
+/* bvh/bvh_shapes.c: builds set->tree over the lboxes and balls (on the
+ * context's threads); RB_ENOMEM leaves the set without one. */
+int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set);
+void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set);
+/* Walks of set->tree, answers as the scans over the lboxes and balls
+ * would give them. nearest improves (*best_t, *best_id) by (t_enter, id)
+ * and sets *best_j to the winner's shape index; all inserts into list
+ * (*stored entries, cap) and returns the hits it found. */
+void rb_shape_walk_nearest(const rb_shapeset *set, const rb_ray_raw *w,
+                           float *best_t, uint32_t *best_id, size_t *best_j);
+int rb_shape_walk_any(const rb_shapeset *set, const rb_ray_raw *w);
+uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_ray_raw *w);
+uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_ray_raw *w,
+                           rb_list_hit *list, uint32_t *stored, uint32_t cap);
+rb_kind rb_shapeset_kind(const rb_shapeset *s, size_t j);
+/* Why element i of that kind is invalid: field and reason; 0 if valid. */
+int rb_describe_shape(const rb_shapes *in, rb_element_kind kind, size_t i,
+                      int *field, char *why, size_t len);
+/* R15: the unit outward world normal at h->t_enter of shape j (h its full
+ * answer, w the flushed ray), NaN x3 when the hit has no entry face. */
+void rb_shape_normal(const rb_shapeset *s, size_t j, const rb_ray_raw *w,
+                     const rb_hit *h, float *n);
+void rb_box_normal(const rb_hit *h, float *n);
+
+/* The shape pass (cpu/shape_scan.c): after the box pass has written its
+ * answers (ids in hits, lists, counts, any), every ray tests the shapes
+ * and the answers are combined as one scan over all ids would give them
+ * (nearest: least (t_enter, id); any: or; count: sum; all: the sorted
+ * merge). pairs: ray i against shape i (the set holds one kind). Rays
+ * were validated by the box pass. Runs on the context's threads. */
+int rb_shapes_run(rb_context *ctx, rb_mode mode, const rb_ray *rays,
+                  size_t n_rays, const rb_shapeset *set, uint32_t max_hits,
+                  rb_results *res);
 
 /* ---- scenes (scene.c) */
 const rb_boxset *rb_scene_boxset(const rb_scene *scene);

@@ -31,8 +31,8 @@ const char *rb_status_str(int status)
 const char *rb_face_name(int face)
 {
     static const char *const names[] = {NULL, "-x", "+x", "-y",
-                                        "+y", "-z", "+z"};
-    if (face < 0 || face > RB_FACE_POS_Z)
+                                        "+y", "-z", "+z", "surface"};
+    if (face < 0 || face > RB_FACE_SURFACE)
         return NULL;
     return names[face];
 }

@@ -11,10 +11,6 @@
 
 #include "internal.h"
 
-static inline int finite_f(float x)
-{
-    return fabsf(x) <= FLT_MAX;
-}
 
 /* The checks below work on magnitude bits: NaN and +-inf have the largest
  * magnitudes as integers, so one integer max over a record's fields and
@@ -55,7 +51,7 @@ static inline int range_ok_bits(float tmin, float tmax)
 
 static inline int range_ok(float tmin, float tmax)
 {
-    return finite_f(tmin) && range_ok_bits(tmin, tmax);
+    return rb_finite(tmin) && range_ok_bits(tmin, tmax);
 }
 
 static inline int ray3_ok(const rb_ray *r)
@@ -142,6 +138,11 @@ size_t rb_prep_rays(const void *rays, unsigned dims, size_t begin,
     return end;
 }
 
+int rb_ray_range_valid(float tmin, float tmax)
+{
+    return rb_range_ok(tmin, tmax);
+}
+
 void rb_box_corners(const void *boxes, unsigned dims, size_t i, float lo[3],
                     float hi[3])
 {
@@ -193,7 +194,7 @@ int rb_describe_ray(const void *rays, unsigned dims, size_t i, int *field,
     }
     int f_tmin = 2 * axes, f_tmax = 2 * axes + 1;
     for (int f = 0; f < 2 * axes; f++) {
-        if (!finite_f(v[f])) {
+        if (!rb_finite(v[f])) {
             *field = f;
             snprintf(reason, len, "%s %s is %s", f < axes ? "origin" : "dir",
                      axis_names[f % axes], nonfinite_word(v[f]));
@@ -201,7 +202,7 @@ int rb_describe_ray(const void *rays, unsigned dims, size_t i, int *field,
         }
     }
     float tmin = v[f_tmin], tmax = v[f_tmax];
-    if (!finite_f(tmin)) {
+    if (!rb_finite(tmin)) {
         *field = f_tmin;
         snprintf(reason, len, "tmin is %s", nonfinite_word(tmin));
         return 1;
@@ -237,7 +238,7 @@ int rb_describe_box(const void *boxes, unsigned dims, size_t i, int *field,
     }
     for (int f = 0; f < 2 * axes; f++) {
         float x = f < axes ? lo[f] : hi[f - axes];
-        if (!finite_f(x)) {
+        if (!rb_finite(x)) {
             *field = f;
             snprintf(reason, len, "%s %s is %s", f < axes ? "min" : "max",
                      axis_names[f % axes], nonfinite_word(x));

@@ -105,11 +105,87 @@ typedef enum rb_face {
     RB_FACE_NEG_Y = 3,
     RB_FACE_POS_Y = 4,
     RB_FACE_NEG_Z = 5,
-    RB_FACE_POS_Z = 6
+    RB_FACE_POS_Z = 6,
+    RB_FACE_SURFACE = 7 /* spheres and planes (obb, xbox: their local faces) */
 } rb_face;
 
-/* "-x", "+x", ... for a face, NULL for RB_FACE_NONE or an unknown value. */
+/* "-x", "+x", ..., "surface" for a face, NULL for RB_FACE_NONE or an
+ * unknown value. */
 const char *rb_face_name(int face);
+
+/* ------------------------------------------------------------------------
+ * Shapes beyond boxes (SPEC R11-R16). A query or scene holds any mix of
+ * kinds; every element's id is its index in the concatenation
+ * boxes ++ obbs ++ xboxes ++ spheres ++ planes (a scene's ids never change:
+ * appended elements take the next ones). All kinds are closed solids and
+ * 3D only; answers follow the box rules (R1, R2, R5, R10) with the id in
+ * place of the box index.
+ */
+typedef enum rb_kind {
+    RB_KIND_BOX = 0,
+    RB_KIND_OBB = 1,
+    RB_KIND_XBOX = 2,
+    RB_KIND_SPHERE = 3,
+    RB_KIND_PLANE = 4
+} rb_kind;
+#define RB_KIND_COUNT 5
+#define RB_KIND_NONE 255 /* rb_results.kinds of a miss */
+
+/* "box", "obb", "xbox", "sphere", "plane"; NULL for an unknown value. */
+const char *rb_kind_name(int kind);
+
+/* An oriented box: half extents `half` (>= 0) about `center`, along the
+ * unit axes u = axes[0], v = axes[1], w = axes[2] (world directions of the
+ * local x, y, z; orthonormal within 1e-4, either handedness). Local faces:
+ * -x is the face at -half[0] along u, and so on. */
+typedef struct rb_obb {
+    float center[3];
+    float half[3];
+    float axes[3][3];
+} rb_obb;
+
+/* An oriented box from a Hamilton quaternion q = (w, x, y, z) turning local
+ * into world (any non-zero length; normalised here): axes = the columns of
+ * R(q / |q|), computed in double and rounded once (SPEC R12). Returns
+ * RB_EINPUT when q is zero or not finite (the other fields are copied and
+ * checked by rb_intersect like any obb), RB_EINVAL for NULL. */
+int rb_obb_from_quaternion(const float center[3], const float half[3],
+                           const float q[4], rb_obb *out);
+
+/* A box [min, max] in its local frame under the affine local->world map
+ * p = A q + t, A = a[i][0..2], t = a[i][3] (3x4, row-major, column
+ * vectors; a Direct3D row-vector matrix is its transpose). A invertible. */
+typedef struct rb_xbox {
+    float min[3];
+    float max[3];
+    float a[3][4];
+} rb_xbox;
+
+/* A closed ball, radius >= 0 (0: a point). */
+typedef struct rb_sphere {
+    float center[3];
+    float radius;
+} rb_sphere;
+
+/* The closed half-space normal . p <= d: solid on the side the normal
+ * points away from; the normal is non-zero, any length. Unbounded: every
+ * ray tests every plane. */
+typedef struct rb_plane {
+    float normal[3];
+    float d;
+} rb_plane;
+
+/* The non-box elements of a query, borrowed for the call. */
+typedef struct rb_shapes {
+    const rb_obb *obbs;
+    size_t n_obbs;
+    const rb_xbox *xboxes;
+    size_t n_xboxes;
+    const rb_sphere *spheres;
+    size_t n_spheres;
+    const rb_plane *planes;
+    size_t n_planes;
+} rb_shapes;
 
 /* One answer of the pairs and nearest modes. A miss has hit = 0, box = -1,
  * t_enter = t_exit = +INFINITY and both faces RB_FACE_NONE. For a hit,
@@ -117,7 +193,8 @@ const char *rb_face_name(int face);
 typedef struct rb_hit {
     float t_enter;
     float t_exit;
-    int32_t box;       /* nearest: box index; pairs: the ray's own index */
+    int32_t box;       /* nearest: the element's id; pairs: the ray's own
+                          index */
     uint8_t hit;       /* 0 or 1 */
     uint8_t face;      /* rb_face of t_enter; NONE when p(tmin) is inside */
     uint8_t exit_face; /* rb_face of t_exit; NONE when tmax cut the ray */
@@ -229,11 +306,20 @@ int rb_context_info(const rb_context *ctx, rb_backend_info *out);
 
 /* Where a rejected input is. field is the index within the element's JSON
  * array form: ray [ox,oy,oz,dx,dy,dz,tmin,tmax] (2D [ox,oy,dx,dy,tmin,tmax]),
- * box [minx,miny,minz,maxx,maxy,maxz] (2D [minx,miny,maxx,maxy]). */
+ * box [minx,miny,minz,maxx,maxy,maxz] (2D [minx,miny,maxx,maxy]), obb
+ * [cx,cy,cz, ex,ey,ez, ux,uy,uz, vx,vy,vz, wx,wy,wz], xbox [min 3, max 3,
+ * a00,a01,a02,t0, a10,...,t1, a20,...,t2], sphere [cx,cy,cz, r], plane
+ * [nx,ny,nz, d]; for a fault of a group (axes not orthonormal, a singular
+ * matrix, a zero normal) the group's first number. index counts within
+ * the element's own kind. */
 typedef enum rb_element_kind {
     RB_ELEMENT_NONE = 0,
     RB_ELEMENT_RAY = 1,
-    RB_ELEMENT_BOX = 2
+    RB_ELEMENT_BOX = 2,
+    RB_ELEMENT_OBB = 3,
+    RB_ELEMENT_XBOX = 4,
+    RB_ELEMENT_SPHERE = 5,
+    RB_ELEMENT_PLANE = 6
 } rb_element_kind;
 
 typedef struct rb_error {
@@ -352,7 +438,14 @@ typedef struct rb_query {
     size_t n_boxes;
     const rb_scene *scene; /* every-box modes only; its dims must match */
     uint32_t max_hits;    /* RB_MODE_ALL: list length per ray, >= 1 */
+    /* Elements of the other kinds (3D only; ignored when scene is set).
+     * pairs: exactly one kind (boxes or one of these) holds n_rays. */
+    rb_shapes shapes;
+    unsigned outputs;     /* RB_OUTPUT_* flags */
 } rb_query;
+
+/* rb_query.outputs: nearest and pairs also fill rb_results.normals. */
+#define RB_OUTPUT_NORMAL 1u
 
 /* What ran a query. */
 typedef struct rb_run_info {
@@ -381,6 +474,13 @@ typedef struct rb_results {
     uint8_t *any;
     uint32_t *counts;
     rb_list_hit *list;
+    /* Optional, nearest and pairs: kinds[i] is the rb_kind of ray i's
+     * element, RB_KIND_NONE for a miss (NULL: not wanted). */
+    uint8_t *kinds;
+    /* With RB_OUTPUT_NORMAL, nearest and pairs: normals[3i..3i+2] is the
+     * unit outward world normal at t_enter (SPEC R15), NaN x3 for a miss
+     * or a hit without an entry face. Required then. */
+    float *normals;
     size_t capacity;
     rb_run_info info;      /* filled by rb_intersect */
 } rb_results;
@@ -392,6 +492,17 @@ typedef struct rb_results {
  * with the lowest index; boxes of every-box modes are checked first),
  * RB_ENOMEM, or a device status when OpenCL failed and fallback is off. */
 int rb_intersect(rb_context *ctx, const rb_query *query, rb_results *results);
+
+/* SPEC R6 for a ray's range, as rb_intersect applies it: tmin finite,
+ * tmax neither NaN nor -inf, and tmin <= tmax after subnormals are flushed
+ * (R7). For callers that take a request-level range and want to name it
+ * in their own error. Returns 1 when valid. */
+int rb_ray_range_valid(float tmin, float tmax);
+
+/* Queries that stand for fewer ray-box tests than this run on the calling
+ * thread (waking the context's threads costs more); a server may use the
+ * same line to tell small work from heavy. */
+#define RB_SMALL_JOB_TESTS 262144u
 
 /* The exact semantics of one ray against one box (SPEC section 2): the
  * scalar reference every backend is tested against. Inputs must be valid

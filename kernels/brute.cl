@@ -1,6 +1,6 @@
 /*
  * brute.cl - brute-force kernels: pairs, and the every-box modes nearest,
- * any, count and all. Uses slab.cl (concatenated before this file).
+ * any, count and all. Uses exact.h and slab.cl (concatenated before this file).
  *
  * One work-item per ray. The every-box kernels walk the boxes of one chunk
  * in tiles: the work-group loads a tile cooperatively into __local memory,
@@ -36,7 +36,7 @@
 
 /* Offsets of the tile arrays a ray reads as near and far planes, chosen
  * once per ray by the sign of inv (slab.h picks per box, same values). */
-static inline void rb_tile_planes(const rb_prep *r, uint tile_n,
+static inline void rb_tile_planes(const rb_ray_prep *r, uint tile_n,
                                   uint near[3], uint far[3])
 {
     for (int a = 0; a < 3; a++) {
@@ -58,37 +58,11 @@ static inline void rb_tile_load(__local float *tile, uint tile_n,
                 boxes[(size_t)a * stride + base + k];
 }
 
-/* Inserts (box, t_enter, t_exit) into a list sorted by (t_enter, box) that
- * holds *stored of at most cap entries. Boxes arrive in ascending order,
- * so an equal t_enter goes after the entries already there. The host's
- * list_insert (host/cpu/cpu_backend.c), step for step. */
-static inline void rb_list_insert(__global rb_list_hit *list, uint *stored,
-                                  uint cap, int box, float t_enter,
-                                  float t_exit)
-{
-    uint n = *stored;
-    if (n == cap && !(t_enter < list[n - 1].t_enter))
-        return;
-    uint pos = n;
-    while (pos > 0 && t_enter < list[pos - 1].t_enter)
-        pos--;
-    uint last = n < cap ? n : cap - 1;
-    for (uint k = last; k > pos; k--)
-        list[k] = list[k - 1];
-    rb_list_hit e;
-    e.box = box;
-    e.t_enter = t_enter;
-    e.t_exit = t_exit;
-    list[pos] = e;
-    if (n < cap)
-        *stored = n + 1;
-}
-
 /* nearest's last step, for both kernel variants: the chunk's winner
  * (chunk-local index best, -1 if none) becomes the ray's answer, with its
  * faces and exit from rb_slab_full as on the host. An earlier chunk keeps
  * the ray on equal t (its boxes come first). */
-static inline void rb_nearest_finish(const rb_prep *r,
+static inline void rb_nearest_finish(const rb_ray_prep *r,
                                      __global const float *boxes,
                                      uint stride, uint box_base, int first,
                                      int best, float best_t,
@@ -125,7 +99,7 @@ __kernel void rb_pairs(__global const float *rays,
         rb_note_bad(bad, (base + (uint)i) * 2);
     else if (!rb_box_ok(boxes, dims, i))
         rb_note_bad(bad, (base + (uint)i) * 2 + 1);
-    rb_prep r = rb_load_ray(rays, dims, i);
+    rb_ray_prep r = rb_load_ray(rays, dims, i);
     float lo[3], hi[3];
     rb_load_box(boxes, dims, i, lo, hi);
     rb_hit h;
@@ -143,7 +117,7 @@ __kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
     (void)box_base; /* same arguments as the other every-box kernels */
     size_t i = get_global_id(0);
     int live = i < n_rays;
-    rb_prep r;
+    rb_ray_prep r;
     uint near[3], far[3];
     if (live) {
         if (!rb_ray_ok(rays, dims, i))
@@ -180,7 +154,7 @@ __kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
     (void)box_base;
     size_t i = get_global_id(0);
     int live = i < n_rays;
-    rb_prep r;
+    rb_ray_prep r;
     uint near[3], far[3];
     int done = 1;
     if (live) {
@@ -224,7 +198,7 @@ __kernel void rb_nearest(__global const float *rays, uint dims,
 {
     size_t i = get_global_id(0);
     int live = i < n_rays;
-    rb_prep r;
+    rb_ray_prep r;
     uint near[3], far[3];
     if (live) {
         if (!rb_ray_ok(rays, dims, i))
@@ -267,7 +241,7 @@ __kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
 {
     size_t i = get_global_id(0);
     int live = i < n_rays;
-    rb_prep r;
+    rb_ray_prep r;
     uint near[3], far[3];
     uint count = 0, stored = 0;
     __global rb_list_hit *list = lists + (live ? i * max_hits : 0);

@@ -19,7 +19,7 @@ typedef struct rb_planes {
 } rb_planes;
 
 /* The arrays this ray reads as near and far planes (sign of inv). */
-static inline rb_planes rb_wide_planes(const rb_prep *r,
+static inline rb_planes rb_wide_planes(const rb_ray_prep *r,
                                        __global const float *boxes,
                                        uint stride)
 {
@@ -34,7 +34,7 @@ static inline rb_planes rb_wide_planes(const rb_prep *r,
 
 /* Boxes j..j+7: the hit mask (-1 = hit) and their t_enter/t_exit, with E
  * starting at tmin and X at tmax as in rb_tile_hit. */
-static inline int8 rb_hit8(const rb_prep *r, const rb_planes *p, uint j,
+static inline int8 rb_hit8(const rb_ray_prep *r, const rb_planes *p, uint j,
                            float8 *t_enter, float8 *t_exit)
 {
     float8 e = (float8)(r->tmin), x = (float8)(r->tmax);
@@ -51,7 +51,7 @@ static inline int8 rb_hit8(const rb_prep *r, const rb_planes *p, uint j,
 }
 
 /* Box j alone: rb_tile_hit on global memory. */
-static inline int rb_hit1(const rb_prep *r, const rb_planes *p, uint j,
+static inline int rb_hit1(const rb_ray_prep *r, const rb_planes *p, uint j,
                           float *t_enter, float *t_exit)
 {
     float e = r->tmin, x = r->tmax;
@@ -129,7 +129,7 @@ __kernel void rb_pairs(__global const float *rays,
     if (dims != 3 || i0 + 8 >= n) {
         for (uint i = i0; i < n && i < i0 + 8; i++) {
             rb_check_pair(rays, boxes, dims, i, base, bad);
-            rb_prep r = rb_load_ray(rays, dims, i);
+            rb_ray_prep r = rb_load_ray(rays, dims, i);
             float lo[3], hi[3];
             rb_load_box(boxes, dims, i, lo, hi);
             rb_hit h;
@@ -209,7 +209,7 @@ __kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
         return;
     if (!rb_ray_ok(rays, dims, i))
         rb_note_bad(bad, (ray_base + (uint)i) * 2);
-    rb_prep r = rb_load_ray(rays, dims, i);
+    rb_ray_prep r = rb_load_ray(rays, dims, i);
     rb_planes p = rb_wide_planes(&r, boxes, stride);
     int8 acc = (int8)(0);
     uint j = 0;
@@ -237,7 +237,7 @@ __kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
         rb_note_bad(bad, (ray_base + (uint)i) * 2);
     int done = first ? 0 : any_hit[i];
     if (!done) {
-        rb_prep r = rb_load_ray(rays, dims, i);
+        rb_ray_prep r = rb_load_ray(rays, dims, i);
         rb_planes p = rb_wide_planes(&r, boxes, stride);
         uint j = 0;
         float8 e, x;
@@ -265,7 +265,7 @@ __kernel void rb_nearest(__global const float *rays, uint dims,
         return;
     if (!rb_ray_ok(rays, dims, i))
         rb_note_bad(bad, (ray_base + (uint)i) * 2);
-    rb_prep r = rb_load_ray(rays, dims, i);
+    rb_ray_prep r = rb_load_ray(rays, dims, i);
     rb_planes p = rb_wide_planes(&r, boxes, stride);
     float8 bt = (float8)(INFINITY);
     int8 bi = (int8)(-1), idx = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
@@ -315,7 +315,7 @@ __kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
         return;
     if (!rb_ray_ok(rays, dims, i))
         rb_note_bad(bad, (ray_base + (uint)i) * 2);
-    rb_prep r = rb_load_ray(rays, dims, i);
+    rb_ray_prep r = rb_load_ray(rays, dims, i);
     rb_planes p = rb_wide_planes(&r, boxes, stride);
     __global rb_list_hit *list = lists + i * max_hits;
     uint count = first ? 0 : counts[i];

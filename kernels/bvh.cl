@@ -5,11 +5,11 @@
  * force (SPEC R9). Uses slab.cl and brute.cl's helpers (concatenated
  * before this file).
  *
- * Nodes are host/bvh/bvh.h's rb_bvh_node, 64 words each, read as floats:
- *   [ 0, 24)  lo[axis][slot]    [24, 48)  hi[axis][slot]
- *   [48, 56)  child[slot] (uint: box slot -> original box index,
- *             inner slot -> node index, 0 -> empty)
- *   56        boxes (uint, bit k: slot k is a box)
+ * Nodes are exact.h's rb_bvh_node, RB_NODE_WORDS words each, read as
+ * floats at exact.h's offsets: lo[axis][slot] at RB_NODE_LO, hi at
+ * RB_NODE_HI, child[slot] at RB_NODE_CHILD (uint: box slot -> original box
+ * index, inner slot -> node index, 0 -> empty), the box mask at
+ * RB_NODE_BOXES (bit k: slot k is a box).
  * The root is node 0; empty slots hold +inf..-inf, which no ray enters.
  *
  * Why the answers are exact (the argument of bvh_walk.inc, restated):
@@ -22,8 +22,8 @@
  * - Subtree slots use the same per-plane distances (rounding is monotonic,
  *   so a slot's entry is never above and its exit never below those of a
  *   box inside), skip NaN planes the same way, and pad the exit as in Ize
- *   2013: x * (1 + 2^-21) for x >= 0, x * (1 - 2^-21) below (bvh.h's
- *   RB_BVH_PAD_UP/DOWN; keep them in step).
+ *   2013: x * (1 + 2^-21) for x >= 0, x * (1 - 2^-21) below (exact.h's
+ *   RB_BVH_PAD_UP/DOWN).
  * - nearest drops a slot or a stack entry only when its entry is strictly
  *   greater than the best so far and breaks ties by original index; the
  *   winner's faces and exit come from rb_slab_full on its corners.
@@ -55,13 +55,6 @@
 #error "RB_BVH_STACK must be defined by the host (host/bvh/bvh.h)"
 #endif
 
-#define RB_NODE_WORDS 64
-#define RB_NODE_LO 0
-#define RB_NODE_HI 24
-#define RB_NODE_CHILD 48
-#define RB_NODE_BOXES 56
-#define RB_BVH_PAD_UP (1.0f + 4.0f * FLT_EPSILON)
-#define RB_BVH_PAD_DOWN (1.0f - 4.0f * FLT_EPSILON)
 
 enum { RB_WALK_NEAREST, RB_WALK_ANY, RB_WALK_COUNT, RB_WALK_ALL };
 
@@ -74,7 +67,7 @@ static inline uint rb_ctz(uint m)
 /* A ray for the walk: prepared as in brute.cl, plus the word offsets of
  * the rows it reads as near and far planes (sign of inv). */
 typedef struct rb_wray {
-    rb_prep r;
+    rb_ray_prep r;
     uint near[3];
     uint far[3];
 } rb_wray;
@@ -167,32 +160,6 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
     return maybe & ~boxes;
 }
 #endif /* RB_WIDE */
-
-/* all's slots: (box, t_enter, t_exit) into a list sorted by (t_enter, box)
- * that holds *stored of at most cap entries. Boxes arrive in walk order,
- * not index order, so ties compare the index (bvh_walk.inc's list_put). */
-static inline void rb_list_put(__global rb_list_hit *list, uint *stored,
-                               uint cap, int box, float te, float tx)
-{
-    uint n = *stored;
-#define RB_BEFORE(p)                                                           \
-    (te < list[p].t_enter || (te == list[p].t_enter && box < list[p].box))
-    if (n == cap && !RB_BEFORE(n - 1))
-        return;
-    uint pos = n < cap ? n : cap - 1;
-    while (pos > 0 && RB_BEFORE(pos - 1)) {
-        list[pos] = list[pos - 1];
-        pos--;
-    }
-#undef RB_BEFORE
-    rb_list_hit h;
-    h.box = box;
-    h.t_enter = te + 0.0f; /* never -0 (slab.cl) */
-    h.t_exit = tx + 0.0f;
-    list[pos] = h;
-    if (n < cap)
-        *stored = n + 1;
-}
 
 /* Prefetches on CPU devices: a walk waits on memory most of its time.
  * OpenCL's prefetch() is a no-op on PoCL; clang's builtin reaches the
@@ -343,7 +310,7 @@ static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
                 uint k = rb_ctz(hits);
                 hits &= hits - 1;
                 s->count++;
-                rb_list_put(list, &s->stored, cap, (int)child[k], ev[k],
+                rb_list_insert(list, &s->stored, cap, (int)child[k], ev[k],
                             xv[k]);
             }
             break;

@@ -11,7 +11,6 @@
 
 #include "block_cache.h"
 #include "float_text.h"
-#include "slab.h"
 
 /* Records are copied as they are: the wire is little-endian. */
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -22,6 +21,9 @@ _Static_assert(sizeof(rb_ray) == 32 && sizeof(rb_ray2) == 24,
                "a ray record with its range is the library's record");
 _Static_assert(sizeof(rb_box) == 24 && sizeof(rb_box2) == 16,
                "a box record is the library's record");
+_Static_assert(sizeof(rb_obb) == 60 && sizeof(rb_xbox) == 72 &&
+                   sizeof(rb_sphere) == 16 && sizeof(rb_plane) == 16,
+               "a record of another kind is the library's record");
 _Static_assert(sizeof(rb_hit) == 16 && sizeof(rb_list_hit) == 12,
                "result records are the library's");
 
@@ -52,7 +54,16 @@ void rbb_header_decode(const uint8_t in[RBB_HEADER_SIZE], rbb_header *h)
     h->reserved = get64(in + 56);
 }
 
-void rbb_header_encode(const rbb_header *h, uint8_t out[RBB_HEADER_SIZE])
+void rbb_header_decode_v2(const uint8_t in[RBB_HEADER_SIZE_2], rbb_header *h)
+{
+    rbb_header_decode(in, h);
+    h->n_obbs = get64(in + 64);
+    h->n_xboxes = get64(in + 72);
+    h->n_spheres = get64(in + 80);
+    h->n_planes = get64(in + 88);
+}
+
+size_t rbb_header_encode(const rbb_header *h, uint8_t *out)
 {
     memset(out, 0, RBB_HEADER_SIZE);
     memcpy(out, RBB_MAGIC, 4);
@@ -70,6 +81,13 @@ void rbb_header_encode(const rbb_header *h, uint8_t out[RBB_HEADER_SIZE])
     memcpy(out + 40, &h->scene_version, 8);
     memcpy(out + 48, &h->elapsed_ms, 8);
     memcpy(out + 56, &h->reserved, 8);
+    if (h->header_size != RBB_HEADER_SIZE_2)
+        return RBB_HEADER_SIZE;
+    memcpy(out + 64, &h->n_obbs, 8);
+    memcpy(out + 72, &h->n_xboxes, 8);
+    memcpy(out + 80, &h->n_spheres, 8);
+    memcpy(out + 88, &h->n_planes, 8);
+    return RBB_HEADER_SIZE_2;
 }
 
 size_t rbb_ray_record_bytes(unsigned dims, unsigned flags)
@@ -82,23 +100,61 @@ size_t rbb_box_record_bytes(unsigned dims)
     return sizeof(float) * 2 * dims;
 }
 
+size_t rbb_shape_record_bytes(int kind, unsigned flags)
+{
+    switch (kind) {
+    case RB_KIND_OBB:
+        return (flags & RBB_FLAG_OBB_QUATERNION) ? 10 * sizeof(float)
+                                                 : sizeof(rb_obb);
+    case RB_KIND_XBOX:
+        return sizeof(rb_xbox);
+    case RB_KIND_SPHERE:
+        return sizeof(rb_sphere);
+    case RB_KIND_PLANE:
+        return sizeof(rb_plane);
+    default:
+        return 0;
+    }
+}
+
 /* ------------------------------------------------------------------------
  * Decoder
+ *
+ * The body after the header is a run of sections, one per record array,
+ * in this order; each is copied into an array of its library records.
+ * Where a wire record is shorter than its record (a ray without its
+ * range, an obb by quaternion) it is the record's first bytes, and the
+ * rest is filled when the record is complete (rays) or at the end
+ * (quaternions, which may be refused).
  */
+enum { SEC_RAYS, SEC_BOXES, SEC_OBBS, SEC_XBOXES, SEC_SPHERES, SEC_PLANES,
+       SEC_COUNT };
+
+/* The JSON member of each section, for pointers and messages. */
+static const char *const section_names[SEC_COUNT] = {
+    "rays", "boxes", "obbs", "xboxes", "spheres", "planes"};
+
+typedef struct section {
+    uint64_t n;     /* records */
+    size_t wire;    /* bytes of one record on the wire */
+    size_t mem;     /* ... and in memory */
+    uint64_t bytes; /* n * wire */
+    uint8_t *data;  /* n * mem */
+} section;
+
 struct rbb_decoder {
     rbb_options opt;
-    uint8_t head[RBB_HEADER_SIZE];
+    uint8_t head[RBB_HEADER_MAX];
     size_t head_len;
+    size_t head_size;    /* 64 until the version says otherwise */
     rbb_header h;
     uint64_t pos;        /* bytes after the header taken so far */
-    uint64_t ray_bytes;  /* wire bytes of the ray section */
-    uint64_t box_bytes;
-    size_t ray_wire;     /* wire bytes of one ray record */
-    size_t ray_mem;      /* its rb_ray / rb_ray2 in memory */
-    uint8_t *rays;
-    uint8_t *boxes;
-    uint8_t partial[32]; /* a ray record split across two feeds */
+    uint64_t end;        /* bytes after the header the header announces */
+    section sec[SEC_COUNT];
+    int cur;             /* the section pos is in */
+    uint64_t sec_start;  /* pos where it starts */
     rbj_error err;
+    int have_header;     /* h is decoded */
     int ready;
     rbj_request req;
 };
@@ -126,6 +182,7 @@ int rbb_decoder_create(const rbb_options *opt, rbb_decoder **out)
     if (!d)
         return RB_ENOMEM;
     d->opt = *opt;
+    d->head_size = RBB_HEADER_SIZE;
     *out = d;
     return RB_OK;
 }
@@ -134,8 +191,8 @@ void rbb_decoder_destroy(rbb_decoder *d)
 {
     if (!d)
         return;
-    rbc_block_free(d->rays);
-    rbc_block_free(d->boxes);
+    for (int s = 0; s < SEC_COUNT; s++)
+        rbc_block_free(d->sec[s].data);
     free(d);
 }
 
@@ -153,25 +210,44 @@ static int fail(rbb_decoder *d, int status, const char *pointer,
     va_start(ap, fmt);
     vsnprintf(d->err.detail, sizeof d->err.detail, fmt, ap);
     va_end(ap);
-    d->err.offset = RBB_HEADER_SIZE + d->pos;
+    d->err.offset = d->head_size + d->pos;
     return -1;
+}
+
+/* "/obbs" and the like. */
+static const char *list_pointer(int sec, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "/%s", section_names[sec]);
+    return buf;
+}
+
+/* Magic, version and header size, from the first 64 bytes: they say how
+ * long the header is. */
+static int check_version(rbb_decoder *d)
+{
+    const uint8_t *in = d->head;
+    uint16_t version = get16(in + 4), size = get16(in + 6);
+    if (memcmp(in, RBB_MAGIC, 4) != 0)
+        return fail(d, 400, "", "not a raybox binary body: the first four "
+                                "bytes must be \"RBOX\"");
+    if (version != RBB_VERSION && version != RBB_VERSION_2)
+        return fail(d, 400, "", "binary format version %u is not "
+                                "supported (this server reads %d and %d)",
+                    version, RBB_VERSION, RBB_VERSION_2);
+    unsigned want = version == RBB_VERSION ? RBB_HEADER_SIZE
+                                           : RBB_HEADER_SIZE_2;
+    if (size != want)
+        return fail(d, 400, "", "header_size %u: version %u has a %u-byte "
+                                "header",
+                    size, version, want);
+    d->head_size = want;
+    return 0;
 }
 
 /* The fields of the header that the request kind does not use must be 0:
  * a later version may give them a meaning. */
 static int check_structure(rbb_decoder *d, const rbb_header *h)
 {
-    if (!h->magic_ok)
-        return fail(d, 400, "", "not a raybox binary body: the first four "
-                                "bytes must be \"RBOX\"");
-    if (h->version != RBB_VERSION)
-        return fail(d, 400, "", "binary format version %u is not "
-                                "supported (this server reads %d)",
-                    h->version, RBB_VERSION);
-    if (h->header_size != RBB_HEADER_SIZE)
-        return fail(d, 400, "", "header_size %u: version 1 has a %d-byte "
-                                "header",
-                    h->header_size, RBB_HEADER_SIZE);
     if (h->kind != d->opt.kind)
         return fail(d, 400, "", "kind %u: this route takes kind %d (%s)",
                     h->kind, (int)d->opt.kind,
@@ -189,9 +265,15 @@ static int check_structure(rbb_decoder *d, const rbb_header *h)
             return fail(d, 400, "", "a scene body uses only dims and the "
                                     "box count; header bytes 9, 11-23 and "
                                     "32-39 must be 0");
-    } else if (h->flags & ~RBB_FLAG_RANGES) {
-        return fail(d, 400, "", "unknown flags 0x%02x", h->flags);
+        return 0;
     }
+    unsigned known = h->version == RBB_VERSION
+                         ? RBB_FLAG_RANGES
+                         : RBB_FLAG_RANGES | RBB_FLAG_NORMALS |
+                               RBB_FLAG_OBB_QUATERNION;
+    if (h->flags & ~known)
+        return fail(d, 400, "", "unknown flags 0x%02x for version %u",
+                    h->flags & ~known, h->version);
     return 0;
 }
 
@@ -203,7 +285,7 @@ static int check_range(rbb_decoder *d, const rbb_header *h)
         return fail(d, 422, "/tmin", "tmin must be finite");
     if (isnan(h->tmax) || h->tmax == -INFINITY)
         return fail(d, 422, "/tmax", "tmax must be a number or +inf");
-    if (!(rb_flush(h->tmin) <= rb_flush(h->tmax))) {
+    if (!rb_ray_range_valid(h->tmin, h->tmax)) { /* flushed, R7 */
         rb_float_format(h->tmin, a);
         rb_float_format(h->tmax, b);
         return fail(d, 422, "/tmin", "tmin (%s) > tmax (%s)", a, b);
@@ -211,17 +293,68 @@ static int check_range(rbb_decoder *d, const rbb_header *h)
     return 0;
 }
 
+/* The element counts against --max-boxes, all kinds together, in id
+ * order: the list that goes over is named, as the JSON parser does. */
+static int check_elements(rbb_decoder *d)
+{
+    uint64_t max = d->opt.limits.max_boxes, sum = 0;
+    char ptr[16];
+    for (int s = SEC_BOXES; s < SEC_COUNT; s++) {
+        uint64_t n = d->sec[s].n;
+        if (n > max - sum)
+            return s == SEC_BOXES
+                       ? fail(d, 413, "/boxes", "%llu boxes: at most %llu",
+                              (unsigned long long)n,
+                              (unsigned long long)max)
+                       : fail(d, 413, list_pointer(s, ptr, sizeof ptr),
+                              "more than %llu elements (boxes, obbs, "
+                              "xboxes, spheres and planes together)",
+                              (unsigned long long)max);
+        sum += n;
+    }
+    return 0;
+}
+
+/* pairs: exactly one element list, as long as the rays. */
+static int check_pairs(rbb_decoder *d, const rbb_header *h)
+{
+    int lists = 0, which = SEC_BOXES;
+    char ptr[16];
+    for (int s = SEC_BOXES; s < SEC_COUNT; s++)
+        if (d->sec[s].n) {
+            lists++;
+            which = s;
+        }
+    if (lists > 1)
+        return fail(d, 422, "/mode", "pairs mode takes exactly one element "
+                                     "list (boxes, obbs, xboxes, spheres "
+                                     "or planes)");
+    if (d->sec[which].n != h->n_rays)
+        return fail(d, 422, list_pointer(which, ptr, sizeof ptr),
+                    "pairs mode needs as many %s as rays (%llu rays, %llu "
+                    "%s)",
+                    section_names[which], (unsigned long long)h->n_rays,
+                    (unsigned long long)d->sec[which].n,
+                    section_names[which]);
+    return 0;
+}
+
 static int check_values(rbb_decoder *d, const rbb_header *h)
 {
     const rbj_limits *lim = &d->opt.limits;
+    char ptr[16];
+    int shape = 0; /* the first kind beyond boxes the body has */
+    for (int s = SEC_OBBS; s < SEC_COUNT && !shape; s++)
+        if (d->sec[s].n)
+            shape = s;
     if (h->dims != 2 && h->dims != 3)
         return fail(d, 422, "/dims", "dims must be 2 or 3, not %u", h->dims);
     if (d->opt.kind == RBB_KIND_SCENE) {
-        if (h->n_boxes > lim->max_boxes)
-            return fail(d, 413, "/boxes", "%llu boxes: at most %llu",
-                        (unsigned long long)h->n_boxes,
-                        (unsigned long long)lim->max_boxes);
-        return 0;
+        if (shape)
+            return fail(d, 422, list_pointer(shape, ptr, sizeof ptr),
+                        "a scene body takes boxes only, not %s",
+                        section_names[shape]);
+        return check_elements(d);
     }
     if (h->mode > RB_MODE_ALL)
         return fail(d, 422, "/mode", "unknown mode %u: 0 pairs, 1 nearest, "
@@ -229,6 +362,10 @@ static int check_values(rbb_decoder *d, const rbb_header *h)
                     h->mode);
     if (check_range(d, h))
         return -1;
+    if (shape && h->dims != 3)
+        return fail(d, 422, list_pointer(shape, ptr, sizeof ptr),
+                    "2D requests take boxes only; \"%s\" are 3D",
+                    section_names[shape]);
     if (d->opt.scene_in_path) {
         if (h->mode == RB_MODE_PAIRS)
             return fail(d, 422, "/mode", "pairs mode needs boxes; a scene "
@@ -241,25 +378,25 @@ static int check_values(rbb_decoder *d, const rbb_header *h)
         if (h->n_boxes)
             return fail(d, 422, "/boxes", "the boxes are the scene's of the "
                                           "path; the box count must be 0");
+        if (shape)
+            return fail(d, 422, list_pointer(shape, ptr, sizeof ptr),
+                        "the elements are the scene's of the path; the %s "
+                        "count must be 0",
+                        section_names[shape]);
     }
     if (h->n_rays > lim->max_rays)
         return fail(d, 413, "/rays", "%llu rays: at most %llu",
                     (unsigned long long)h->n_rays,
                     (unsigned long long)lim->max_rays);
-    if (h->n_boxes > lim->max_boxes)
-        return fail(d, 413, "/boxes", "%llu boxes: at most %llu",
-                    (unsigned long long)h->n_boxes,
-                    (unsigned long long)lim->max_boxes);
+    if (check_elements(d))
+        return -1;
     uint32_t max_hits = h->max_hits ? h->max_hits : lim->default_max_hits;
     if (h->mode == RB_MODE_ALL && h->n_rays > lim->max_results / max_hits)
         return fail(d, 413, "/rays", "more than %llu results: max_hits %u "
                                      "per ray",
                     (unsigned long long)lim->max_results, max_hits);
-    if (h->mode == RB_MODE_PAIRS && h->n_boxes != h->n_rays)
-        return fail(d, 422, "/boxes", "pairs mode needs as many boxes as "
-                                      "rays (%llu rays, %llu boxes)",
-                    (unsigned long long)h->n_rays,
-                    (unsigned long long)h->n_boxes);
+    if (h->mode == RB_MODE_PAIRS && check_pairs(d, h))
+        return -1;
     return 0;
 }
 
@@ -268,90 +405,106 @@ static int check_size(rbb_decoder *d, const rbb_header *h)
 {
     /* The counts are within the limits (at most 2^32 or so in practice);
      * the products are still checked, limits being configurable. */
-    uint64_t rays, boxes, total;
-    if (__builtin_mul_overflow(h->n_rays, (uint64_t)d->ray_wire, &rays) ||
-        __builtin_mul_overflow(h->n_boxes,
-                               (uint64_t)rbb_box_record_bytes(h->dims),
-                               &boxes) ||
-        __builtin_add_overflow(rays, boxes, &total) ||
-        __builtin_add_overflow(total, (uint64_t)RBB_HEADER_SIZE, &total))
+    uint64_t total = 0;
+    for (int s = 0; s < SEC_COUNT; s++) {
+        section *c = &d->sec[s];
+        if (__builtin_mul_overflow(c->n, (uint64_t)c->wire, &c->bytes) ||
+            __builtin_add_overflow(total, c->bytes, &total))
+            return fail(d, 413, "", "the header announces more bytes than "
+                                    "fit in 64 bits");
+    }
+    uint64_t all;
+    if (__builtin_add_overflow(total, (uint64_t)d->head_size, &all))
         return fail(d, 413, "", "the header announces more bytes than "
                                 "fit in 64 bits");
     uint64_t cl = d->opt.content_length;
-    if (cl != RBB_LENGTH_UNKNOWN && total != cl)
+    if (cl != RBB_LENGTH_UNKNOWN && all != cl)
         return fail(d, 400, "", "the header announces %llu bytes (%llu "
-                                "rays, %llu boxes); Content-Length is %llu",
-                    (unsigned long long)total,
+                                "rays, %llu boxes, %llu other elements); "
+                                "Content-Length is %llu",
+                    (unsigned long long)all,
                     (unsigned long long)h->n_rays,
                     (unsigned long long)h->n_boxes,
+                    (unsigned long long)(h->n_obbs + h->n_xboxes +
+                                         h->n_spheres + h->n_planes),
                     (unsigned long long)cl);
-    if (cl == RBB_LENGTH_UNKNOWN && total > d->opt.max_body)
+    if (cl == RBB_LENGTH_UNKNOWN && all > d->opt.max_body)
         return fail(d, 413, "", "the header announces %llu bytes: at most "
                                 "%llu",
-                    (unsigned long long)total,
+                    (unsigned long long)all,
                     (unsigned long long)d->opt.max_body);
-    d->ray_bytes = rays;
-    d->box_bytes = boxes;
+    d->end = total;
     return 0;
 }
 
 static int take_header(rbb_decoder *d)
 {
     rbb_header *h = &d->h;
-    rbb_header_decode(d->head, h);
+    if (d->head_size == RBB_HEADER_SIZE_2)
+        rbb_header_decode_v2(d->head, h);
+    else
+        rbb_header_decode(d->head, h);
+    d->have_header = 1;
     unsigned dims = h->dims == 2 ? 2 : 3;
-    d->ray_wire = rbb_ray_record_bytes(dims, h->flags);
-    d->ray_mem = dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
+    const uint64_t counts[SEC_COUNT] = {h->n_rays,  h->n_boxes,
+                                        h->n_obbs,  h->n_xboxes,
+                                        h->n_spheres, h->n_planes};
+    const size_t mem[SEC_COUNT] = {
+        dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2),
+        rbb_box_record_bytes(dims), sizeof(rb_obb), sizeof(rb_xbox),
+        sizeof(rb_sphere), sizeof(rb_plane)};
+    for (int s = 0; s < SEC_COUNT; s++) {
+        section *c = &d->sec[s];
+        c->n = counts[s];
+        c->mem = mem[s];
+        c->wire = s == SEC_RAYS    ? rbb_ray_record_bytes(dims, h->flags)
+                  : s == SEC_BOXES ? rbb_box_record_bytes(dims)
+                                   : rbb_shape_record_bytes(
+                                         RB_KIND_OBB + (s - SEC_OBBS),
+                                         h->flags);
+    }
     if (check_structure(d, h) || check_values(d, h) || check_size(d, h))
         return -1;
     /* Only now, with every count checked, is memory taken. */
-    size_t box_mem = rbb_box_record_bytes(dims);
-    if (h->n_rays &&
-        !(d->rays = rbc_block_alloc((size_t)h->n_rays * d->ray_mem)))
-        return fail(d, 500, NULL, "out of memory for %llu rays",
-                    (unsigned long long)h->n_rays);
-    if (h->n_boxes &&
-        !(d->boxes = rbc_block_alloc((size_t)h->n_boxes * box_mem)))
-        return fail(d, 500, NULL, "out of memory for %llu boxes",
-                    (unsigned long long)h->n_boxes);
+    for (int s = 0; s < SEC_COUNT; s++) {
+        section *c = &d->sec[s];
+        if (c->n && !(c->data = rbc_block_alloc((size_t)c->n * c->mem)))
+            return fail(d, 500, NULL, "out of memory for %llu %s",
+                        (unsigned long long)c->n, section_names[s]);
+    }
     return 0;
 }
 
-/* Completes ray k from its wire record: the request's range when the
- * record has none. */
-static void put_ray(rbb_decoder *d, size_t k, const uint8_t *wire)
+/* Record k of a section has all its wire bytes: a ray without its own
+ * range gets the request's. */
+static void complete_record(rbb_decoder *d, int s, size_t k)
 {
-    uint8_t *dst = d->rays + k * d->ray_mem;
-    memcpy(dst, wire, d->ray_wire);
-    if (d->ray_wire != d->ray_mem) {
-        memcpy(dst + d->ray_wire, &d->h.tmin, 4);
-        memcpy(dst + d->ray_wire + 4, &d->h.tmax, 4);
-    }
+    const section *c = &d->sec[s];
+    if (s != SEC_RAYS || c->wire == c->mem)
+        return;
+    uint8_t *dst = c->data + k * c->mem;
+    memcpy(dst + c->wire, &d->h.tmin, 4);
+    memcpy(dst + c->wire + 4, &d->h.tmax, 4);
 }
 
-/* Ray section bytes [off, off + len). */
-static void take_rays(rbb_decoder *d, uint64_t off, const uint8_t *p,
-                      size_t len)
+/* Section s's wire bytes [off, off + len). */
+static void take_section(rbb_decoder *d, int s, uint64_t off,
+                         const uint8_t *p, size_t len)
 {
-    if (d->ray_wire == d->ray_mem) { /* the records are rb_ray already */
-        memcpy(d->rays + off, p, len);
+    const section *c = &d->sec[s];
+    if (c->wire == c->mem) { /* the records are the library's already */
+        memcpy(c->data + off, p, len);
         return;
     }
-    size_t k = (size_t)(off / d->ray_wire), within = (size_t)(off % d->ray_wire);
+    size_t k = (size_t)(off / c->wire), within = (size_t)(off % c->wire);
     while (len) {
-        if (within == 0 && len >= d->ray_wire) {
-            put_ray(d, k++, p);
-            p += d->ray_wire;
-            len -= d->ray_wire;
-            continue;
-        }
-        size_t take = d->ray_wire - within < len ? d->ray_wire - within : len;
-        memcpy(d->partial + within, p, take);
+        size_t take = c->wire - within < len ? c->wire - within : len;
+        memcpy(c->data + k * c->mem + within, p, take);
         within += take;
         p += take;
         len -= take;
-        if (within == d->ray_wire) {
-            put_ray(d, k++, d->partial);
+        if (within == c->wire) {
+            complete_record(d, s, k++);
             within = 0;
         }
     }
@@ -362,37 +515,64 @@ int rbb_decoder_feed(rbb_decoder *d, const void *data, size_t len)
     const uint8_t *p = data;
     if (d->err.status || d->ready)
         return -1;
-    if (d->head_len < RBB_HEADER_SIZE) {
-        size_t take = RBB_HEADER_SIZE - d->head_len;
+    while (d->head_len < d->head_size) {
+        size_t take = d->head_size - d->head_len;
         if (take > len)
             take = len;
         memcpy(d->head + d->head_len, p, take);
         d->head_len += take;
         p += take;
         len -= take;
-        if (d->head_len < RBB_HEADER_SIZE)
+        if (d->head_len < d->head_size)
             return 0;
-        if (take_header(d))
+        /* The first 64 bytes say how long the header is. */
+        if (d->head_len == RBB_HEADER_SIZE && check_version(d))
+            return -1;
+        if (d->head_len == d->head_size && take_header(d))
             return -1;
     }
-    uint64_t end = d->ray_bytes + d->box_bytes;
-    if (len > end - d->pos)
+    if (len > d->end - d->pos)
         return fail(d, 400, "", "the body is longer than the %llu bytes "
                                 "the header announces",
-                    (unsigned long long)(RBB_HEADER_SIZE + end));
+                    (unsigned long long)(d->head_size + d->end));
     while (len) {
-        size_t take;
-        if (d->pos < d->ray_bytes) {
-            take = d->ray_bytes - d->pos < len ? (size_t)(d->ray_bytes - d->pos)
-                                              : len;
-            take_rays(d, d->pos, p, take);
-        } else {
-            take = len;
-            memcpy(d->boxes + (d->pos - d->ray_bytes), p, take);
+        while (d->pos - d->sec_start >= d->sec[d->cur].bytes) {
+            d->sec_start += d->sec[d->cur].bytes;
+            d->cur++;
         }
+        const section *c = &d->sec[d->cur];
+        uint64_t off = d->pos - d->sec_start, left = c->bytes - off;
+        size_t take = left < len ? (size_t)left : len;
+        take_section(d, d->cur, off, p, take);
         d->pos += take;
         p += take;
         len -= take;
+    }
+    return 0;
+}
+
+/* Quaternion-form obbs into the axes form, in place (the slot is an
+ * rb_obb whose first ten floats came from the wire). */
+static int settle_quaternions(rbb_decoder *d)
+{
+    const section *c = &d->sec[SEC_OBBS];
+    if (!(d->h.flags & RBB_FLAG_OBB_QUATERNION))
+        return 0;
+    char ptr[48];
+    for (size_t i = 0; i < c->n; i++) {
+        rb_obb *obb = (rb_obb *)(void *)(c->data + i * c->mem);
+        float v[10];
+        memcpy(v, obb, sizeof v);
+        for (int k = 6; k < 10; k++)
+            if (!isfinite(v[k])) {
+                snprintf(ptr, sizeof ptr, "/obbs/%zu/%d", i, k);
+                return fail(d, 422, ptr, "the quaternion's %c is %s",
+                            "wxyz"[k - 6], isnan(v[k]) ? "NaN" : "infinite");
+            }
+        if (rb_obb_from_quaternion(v, v + 3, v + 6, obb) != RB_OK) {
+            snprintf(ptr, sizeof ptr, "/obbs/%zu/6", i);
+            return fail(d, 422, ptr, "the quaternion is zero");
+        }
     }
     return 0;
 }
@@ -404,21 +584,22 @@ int rbb_decoder_finish(rbb_decoder *d)
     if (d->head_len == 0)
         return fail(d, 400, "", "empty body: a binary body starts with a "
                                 "%d-byte header", RBB_HEADER_SIZE);
-    if (d->head_len < RBB_HEADER_SIZE)
+    if (d->head_len < d->head_size)
         return fail(d, 400, "", "body cut short: %zu bytes, less than the "
-                                "%d-byte header",
-                    d->head_len, RBB_HEADER_SIZE);
-    if (d->pos < d->ray_bytes + d->box_bytes)
+                                "%zu-byte header",
+                    d->head_len, d->head_size);
+    if (d->pos < d->end)
         return fail(d, 400, "", "body cut short at byte %llu: the header "
                                 "announces %llu",
-                    (unsigned long long)(RBB_HEADER_SIZE + d->pos),
-                    (unsigned long long)(RBB_HEADER_SIZE + d->ray_bytes +
-                                         d->box_bytes));
+                    (unsigned long long)(d->head_size + d->pos),
+                    (unsigned long long)(d->head_size + d->end));
+    if (settle_quaternions(d))
+        return -1;
     rbj_request *r = &d->req;
     memset(r, 0, sizeof *r);
     const rbb_header *h = &d->h;
     r->dims = h->dims;
-    r->boxes = d->boxes;
+    r->boxes = d->sec[SEC_BOXES].data;
     r->n_boxes = (size_t)h->n_boxes;
     if (d->opt.kind == RBB_KIND_SCENE) {
         r->body = RBJ_SCENE_CREATE;
@@ -430,8 +611,18 @@ int rbb_decoder_finish(rbb_decoder *d)
                                   : d->opt.limits.default_max_hits;
         r->tmin = h->tmin;
         r->tmax = h->tmax;
-        r->rays = d->rays;
+        r->rays = d->sec[SEC_RAYS].data;
         r->n_rays = (size_t)h->n_rays;
+        r->outputs = (h->flags & RBB_FLAG_NORMALS) ? RB_OUTPUT_NORMAL : 0;
+        r->shapes = (rb_shapes){
+            .obbs = (const rb_obb *)(void *)d->sec[SEC_OBBS].data,
+            .n_obbs = (size_t)h->n_obbs,
+            .xboxes = (const rb_xbox *)(void *)d->sec[SEC_XBOXES].data,
+            .n_xboxes = (size_t)h->n_xboxes,
+            .spheres = (const rb_sphere *)(void *)d->sec[SEC_SPHERES].data,
+            .n_spheres = (size_t)h->n_spheres,
+            .planes = (const rb_plane *)(void *)d->sec[SEC_PLANES].data,
+            .n_planes = (size_t)h->n_planes};
     }
     d->ready = 1;
     return 0;
@@ -449,31 +640,48 @@ const rbj_request *rbb_decoder_request(const rbb_decoder *d)
 
 const rbb_header *rbb_decoder_header(const rbb_decoder *d)
 {
-    return d->head_len == RBB_HEADER_SIZE ? &d->h : NULL;
+    return d->have_header ? &d->h : NULL;
+}
+
+unsigned rbb_result_version(const rbj_request *req, unsigned request_version)
+{
+    if (request_version)
+        return request_version;
+    const rb_shapes *s = &req->shapes;
+    return (s->n_obbs | s->n_xboxes | s->n_spheres | s->n_planes) ||
+                   req->outputs
+               ? RBB_VERSION_2
+               : RBB_VERSION;
 }
 
 /* ------------------------------------------------------------------------
  * Results
  */
-void rbb_result_header(const rbb_result_info *info,
-                       uint8_t out[RBB_HEADER_SIZE])
+size_t rbb_result_header(const rbb_result_info *info, uint8_t *out)
 {
+    int v2 = info->version == RBB_VERSION_2;
+    int hits = info->mode == RB_MODE_PAIRS || info->mode == RB_MODE_NEAREST;
     rbb_header h = {
-        .version = RBB_VERSION,
-        .header_size = RBB_HEADER_SIZE,
+        .version = v2 ? RBB_VERSION_2 : RBB_VERSION,
+        .header_size = v2 ? RBB_HEADER_SIZE_2 : RBB_HEADER_SIZE,
         .kind = RBB_KIND_RESULT,
         .mode = (uint8_t)info->mode,
         .dims = (uint8_t)info->dims,
         .flags = (uint8_t)((info->has_scene_version ? RBB_FLAG_SCENE_VERSION
                                                     : 0) |
-                           (info->fell_back ? RBB_FLAG_FELL_BACK : 0)),
+                           (info->fell_back ? RBB_FLAG_FELL_BACK : 0) |
+                           (v2 && hits && info->has_kinds ? RBB_FLAG_KINDS
+                                                          : 0) |
+                           (v2 && hits && info->has_normals
+                                ? RBB_FLAG_HAS_NORMALS
+                                : 0)),
         .max_hits = info->mode == RB_MODE_ALL ? info->max_hits : 0,
         .n_rays = info->n_rays,
         .n_boxes = info->mode == RB_MODE_ALL ? info->list_entries : 0,
         .scene_version = info->has_scene_version ? info->scene_version : 0,
         .elapsed_ms = info->elapsed_ms,
     };
-    rbb_header_encode(&h, out);
+    return rbb_header_encode(&h, out);
 }
 
 uint64_t rbb_compact_lists(rb_results *res, size_t n_rays, uint32_t max_hits)
@@ -491,15 +699,26 @@ uint64_t rbb_compact_lists(rb_results *res, size_t n_rays, uint32_t max_hits)
 }
 
 int rbb_result_layout(const rbb_result_info *info, const rb_results *res,
-                      const void *part[2], size_t bytes[2])
+                      const void **part, size_t *bytes)
 {
     size_t n = info->n_rays;
+    int k = 0;
     switch (info->mode) {
     case RB_MODE_PAIRS:
     case RB_MODE_NEAREST:
-        part[0] = res->hits;
-        bytes[0] = n * sizeof(rb_hit);
-        return 1;
+        part[k] = res->hits;
+        bytes[k++] = n * sizeof(rb_hit);
+        if (info->version != RBB_VERSION_2)
+            return k;
+        if (info->has_kinds) {
+            part[k] = res->kinds;
+            bytes[k++] = n;
+        }
+        if (info->has_normals) {
+            part[k] = res->normals;
+            bytes[k++] = 3 * n * sizeof(float);
+        }
+        return k;
     case RB_MODE_ANY:
         part[0] = res->any;
         bytes[0] = n;

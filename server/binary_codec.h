@@ -4,18 +4,22 @@
  * docs/binary-format.md is the byte-level description; this header is the
  * code's side of it.
  *
- * Every message starts with the same 64-byte little-endian header:
+ * Every message starts with the same 64 little-endian header bytes;
+ * version 2 adds 32 more (a 96-byte header):
  *
  *   off size field
  *    0   4   magic "RBOX"
- *    4   2   version (1)
- *    6   2   header_size (64)
+ *    4   2   version (1 or 2)
+ *    6   2   header_size (64 for version 1, 96 for version 2)
  *    8   1   kind: 1 intersect request, 2 scene (create), 129 result
  *    9   1   mode (rb_mode: 0 pairs, 1 nearest, 2 any, 3 count, 4 all)
  *   10   1   dims (2 or 3)
  *   11   1   flags (request: bit 0 = each ray record carries tmin, tmax;
+ *                   version 2 also bit 1 = normals wanted, bit 2 = obb
+ *                   records are quaternion-form;
  *                   result: bit 0 = scene_version is set, bit 1 = the
- *                   query fell back from OpenCL to the CPU)
+ *                   query fell back from OpenCL to the CPU; version 2
+ *                   also bit 2 = kinds follow, bit 3 = normals follow)
  *   12   4   u32 max_hits (request: 0 = the server's default; result: the
  *                   list length per ray that was used)
  *   16   8   u64 ray count
@@ -25,16 +29,25 @@
  *   40   8   u64 scene_version (result; 0 in requests)
  *   48   8   f64 elapsed_ms (result; 0 in requests)
  *   56   8   reserved, 0
+ *   version 2:
+ *   64   8   u64 obb count      (result: 0)
+ *   72   8   u64 xbox count     (result: 0)
+ *   80   8   u64 sphere count   (result: 0)
+ *   88   8   u64 plane count    (result: 0)
  *
  * Requests continue with the ray records (float32: origin, dir and, with
  * flag bit 0, tmin tmax: 6/8 floats in 3D, 4/6 in 2D), then the box
- * records (min, max: 6 floats in 3D, 4 in 2D). A scene body has only
- * boxes. Results continue with per-mode arrays (see rbb_result_layout).
+ * records (min, max: 6 floats in 3D, 4 in 2D), then (version 2, 3D) the
+ * obb records (15 floats: rb_obb; with flag bit 2, 10: center, half
+ * extents, quaternion w x y z), xbox (18: rb_xbox), sphere (4: rb_sphere)
+ * and plane records (4: rb_plane). A scene body has only boxes. Results
+ * continue with per-mode arrays (see rbb_result_layout).
  *
  * Numbers are little-endian on the wire; this code supports little-endian
  * hosts only (checked at compile time), where records are copied as they
  * are: a 3D ray with its range is an rb_ray byte for byte, a 2D one an
- * rb_ray2, boxes rb_box / rb_box2, and nearest/pairs results rb_hit.
+ * rb_ray2, boxes rb_box / rb_box2, the other kinds their rb_* record, and
+ * nearest/pairs results rb_hit.
  *
  * Threads: a decoder is used by one thread at a time; the rest is pure.
  */
@@ -48,8 +61,12 @@
 #include "raybox.h"
 
 #define RBB_MAGIC "RBOX"
-#define RBB_VERSION 1
-#define RBB_HEADER_SIZE 64
+#define RBB_VERSION 1        /* boxes only */
+#define RBB_HEADER_SIZE 64   /* version 1's header, and every header's
+                                first part */
+#define RBB_VERSION_2 2      /* every element kind, normals */
+#define RBB_HEADER_SIZE_2 96 /* version 2's header */
+#define RBB_HEADER_MAX RBB_HEADER_SIZE_2
 #define RBB_MEDIA_TYPE "application/x-raybox"
 
 typedef enum rbb_kind {
@@ -58,9 +75,13 @@ typedef enum rbb_kind {
     RBB_KIND_RESULT = 129   /* every 200 answer in binary */
 } rbb_kind;
 
-#define RBB_FLAG_RANGES 0x01        /* request: rays carry tmin, tmax */
-#define RBB_FLAG_SCENE_VERSION 0x01 /* result */
-#define RBB_FLAG_FELL_BACK 0x02     /* result */
+#define RBB_FLAG_RANGES 0x01         /* request: rays carry tmin, tmax */
+#define RBB_FLAG_NORMALS 0x02        /* request v2: outputs ["normal"] */
+#define RBB_FLAG_OBB_QUATERNION 0x04 /* request v2: 10-float obb records */
+#define RBB_FLAG_SCENE_VERSION 0x01  /* result */
+#define RBB_FLAG_FELL_BACK 0x02      /* result */
+#define RBB_FLAG_KINDS 0x04          /* result v2: ray count u8 kinds */
+#define RBB_FLAG_HAS_NORMALS 0x08    /* result v2: ray count x 3 f32 */
 
 typedef struct rbb_header {
     uint16_t version;
@@ -76,17 +97,28 @@ typedef struct rbb_header {
     uint64_t scene_version;
     double elapsed_ms;
     uint64_t reserved;
+    /* Version 2 (bytes 64-95): element counts of a request, 0 in a
+     * result. */
+    uint64_t n_obbs, n_xboxes, n_spheres, n_planes;
     int magic_ok; /* decode only: the first four bytes were "RBOX" */
 } rbb_header;
 
-/* Raw conversions, without any check. */
+/* Raw conversions, without any check. decode reads the 64 bytes every
+ * header has (the version 2 counts become 0); decode_v2 reads a whole
+ * 96-byte header. encode writes 96 bytes when h->header_size is
+ * RBB_HEADER_SIZE_2, else 64, and returns how many. */
 void rbb_header_decode(const uint8_t in[RBB_HEADER_SIZE], rbb_header *out);
-void rbb_header_encode(const rbb_header *h, uint8_t out[RBB_HEADER_SIZE]);
+void rbb_header_decode_v2(const uint8_t in[RBB_HEADER_SIZE_2],
+                          rbb_header *out);
+size_t rbb_header_encode(const rbb_header *h, uint8_t *out);
 
-/* Bytes of one ray record with the given dims and request flags, and of
- * one box record. */
+/* Bytes of one ray record with the given dims and request flags, of one
+ * box record, and of one record of a kind beyond boxes (rb_kind; obbs
+ * depend on RBB_FLAG_OBB_QUATERNION in flags; 0 for RB_KIND_BOX or an
+ * unknown kind). */
 size_t rbb_ray_record_bytes(unsigned dims, unsigned flags);
 size_t rbb_box_record_bytes(unsigned dims);
+size_t rbb_shape_record_bytes(int kind, unsigned flags);
 
 /* ------------------------------------------------------------------------
  * Request decoder: streaming, like the JSON parser, and with its errors
@@ -113,32 +145,49 @@ int rbb_decoder_create(const rbb_options *opt, rbb_decoder **out);
 void rbb_decoder_destroy(rbb_decoder *d);
 
 /* Takes the next len bytes. The header is checked as soon as its 64
- * bytes are in: structure (400), values (422: mode, dims, tmin/tmax R6,
- * pairs counts, a scene query with boxes), counts against the limits
- * (413), and the size it announces against content_length (400) or
+ * (version 2: 96) bytes are in: structure (400), values (422: mode,
+ * dims, tmin/tmax R6, pairs' one element list as long as the rays, a
+ * scene query with elements, kinds beyond boxes in 2D or in a scene
+ * body), counts against the limits (413; max_boxes covers every kind
+ * together), and the size it announces against content_length (400) or
  * max_body (413) - all before the record arrays are allocated. Records
  * are then copied straight into them. Returns 0, or -1 once the body is
  * known to be bad (later calls return -1 at once). */
 int rbb_decoder_feed(rbb_decoder *d, const void *data, size_t len);
 
 /* Ends the body: 0 when exactly the announced bytes came, else -1 (400:
- * short header, body cut short). */
+ * short header, body cut short). Quaternion-form obbs are turned into
+ * rb_obb here (rb_obb_from_quaternion): a quaternion component that is
+ * not finite is 422 at /obbs/i/6..9, a zero quaternion 422 at
+ * /obbs/i/6. */
 int rbb_decoder_finish(rbb_decoder *d);
 
 const rbj_error *rbb_decoder_error(const rbb_decoder *d);
 
 /* The request after rbb_decoder_finish returned 0, in the JSON parser's
  * form (body RBJ_INTERSECT or RBJ_SCENE_CREATE; ray_arity NULL, scene
- * NULL); arrays belong to the decoder. NULL before. */
+ * NULL; shapes and outputs from a version 2 body); arrays belong to the
+ * decoder. NULL before. */
 const rbj_request *rbb_decoder_request(const rbb_decoder *d);
 
-/* The header as received (valid once 64 bytes came; NULL before). */
+/* The header as received (valid once the whole header came; NULL
+ * before). */
 const rbb_header *rbb_decoder_header(const rbb_decoder *d);
+
+/* The version of the binary answer to a request: the request's own when
+ * it came in binary (request_version 1 or 2), else (JSON, 0) version 2
+ * when the request has kinds beyond boxes or outputs - what version 1
+ * cannot carry - and 1 otherwise. */
+unsigned rbb_result_version(const rbj_request *req,
+                            unsigned request_version);
 
 /* ------------------------------------------------------------------------
  * Results. After the header, per mode:
  *   pairs, nearest  n_rays rb_hit (16 bytes: f32 t_enter, f32 t_exit,
- *                   i32 box, u8 hit, u8 face, u8 exit_face, u8 0)
+ *                   i32 box, u8 hit, u8 face, u8 exit_face, u8 0);
+ *                   version 2 then, with RBB_FLAG_KINDS, n_rays u8
+ *                   (rb_kind, RB_KIND_NONE for a miss) and, with
+ *                   RBB_FLAG_HAS_NORMALS, n_rays x 3 f32 (NaN x 3: none)
  *   any             n_rays u8 (0 or 1)
  *   count           n_rays u32
  *   all             n_rays u32 (hits per ray, may exceed max_hits: the
@@ -147,6 +196,7 @@ const rbb_header *rbb_decoder_header(const rbb_decoder *d);
  *                   i32 box, f32 t_enter, f32 t_exit) per ray.
  */
 typedef struct rbb_result_info {
+    unsigned version;         /* RBB_VERSION or RBB_VERSION_2; 0 = 1 */
     rb_mode mode;
     unsigned dims;
     size_t n_rays;
@@ -156,19 +206,25 @@ typedef struct rbb_result_info {
     uint64_t scene_version;
     int fell_back;
     double elapsed_ms;
+    int has_kinds;            /* version 2, pairs/nearest: res->kinds */
+    int has_normals;          /* version 2, pairs/nearest: res->normals */
 } rbb_result_info;
 
-void rbb_result_header(const rbb_result_info *info,
-                       uint8_t out[RBB_HEADER_SIZE]);
+/* Writes the answer's header at out (64 bytes for version 1, 96 for 2:
+ * room for RBB_HEADER_MAX does for both) and returns its size. */
+size_t rbb_result_header(const rbb_result_info *info, uint8_t *out);
 
 /* all mode: moves each ray's valid entries of res->list (stride max_hits)
  * next to each other, in place, and returns how many there are. */
 uint64_t rbb_compact_lists(rb_results *res, size_t n_rays,
                            uint32_t max_hits);
 
-/* The result's arrays after the header, in order: up to two (pointer,
- * bytes) pairs; returns how many. all mode expects compacted lists. */
+/* The result's arrays after the header, in order: (pointer, bytes)
+ * pairs in part[] and bytes[]; returns how many. At most RBB_PARTS_MAX,
+ * and at most 2 for a version 1 answer. all mode expects compacted
+ * lists. */
+#define RBB_PARTS_MAX 3
 int rbb_result_layout(const rbb_result_info *info, const rb_results *res,
-                      const void *part[2], size_t bytes[2]);
+                      const void **part, size_t *bytes);
 
 #endif

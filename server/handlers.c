@@ -9,7 +9,6 @@
 #include "request.h"
 #include "sbuf.h"
 
-#define HEAVY_TESTS 262144u
 /* Scene builds and refits over this many boxes use the context's threads. */
 #define HEAVY_BOXES 65536u
 
@@ -156,13 +155,14 @@ static enum MHD_Result intersect(rbd_request *r)
         }
         r->boxes = scene_ver_boxes(r->ver);
     } else {
-        r->boxes = b->n_boxes;
+        r->boxes = b->n_boxes + b->shapes.n_obbs + b->shapes.n_xboxes +
+                   b->shapes.n_spheres + b->shapes.n_planes;
     }
     r->rays = b->n_rays;
-    /* The library's own threshold for spreading a query over its threads
-     * (host/cpu/cpu_backend.c: SMALL_JOB_TESTS). */
+    /* The library's own threshold for spreading a query over its
+     * threads. */
     uint64_t tests = b->mode == RB_MODE_PAIRS ? r->rays : r->rays * r->boxes;
-    r->job.heavy = tests >= HEAVY_TESTS;
+    r->job.heavy = tests >= RB_SMALL_JOB_TESTS;
     return submit(r, job_intersect);
 }
 

@@ -3,7 +3,7 @@
  * rb_context: run the query (or build / patch the scene) and leave the
  * answer in r->reply, ready for the I/O thread to send. Answers are
  * rendered here, off the I/O threads: a binary answer is the library's
- * arrays behind a 64-byte header (no copy; a small one is copied into one
+ * arrays behind its header (no copy; a small one is copied into one
  * buffer, see binary_answer), a JSON answer is rendered up
  * to PRE_RENDER_MAX bytes and the rest, if any, as it is sent (by the I/O
  * thread, 64 KiB at a time, so memory stays bounded for huge answers).
@@ -72,23 +72,34 @@ static int render_json(rbd_payload *p, const rbj_request *b,
     return 0;
 }
 
-static void binary_answer(rbd_payload *p, const rbj_request *b,
-                          int has_version, uint64_t version)
+/* The binary answer: the library's arrays behind the header. Returns 0,
+ * or -1 out of memory. */
+static int binary_answer(rbd_payload *p, const rbd_request *r,
+                         int has_version, uint64_t version)
 {
-    rbb_result_info info = {.mode = b->mode, .dims = b->dims,
+    const rbj_request *b = r->body;
+    const rbb_header *in = r->bd ? rbb_decoder_header(r->bd) : NULL;
+    rbb_result_info info = {.version = rbb_result_version(b, in ? in->version
+                                                                : 0),
+                            .mode = b->mode, .dims = b->dims,
                             .n_rays = b->n_rays, .max_hits = b->max_hits,
                             .has_scene_version = has_version,
                             .scene_version = version,
                             .fell_back = p->res.info.fell_back,
-                            .elapsed_ms = p->res.info.elapsed_ms};
+                            .elapsed_ms = p->res.info.elapsed_ms,
+                            .has_kinds = p->res.kinds != NULL,
+                            .has_normals = p->res.normals != NULL};
     if (b->mode == RB_MODE_ALL)
         info.list_entries = rbb_compact_lists(&p->res, b->n_rays,
                                               b->max_hits);
-    rbb_result_header(&info, p->header);
-    const void *part[2];
-    size_t bytes[2];
+    uint8_t head[RBB_HEADER_MAX];
+    size_t head_len = rbb_result_header(&info, head);
+    if (head_len > sizeof head) /* never: RBB_HEADER_MAX; says so to gcc */
+        return -1;
+    const void *part[RBB_PARTS_MAX];
+    size_t bytes[RBB_PARTS_MAX];
     int n = rbb_result_layout(&info, &p->res, part, bytes);
-    size_t total = RBB_HEADER_SIZE;
+    size_t total = head_len;
     for (int i = 0; i < n; i++)
         total += bytes[i];
     /* A small answer goes out as one buffer: libmicrohttpd 0.9.75 sends an
@@ -96,24 +107,51 @@ static void binary_answer(rbd_payload *p, const rbj_request *b,
      * own, which cost a small binary request about a quarter of its rate
      * (make load); copying a few KiB costs far less. */
     if (total <= BINARY_COPY_MAX && (p->pre = malloc(total))) {
-        memcpy(p->pre, p->header, RBB_HEADER_SIZE);
-        p->pre_len = RBB_HEADER_SIZE;
+        memcpy(p->pre, head, head_len);
+        p->pre_len = head_len;
         for (int i = 0; i < n; i++)
             if (bytes[i]) {
                 memcpy(p->pre + p->pre_len, part[i], bytes[i]);
                 p->pre_len += bytes[i];
             }
-        return;
+        return 0;
     }
-    p->iov[0].iov_base = p->header;
-    p->iov[0].iov_len = RBB_HEADER_SIZE;
+    /* Larger ones are sent from the arrays. A version 1 header fits
+     * p->header; a version 2 one goes in p->pre, and so do the parts that
+     * would overflow p->iov (kinds and normals after the hits: 13 of 29
+     * bytes a ray are copied, the hits are not). */
+    size_t room = sizeof p->iov / sizeof *p->iov;
+    int copied_from = 1 + n > (int)room ? (int)room - 2 : n;
+    size_t extra = 0;
+    for (int i = copied_from; i < n; i++)
+        extra += bytes[i];
+    uint8_t *first = p->header;
+    if (head_len > sizeof p->header || extra) {
+        if (!(p->pre = malloc(head_len + extra)))
+            return -1;
+        first = (uint8_t *)p->pre;
+    }
+    memcpy(first, head, head_len);
+    p->iov[0].iov_base = first;
+    p->iov[0].iov_len = head_len;
     p->n_iov = 1;
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < copied_from; i++)
         if (bytes[i]) {
             p->iov[p->n_iov].iov_base = part[i];
             p->iov[p->n_iov].iov_len = bytes[i];
             p->n_iov++;
         }
+    if (extra) {
+        uint8_t *at = (uint8_t *)p->pre + head_len;
+        p->iov[p->n_iov].iov_base = at;
+        p->iov[p->n_iov].iov_len = extra;
+        p->n_iov++;
+        for (int i = copied_from; i < n; i++) {
+            memcpy(at, part[i], bytes[i]);
+            at += bytes[i];
+        }
+    }
+    return 0;
 }
 
 void job_intersect(rbd_job *job, rb_context *ctx)
@@ -129,7 +167,8 @@ void job_intersect(rbd_job *job, rb_context *ctx)
     rb_query q = {.mode = b->mode, .dims = b->dims, .rays = b->rays,
                   .n_rays = b->n_rays, .boxes = b->boxes,
                   .n_boxes = b->n_boxes, .max_hits = b->max_hits,
-                  .scene = r->ver ? scene_ver_scene(r->ver) : NULL};
+                  .scene = r->ver ? scene_ver_scene(r->ver) : NULL,
+                  .shapes = b->shapes, .outputs = b->outputs};
     int st = rb_intersect(ctx, &q, &p->res);
     int has_version = r->ver != NULL;
     uint64_t version = has_version ? scene_ver_version(r->ver) : 0;
@@ -143,9 +182,8 @@ void job_intersect(rbd_job *job, rb_context *ctx)
     }
     metrics_query(&r->srv->metrics, b->n_rays, p->res.info.slab_tests,
                   p->res.info.fell_back);
-    if (r->out_binary) {
-        binary_answer(p, b, has_version, version);
-    } else if (render_json(p, b, has_version, version)) {
+    if (r->out_binary ? binary_answer(p, r, has_version, version)
+                      : render_json(p, b, has_version, version)) {
         payload_free(p);
         set_error(r, 503, "out of memory for the answer");
         return;

@@ -23,7 +23,8 @@ const char *const rbj_member_names[M_COUNT] = {
     [M_MODE] = "mode",   [M_DIMS] = "dims",         [M_RAYS] = "rays",
     [M_BOXES] = "boxes", [M_SCENE] = "scene",       [M_TMIN] = "tmin",
     [M_TMAX] = "tmax",   [M_MAX_HITS] = "max_hits", [M_SET] = "set",
-    [M_APPEND] = "append"};
+    [M_APPEND] = "append", [M_OBBS] = "obbs",       [M_XBOXES] = "xboxes",
+    [M_SPHERES] = "spheres", [M_PLANES] = "planes", [M_OUTPUTS] = "outputs"};
 
 /* Which bodies take which member, and what its value must be. */
 #define B(body) (1u << (body))
@@ -41,11 +42,17 @@ static const struct {
     [M_MAX_HITS] = {B(RBJ_INTERSECT), "an integer"},
     [M_SET] = {B(RBJ_SCENE_PATCH), "an array"},
     [M_APPEND] = {B(RBJ_SCENE_PATCH), "an array"},
+    [M_OBBS] = {B(RBJ_INTERSECT), "an array"},
+    [M_XBOXES] = {B(RBJ_INTERSECT), "an array"},
+    [M_SPHERES] = {B(RBJ_INTERSECT), "an array"},
+    [M_PLANES] = {B(RBJ_INTERSECT), "an array"},
+    [M_OUTPUTS] = {B(RBJ_INTERSECT), "an array of strings"},
 };
 
 static int is_list(rbj_member m)
 {
-    return m == M_RAYS || m == M_BOXES || m == M_SET || m == M_APPEND;
+    return m == M_RAYS || m == M_BOXES || m == M_SET || m == M_APPEND ||
+           RBJ_IS_SHAPE(m);
 }
 
 /* ------------------------------------------------------------------------
@@ -97,6 +104,13 @@ unsigned rbj_max_numbers(rbj_member m, unsigned dims)
         return 2 * axes + 2;
     case M_SET:
         return 2 * axes + 1;
+    case M_OBBS:
+        return 15;
+    case M_XBOXES:
+        return 18;
+    case M_SPHERES:
+    case M_PLANES:
+        return 4;
     default:
         return 2 * axes;
     }
@@ -105,7 +119,8 @@ unsigned rbj_max_numbers(rbj_member m, unsigned dims)
 int rbj_arity_ok(rbj_member m, unsigned dims, unsigned arity)
 {
     unsigned full = rbj_max_numbers(m, dims);
-    return arity == full || (m == M_RAYS && arity == full - 2);
+    return arity == full || (m == M_RAYS && arity == full - 2) ||
+           (m == M_OBBS && arity == 10);
 }
 
 const char *rbj_arity_text(rbj_member m, unsigned dims)
@@ -118,6 +133,16 @@ const char *rbj_arity_text(rbj_member m, unsigned dims)
     case M_SET:
         return d3 ? "a 3D set entry has 7 numbers: index, min xyz, max xyz"
                   : "a 2D set entry has 5 numbers: index, min xy, max xy";
+    case M_OBBS:
+        return "an obb has 10 numbers (center, half extents, quaternion "
+               "w x y z) or 15 (center, half extents, axes u v w)";
+    case M_XBOXES:
+        return "an xbox has 18 numbers: min xyz, max xyz, 3x4 matrix by "
+               "rows";
+    case M_SPHERES:
+        return "a sphere has 4 numbers: center xyz, radius";
+    case M_PLANES:
+        return "a plane has 4 numbers: normal xyz, d";
     default:
         return d3 ? "a 3D box has 6 numbers: min xyz, max xyz"
                   : "a 2D box has 4 numbers: min xy, max xy";
@@ -357,11 +382,14 @@ static int start_element(rbj_parser *p)
                             p->max_hits);
     } else {
         size_t boxes = p->lists[M_BOXES].n + p->lists[M_SET].n +
-                       p->lists[M_APPEND].n;
+                       p->lists[M_APPEND].n + p->lists[M_OBBS].n +
+                       p->lists[M_XBOXES].n + p->lists[M_SPHERES].n +
+                       p->lists[M_PLANES].n;
         if (boxes >= lim->max_boxes)
             return rbj_fail(p, 413, (int)p->member, (long long)i, -1,
-                            "more than %llu boxes",
-                            (unsigned long long)lim->max_boxes);
+                            "more than %llu %s",
+                            (unsigned long long)lim->max_boxes,
+                            RBJ_IS_SHAPE(p->member) ? "elements" : "boxes");
     }
     if (list_reserve(p, l, p->member == M_RAYS ? lim->max_rays
                                                : lim->max_boxes))
@@ -459,9 +487,28 @@ static int scene_id_ok(const unsigned char *t, size_t len, char *shown,
     return ok;
 }
 
+/* An entry of "outputs": "normal" is the one there is. */
+static int output_entry(rbj_parser *p, const unsigned char *text, size_t len)
+{
+    size_t i = p->lists[M_OUTPUTS].n++;
+    if (len == 6 && memcmp(text, "normal", 6) == 0) {
+        p->outputs |= RB_OUTPUT_NORMAL;
+        return 1;
+    }
+    const char *s = scratch_copy(p, text, len);
+    if (!s)
+        return fail_oom(p);
+    char q[48];
+    rbj_quote(q, sizeof q, s);
+    return rbj_fail(p, 422, M_OUTPUTS, (long long)i, -1,
+                    "unknown output %s: the one output is \"normal\"", q);
+}
+
 static int on_string(void *ctx, const unsigned char *text, size_t len)
 {
     rbj_parser *p = ctx;
+    if (p->state == ST_LIST && p->member == M_OUTPUTS)
+        return output_entry(p, text, len);
     if (p->state != ST_VALUE ||
         (p->member != M_MODE && p->member != M_SCENE))
         return wrong_type(p, "a string");
@@ -519,18 +566,23 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
                            (const char *)key, len);
         return 0;
     }
-    if (p->opt.scene_in_path && (m == M_BOXES || m == M_SCENE))
+    if (p->opt.scene_in_path &&
+        (m == M_BOXES || m == M_SCENE || RBJ_IS_SHAPE(m)))
         return rbj_fail(p, 422, m, -1, -1,
-                        "the boxes are the scene's of the path; \"%s\" "
+                        "the elements are the scene's of the path; \"%s\" "
                         "is not taken here",
                         rbj_member_names[m]);
     if (p->seen & (1u << m))
         return rbj_fail(p, 422, m, -1, -1, "\"%s\" appears twice",
                         rbj_member_names[m]);
-    int other = m == M_BOXES ? M_SCENE : m == M_SCENE ? M_BOXES : -1;
-    if (other >= 0 && (p->seen & (1u << other)))
+    unsigned elements = (1u << M_BOXES) | (1u << M_OBBS) |
+                        (1u << M_XBOXES) | (1u << M_SPHERES) |
+                        (1u << M_PLANES);
+    if ((m == M_SCENE && (p->seen & elements)) ||
+        (((1u << m) & elements) && (p->seen & (1u << M_SCENE))))
         return rbj_fail(p, 422, m, -1, -1,
-                        "\"boxes\" and \"scene\" exclude each other");
+                        "\"scene\" and element lists (\"boxes\", \"obbs\", "
+                        "...) exclude each other");
     p->seen |= 1u << m;
     p->member = (rbj_member)m;
     p->state = ST_VALUE;
@@ -547,10 +599,14 @@ static int on_end_map(void *ctx)
 static int on_start_array(void *ctx)
 {
     rbj_parser *p = ctx;
-    if (p->state == ST_VALUE && is_list(p->member)) {
+    if (p->state == ST_VALUE &&
+        (is_list(p->member) || p->member == M_OUTPUTS)) {
         p->state = ST_LIST;
         return 1;
     }
+    if (p->state == ST_LIST && p->member == M_OUTPUTS)
+        return rbj_fail(p, 422, M_OUTPUTS, (long long)p->lists[M_OUTPUTS].n,
+                        -1, "expected a string, got an array");
     if (p->state == ST_LIST)
         return start_element(p);
     return wrong_type(p, got_array);
@@ -629,6 +685,10 @@ int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
     p->lists[M_BOXES].width = 6;
     p->lists[M_SET].width = 6;
     p->lists[M_APPEND].width = 6;
+    p->lists[M_OBBS].width = 15;    /* an rb_obb; quaternions settle later */
+    p->lists[M_XBOXES].width = 18;  /* an rb_xbox */
+    p->lists[M_SPHERES].width = 4;  /* an rb_sphere */
+    p->lists[M_PLANES].width = 4;   /* an rb_plane */
     p->yajl = yajl_alloc(&callbacks, NULL, p);
     if (!p->yajl) {
         rbj_parser_destroy(p);

@@ -2,8 +2,9 @@
  * json_request.h - streaming parser of the JSON request bodies of SPEC
  * sections 4 and 5, for the CLI and for rayboxd.
  *
- *   intersect     {"mode", "dims", "rays", "boxes" | "scene", "tmin", "tmax",
- *                  "max_hits"}
+ *   intersect     {"mode", "dims", "rays", "boxes" | "scene", "obbs",
+ *                  "xboxes", "spheres", "planes", "tmin", "tmax",
+ *                  "max_hits", "outputs"}
  *   scene create  {"boxes", "dims"}
  *   scene patch   {"set": [[index, minx, ..., maxz], ...], "append": [...]}
  *
@@ -31,6 +32,8 @@
  *     413  over a limit (rays, boxes, numbers, all-mode results), detected
  *          while streaming, before memory grows past the limit;
  *     422  well-formed but invalid: unknown or repeated member, wrong type,
+ *          shapes other than boxes in 2D or beside a scene, an obb whose
+ *          quaternion is zero, an unknown "outputs" entry,
  *          wrong arity, nesting too deep, unknown mode, dims not 2 or 3,
  *          max_hits < 1, "boxes" with "scene", a scene id that is empty
  *          or longer than 128 bytes, pairs count mismatch,
@@ -59,8 +62,9 @@ typedef enum rbj_body {
 
 typedef struct rbj_limits {
     uint64_t max_rays;         /* rays of an intersect */
-    uint64_t max_boxes;        /* boxes of an intersect or a create;
-                                  set + append of a patch */
+    uint64_t max_boxes;        /* elements (boxes and the other kinds) of
+                                  an intersect or a create; set + append
+                                  of a patch */
     uint64_t max_results;      /* all mode: n_rays * max_hits */
     uint64_t max_numbers;      /* numbers in the whole body */
     uint32_t default_max_hits; /* when the request has no "max_hits" */
@@ -113,6 +117,9 @@ typedef struct rbj_request {
     void *boxes;                /* intersect, create: rb_box or rb_box2 */
     size_t n_boxes;
     const char *scene;          /* intersect: scene id, or NULL */
+    rb_shapes shapes;           /* intersect: the other kinds (3D), obbs in
+                                   the axes form (quaternions converted) */
+    unsigned outputs;           /* intersect: RB_OUTPUT_* */
     const uint32_t *set_index;  /* patch "set": indices ... */
     void *set_boxes;            /* ... and their new boxes */
     size_t n_set;

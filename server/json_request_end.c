@@ -15,7 +15,6 @@
 #include "float_text.h"
 #include "json_request_impl.h"
 #include "problem.h"
-#include "slab.h"
 
 /* rbj_fail returns 0, which stops yajl; here failure is -1. */
 #define FAIL(...) (rbj_fail(p, __VA_ARGS__), -1)
@@ -77,15 +76,79 @@ static int settle_boxes(rbj_parser *p, rbj_member m, unsigned dims)
     return 0;
 }
 
+/* The kinds beyond boxes (3D only): arity per element, and obbs given
+ * by a quaternion turned into the axes form in place (the slot is an
+ * rb_obb). */
+static int settle_shapes(rbj_parser *p, rbj_request *r)
+{
+    for (int m = M_OBBS; m <= M_PLANES; m++) {
+        rbj_list *l = &p->lists[m];
+        if (l->n && r->dims != 3)
+            return FAIL(422, m, -1, -1,
+                        "2D requests take boxes only; \"%s\" are 3D",
+                        rbj_member_names[m]);
+        for (size_t i = 0; i < l->n; i++) {
+            unsigned arity = l->arity[i];
+            if (!rbj_arity_ok((rbj_member)m, 3, arity))
+                return FAIL(422, m, (long long)i, -1, "%u numbers: %s", arity,
+                            rbj_arity_text((rbj_member)m, 3));
+            if (m != M_OBBS || arity != 10)
+                continue;
+            float v[10];
+            rb_obb *obb = (rb_obb *)(void *)(l->slots + i * l->width);
+            memcpy(v, obb, sizeof v);
+            if (rb_obb_from_quaternion(v, v + 3, v + 6, obb) != RB_OK)
+                return FAIL(422, M_OBBS, (long long)i, 6,
+                            "the quaternion is zero");
+        }
+    }
+    r->shapes.obbs = (const rb_obb *)(void *)p->lists[M_OBBS].slots;
+    r->shapes.n_obbs = p->lists[M_OBBS].n;
+    r->shapes.xboxes = (const rb_xbox *)(void *)p->lists[M_XBOXES].slots;
+    r->shapes.n_xboxes = p->lists[M_XBOXES].n;
+    r->shapes.spheres = (const rb_sphere *)(void *)p->lists[M_SPHERES].slots;
+    r->shapes.n_spheres = p->lists[M_SPHERES].n;
+    r->shapes.planes = (const rb_plane *)(void *)p->lists[M_PLANES].slots;
+    r->shapes.n_planes = p->lists[M_PLANES].n;
+    return 0;
+}
+
+/* pairs: exactly one element list, as long as "rays". */
+static int settle_pairs(rbj_parser *p, const rbj_request *r)
+{
+    int lists = 0, which = M_BOXES;
+    for (int m = M_BOXES; m <= M_PLANES; m++) {
+        if ((m == M_BOXES || RBJ_IS_SHAPE(m)) && p->lists[m].n) {
+            lists++;
+            which = m;
+        }
+    }
+    if (lists > 1)
+        return FAIL(422, M_MODE, -1, -1,
+                    "pairs mode takes exactly one element list (boxes, "
+                    "obbs, xboxes, spheres or planes)");
+    size_t n = p->lists[which].n;
+    if (n != r->n_rays)
+        return FAIL(422, which, -1, -1,
+                    "pairs mode needs as many %s as rays (%zu rays, %zu "
+                    "%s)",
+                    rbj_member_names[which], r->n_rays, n,
+                    rbj_member_names[which]);
+    return 0;
+}
+
 static int settle_intersect(rbj_parser *p, rbj_request *r)
 {
     const rbj_limits *lim = &p->opt.limits;
     if (!(p->seen & (1u << M_RAYS)))
         return FAIL(422, M_COUNT, -1, -1, "missing \"rays\"");
-    if (!p->opt.scene_in_path &&
-        !(p->seen & ((1u << M_BOXES) | (1u << M_SCENE))))
+    unsigned elements = (1u << M_BOXES) | (1u << M_SCENE) |
+                        (1u << M_OBBS) | (1u << M_XBOXES) |
+                        (1u << M_SPHERES) | (1u << M_PLANES);
+    if (!p->opt.scene_in_path && !(p->seen & elements))
         return FAIL(422, M_COUNT, -1, -1,
-                        "missing \"boxes\" (or \"scene\")");
+                        "missing \"boxes\" (or \"scene\", or another "
+                        "element list)");
     r->mode = p->have_mode ? p->mode : RB_MODE_NEAREST;
     if (p->opt.scene_in_path) {
         if (r->mode == RB_MODE_PAIRS)
@@ -102,16 +165,18 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
     r->tmax = p->tmax;
     /* R6 for the request-level range, here rather than in the library, so
      * that the error names "/tmin" and not some ray that inherited it.
-     * Parsing already excluded NaN and infinities other than tmax = +inf;
-     * the comparison is the library's (flushed, R7). */
-    if (!(rb_flush(r->tmin) <= rb_flush(r->tmax))) {
+     * Parsing already excluded NaN and infinities other than tmax = +inf,
+     * so what is left is the library's flushed comparison (R7). */
+    if (!rb_ray_range_valid(r->tmin, r->tmax)) {
         char lo[RB_FLOAT_TEXT_MAX], hi[RB_FLOAT_TEXT_MAX];
         rb_float_format(r->tmin, lo);
         rb_float_format(r->tmax, hi);
         return FAIL(422, M_TMIN, -1, -1, "tmin (%s) > tmax (%s)", lo, hi);
     }
-    if (settle_rays(p, r) || settle_boxes(p, M_BOXES, r->dims))
+    if (settle_rays(p, r) || settle_boxes(p, M_BOXES, r->dims) ||
+        settle_shapes(p, r))
         return -1;
+    r->outputs = p->outputs;
     r->boxes = p->lists[M_BOXES].slots;
     r->n_boxes = p->lists[M_BOXES].n;
     if (p->scene[0])
@@ -120,11 +185,8 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
         if (r->scene)
             return FAIL(422, M_SCENE, -1, -1,
                             "pairs mode takes \"boxes\", not a scene");
-        if (r->n_boxes != r->n_rays)
-            return FAIL(422, M_BOXES, -1, -1,
-                            "pairs mode needs as many boxes as rays (%zu "
-                            "rays, %zu boxes)",
-                            r->n_rays, r->n_boxes);
+        if (settle_pairs(p, r))
+            return -1;
     }
     if (r->mode == RB_MODE_ALL) {
         uint64_t most = lim->max_results / r->max_hits;
@@ -202,6 +264,15 @@ void rbj_error_from_library(const rbj_request *req, rbj_source source,
     unsigned long long i = (unsigned long long)lib->index;
     int f = lib->field;
     const char *list = "rays";
+    static const char *const shape_lists[] = {
+        [RB_ELEMENT_OBB] = "obbs", [RB_ELEMENT_XBOX] = "xboxes",
+        [RB_ELEMENT_SPHERE] = "spheres", [RB_ELEMENT_PLANE] = "planes"};
+    if (lib->element >= RB_ELEMENT_OBB && lib->element <= RB_ELEMENT_PLANE) {
+        list = shape_lists[lib->element];
+        snprintf(out->pointer, sizeof out->pointer, "/%s/%llu/%d", list, i,
+                 f < 0 ? 0 : f);
+        return;
+    }
     if (is_box)
         list = source == RBJ_FROM_SET      ? "set"
                : source == RBJ_FROM_APPEND ? "append"

@@ -22,8 +22,16 @@ typedef enum rbj_member {
     M_MAX_HITS,
     M_SET,
     M_APPEND,
+    M_OBBS,
+    M_XBOXES,
+    M_SPHERES,
+    M_PLANES,
+    M_OUTPUTS,
     M_COUNT
 } rbj_member;
+
+/* The element lists of the kinds beyond boxes, in id order. */
+#define RBJ_IS_SHAPE(m) ((m) >= M_OBBS && (m) <= M_PLANES)
 
 /* Where the parse is. */
 typedef enum rbj_state {
@@ -73,9 +81,10 @@ struct rbj_parser {
     unsigned dims;         /* 0 until known */
     uint32_t max_hits;     /* 0 until known */
     float tmin, tmax;
+    unsigned outputs;      /* RB_OUTPUT_* from "outputs" */
     char scene[RBJ_SCENE_ID_MAX + 1];
 
-    rbj_list lists[M_COUNT]; /* used for M_RAYS, M_BOXES, M_SET, M_APPEND */
+    rbj_list lists[M_COUNT]; /* used for the list members (is_list) */
 
     char *scratch;         /* NUL-terminated copy of a number or string */
     size_t scratch_cap;

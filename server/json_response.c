@@ -29,6 +29,8 @@ enum field {
     F_COUNT,     /* count: counts[i] */
     F_LIST,      /* all: list of [box, t_enter, t_exit] */
     F_TRUNCATED, /* all: counts[i] > max_hits */
+    F_KIND,      /* pairs, nearest with kinds beyond boxes: kinds[i] */
+    F_NORMAL,    /* pairs, nearest with outputs ["normal"]: normals[3i..] */
     F_END
 };
 
@@ -36,13 +38,14 @@ static const char *const field_names[F_END] = {
     [F_HIT] = "hit",        [F_BOX] = "box",       [F_T_ENTER] = "t_enter",
     [F_T_EXIT] = "t_exit",  [F_FACE] = "face",     [F_EXIT_FACE] = "exit_face",
     [F_ANY] = "hit",        [F_COUNT] = "hits",    [F_LIST] = "hits",
-    [F_TRUNCATED] = "truncated"};
+    [F_TRUNCATED] = "truncated", [F_KIND] = "kind", [F_NORMAL] = "normal"};
 
 /* The columns of each mode (SPEC section 3), F_END-terminated. */
-static const unsigned char mode_fields[][7] = {
-    [RB_MODE_PAIRS] = {F_HIT, F_T_ENTER, F_T_EXIT, F_FACE, F_EXIT_FACE, F_END},
-    [RB_MODE_NEAREST] = {F_HIT, F_BOX, F_T_ENTER, F_T_EXIT, F_FACE,
-                         F_EXIT_FACE, F_END},
+static const unsigned char mode_fields[][9] = {
+    [RB_MODE_PAIRS] = {F_HIT, F_KIND, F_T_ENTER, F_T_EXIT, F_FACE,
+                       F_EXIT_FACE, F_NORMAL, F_END},
+    [RB_MODE_NEAREST] = {F_HIT, F_BOX, F_KIND, F_T_ENTER, F_T_EXIT, F_FACE,
+                         F_EXIT_FACE, F_NORMAL, F_END},
     [RB_MODE_ANY] = {F_ANY, F_END},
     [RB_MODE_COUNT] = {F_COUNT, F_END},
     [RB_MODE_ALL] = {F_LIST, F_TRUNCATED, F_END},
@@ -148,6 +151,24 @@ static size_t put_item(const rbj_writer *w, enum field f, char *out,
     case F_TRUNCATED:
         return put(out, at, res->counts[i] > w->resp.max_hits ? "true"
                                                                : "false");
+    case F_KIND: {
+        const char *k = rb_kind_name(res->kinds[i]);
+        if (!k)
+            return put(out, at, "null");
+        at = put(out, at, "\"");
+        at = put(out, at, k);
+        return put(out, at, "\"");
+    }
+    case F_NORMAL: {
+        const float *n = res->normals + 3 * i;
+        if (isnan(n[0]))
+            return put(out, at, "null");
+        for (int a = 0; a < 3; a++) {
+            at = put(out, at, a ? "," : "[");
+            at = put_float(out, at, n[a]);
+        }
+        return put(out, at, "]");
+    }
     default:
         return at;
     }
@@ -232,6 +253,12 @@ static size_t next_piece(rbj_writer *w, char *out)
     case PH_OPEN:
         if (current_field(w) == F_END) {
             w->phase = PH_SCENE;
+            return 0;
+        }
+        /* Columns the answer has only sometimes. */
+        if ((current_field(w) == F_KIND && !w->resp.results->kinds) ||
+            (current_field(w) == F_NORMAL && !w->resp.results->normals)) {
+            w->field++;
             return 0;
         }
         at = put(out, at, ",\"");

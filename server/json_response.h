@@ -12,7 +12,10 @@
  *            "fell_back":false}}
  *
  * Fields per mode: pairs hit, t_enter, t_exit, face, exit_face; nearest
- * hit, box (-1 for a miss), t_enter, t_exit, face, exit_face; any hit;
+ * hit, box (the element's id, -1 for a miss), t_enter, t_exit, face,
+ * exit_face; with results->kinds (a query with kinds beyond boxes) pairs
+ * and nearest carry "kind" ("box", "obb", ..., null for a miss) after hit
+ * / box, and with results->normals "normal" last ([x,y,z] or null); any hit;
  * count hits (integers); all hits (per ray a list of [box, t_enter,
  * t_exit], sorted as the library gave them) and truncated (booleans).
  * null stands for a miss's values, for no face and for t_exit = +inf.

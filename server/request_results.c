@@ -15,6 +15,15 @@ int rbj_results_alloc(const rbj_request *req, rb_results *res)
     switch (req->mode) {
     case RB_MODE_PAIRS:
     case RB_MODE_NEAREST:
+        /* kinds when the answer names them (any kind beyond boxes),
+         * normals when asked for. */
+        if ((req->shapes.n_obbs | req->shapes.n_xboxes | req->shapes.n_spheres |
+             req->shapes.n_planes) &&
+            !(res->kinds = rbc_block_alloc(n)))
+            return -1;
+        if ((req->outputs & RB_OUTPUT_NORMAL) &&
+            !(res->normals = rbc_block_alloc(3 * n * sizeof *res->normals)))
+            return -1;
         return (res->hits = rbc_block_alloc(n * sizeof *res->hits)) ? 0 : -1;
     case RB_MODE_ANY:
         return (res->any = rbc_block_alloc(n)) ? 0 : -1;
@@ -39,6 +48,10 @@ void rbj_results_free(rb_results *res)
     rbc_block_free(res->any);
     rbc_block_free(res->counts);
     rbc_block_free(res->list);
+    rbc_block_free(res->kinds);
+    rbc_block_free(res->normals);
+    res->kinds = NULL;
+    res->normals = NULL;
     res->hits = NULL;
     res->any = NULL;
     res->counts = NULL;

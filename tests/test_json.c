@@ -1174,6 +1174,107 @@ START_TEST(test_scene_in_path)
 }
 END_TEST
 
+/* ------------------------------------------------------------------------
+ * Kinds beyond boxes
+ */
+START_TEST(test_shape_lists)
+{
+    rbj_parser *p = parse(
+        RBJ_INTERSECT,
+        "{\"rays\":[[0,0,0,1,0,0]],\"obbs\":[[1,2,3,4,5,6,1,0,0,0],"
+        "[1,2,3,1,1,1,0,0,1,1,0,0,0,1,0]],\"xboxes\":[[0,0,0,1,1,1,"
+        "2,0,0,5,0,2,0,6,0,0,2,7]],\"spheres\":[[1,2,3,0.5]],"
+        "\"planes\":[[0,0,2,4]],\"outputs\":[\"normal\"]}");
+    const rbj_request *r = rbj_parser_request(p);
+    ck_assert_uint_eq(r->n_boxes, 0);
+    ck_assert_uint_eq(r->shapes.n_obbs, 2);
+    ck_assert_uint_eq(r->shapes.n_xboxes, 1);
+    ck_assert_uint_eq(r->shapes.n_spheres, 1);
+    ck_assert_uint_eq(r->shapes.n_planes, 1);
+    ck_assert_uint_eq(r->outputs, RB_OUTPUT_NORMAL);
+    /* The identity quaternion became the identity axes, in place. */
+    const rb_obb *o = &r->shapes.obbs[0];
+    ASSERT_BITS(o->center[2], 3.0f);
+    ASSERT_BITS(o->half[0], 4.0f);
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++)
+            ASSERT_BITS(o->axes[i][j], i == j ? 1.0f : 0.0f);
+    /* The axes form is kept as given. */
+    ASSERT_BITS(r->shapes.obbs[1].axes[0][2], 1.0f);
+    ASSERT_BITS(r->shapes.obbs[1].axes[1][0], 1.0f);
+    ASSERT_BITS(r->shapes.xboxes[0].a[2][3], 7.0f);
+    ASSERT_BITS(r->shapes.spheres[0].radius, 0.5f);
+    ASSERT_BITS(r->shapes.planes[0].d, 4.0f);
+    rbj_parser_destroy(p);
+}
+END_TEST
+
+START_TEST(test_shape_errors)
+{
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,0,1,0,0]],\"obbs\":[[1,2,3,4,5,6,1,0,0]]}",
+                 422, "/obbs/0", "an obb has 10 numbers");
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,0,1,0,0]],\"obbs\":[[1,2,3,4,5,6,0,0,0,0]]}",
+                 422, "/obbs/0/6", "the quaternion is zero");
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,0,1,0,0]],\"spheres\":[[1,2,3,4,5]]}", 422,
+                 "/spheres/0/4", "too many numbers");
+    expect_error(RBJ_INTERSECT,
+                 "{\"dims\":2,\"rays\":[[0,0,1,0]],\"planes\":[[0,0,1,0]]}",
+                 422, "/planes", "2D requests take boxes only");
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,0,1,0,0]],\"scene\":\"s\",\"spheres\":[]}",
+                 422, "/spheres", "exclude each other");
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,0,1,0,0]],\"spheres\":[],\"scene\":\"s\"}",
+                 422, "/scene", "exclude each other");
+    expect_error(RBJ_INTERSECT,
+                 "{\"mode\":\"pairs\",\"rays\":[[0,0,0,1,0,0]],"
+                 "\"boxes\":[[0,0,0,1,1,1]],\"spheres\":[[0,0,0,1]]}",
+                 422, "/mode", "exactly one element list");
+    expect_error(RBJ_INTERSECT,
+                 "{\"mode\":\"pairs\",\"rays\":[[0,0,0,1,0,0]],"
+                 "\"spheres\":[[0,0,0,1],[0,0,0,2]]}",
+                 422, "/spheres", "as many spheres as rays");
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[],"
+                 "\"outputs\":[\"normal\",\"color\"]}",
+                 422, "/outputs/1", "unknown output");
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[],\"outputs\":[[1]]}",
+                 422, "/outputs/0", "expected a string");
+    expect_error(RBJ_SCENE_CREATE, "{\"spheres\":[[0,0,0,1]]}", 422, "/spheres",
+                 "unknown member");
+    rbj_options opt;
+    rbj_options_init(&opt, RBJ_INTERSECT);
+    opt.limits.max_boxes = 2;
+    const char *b = "{\"rays\":[],\"boxes\":[[0,0,0,1,1,1]],"
+                    "\"spheres\":[[0,0,0,1],[0,0,0,1]]}";
+    expect_error_opt(&opt, b, strlen(b), 413, "/spheres/1",
+                     "more than 2 elements");
+}
+END_TEST
+
+/* A library error about a shape points at its list, element and field. */
+START_TEST(test_shape_library_errors)
+{
+    rbj_parser *p = parse(RBJ_INTERSECT,
+                          "{\"rays\":[[0,0,0,1,0,0]],\"spheres\":[[0,0,0,1]],"
+                          "\"planes\":[[0,0,0,1]]}");
+    const rbj_request *r = rbj_parser_request(p);
+    rb_error lib = {.status = RB_EINPUT, .element = RB_ELEMENT_PLANE,
+                    .index = 0, .field = 0};
+    snprintf(lib.message, sizeof lib.message, "plane 0: the normal is zero");
+    rbj_error e;
+    rbj_error_from_library(r, RBJ_FROM_INTERSECT, &lib, &e);
+    ck_assert_int_eq(e.status, 422);
+    ck_assert_str_eq(e.pointer, "/planes/0/0");
+    ck_assert_str_eq(e.detail, "the normal is zero");
+    rbj_parser_destroy(p);
+}
+END_TEST
+
 static Suite *json_suite(void)
 {
     Suite *s = suite_create("json");
@@ -1205,6 +1306,11 @@ static Suite *json_suite(void)
     tc = tcase_create("library");
     tcase_add_test(tc, test_library_error_mapping);
     tcase_add_test(tc, test_library_errors_end_to_end);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("shapes");
+    tcase_add_test(tc, test_shape_lists);
+    tcase_add_test(tc, test_shape_errors);
+    tcase_add_test(tc, test_shape_library_errors);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "internal.h"
 #include "testutil.h"
 
 #define N 300
@@ -235,6 +236,35 @@ START_TEST(test_legal_edges)
     ck_assert(hits[3].hit && hits[3].t_enter == 0 && hits[3].t_exit == 0 &&
               !signbit(hits[3].t_enter) && !signbit(hits[3].t_exit));
     rb_context_destroy(ctx);
+}
+END_TEST
+
+/* The CPU backend's fast checks (host/validate.c: magnitude bits, no
+ * branches) agree with the rules of kernels/exact.h, which the kernels
+ * use as they are, on every pair of special values. */
+START_TEST(test_fast_checks_match_exact_rules)
+{
+    const float v[] = {NAN, -NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX,
+                       1.0f, -1.0f, 0.0f, -0.0f, FLT_MIN, -FLT_MIN,
+                       FLT_MIN / 2, -FLT_MIN / 2, FLT_TRUE_MIN,
+                       -FLT_TRUE_MIN, 3e-39f, -3e-39f, 1e30f, -1e30f};
+    const size_t n = sizeof v / sizeof *v;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < n; j++) {
+            rb_ray r = {{1, 2, 3}, {0, 1, 0}, v[i], v[j]};
+            int want = rb_range_ok(v[i], v[j]);
+            ck_assert_msg((rb_check_rays(&r, 3, 0, 1) == 1) == want,
+                          "range [%a, %a]", (double)v[i], (double)v[j]);
+            ck_assert_int_eq(rb_ray_range_valid(v[i], v[j]), want);
+            rb_box b = {{0, v[i], 0}, {1, v[j], 1}};
+            want = rb_extent_ok(v[i], v[j]);
+            ck_assert_msg((rb_check_boxes(&b, 3, 0, 1) == 1) == want,
+                          "extent [%a, %a]", (double)v[i], (double)v[j]);
+            rb_ray o = {{v[i], 0, 0}, {0, 0, v[j]}, 0, 1};
+            want = rb_finite(v[i]) && rb_finite(v[j]);
+            ck_assert_msg((rb_check_rays(&o, 3, 0, 1) == 1) == want,
+                          "origin %a dir %a", (double)v[i], (double)v[j]);
+        }
 }
 END_TEST
 
@@ -532,6 +562,7 @@ int main(void)
     tcase_add_loop_test(tc, test_box_fields, 0, RBT_BACKENDS);
     tcase_add_loop_test(tc, test_fields_2d, 0, RBT_BACKENDS);
     tcase_add_loop_test(tc, test_legal_edges, 0, RBT_BACKENDS);
+    tcase_add_test(tc, test_fast_checks_match_exact_rules);
     tcase_add_test(tc, test_malformed_queries);
     tcase_add_loop_test(tc, test_scenes, 0, RBT_BACKENDS);
     tcase_add_test(tc, test_thread_counts);

@@ -238,7 +238,8 @@ static int cmd_intersect(int argc, char **argv)
     }
     rb_query q = {.mode = r->mode, .dims = r->dims, .rays = r->rays,
                   .n_rays = r->n_rays, .boxes = r->boxes,
-                  .n_boxes = r->n_boxes, .max_hits = r->max_hits};
+                  .n_boxes = r->n_boxes, .max_hits = r->max_hits,
+                  .shapes = r->shapes, .outputs = r->outputs};
     st = rb_intersect(ctx, &q, &res);
     if (st != RB_OK) {
         rbj_error e;

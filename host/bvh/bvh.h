@@ -33,10 +33,10 @@
 #include <stdint.h>
 
 #include "../internal.h"
+#include "../slab.h" /* rb_bvh_node, RB_BVH_WIDTH, the exit padding */
 
 struct rb_pool;
 
-#define RB_BVH_WIDTH 8
 /* Most boxes in a leaf of the binary tree; the collapse puts a leaf's
  * boxes in the slots of one wide node. */
 #define RB_BVH_LEAF 8
@@ -49,21 +49,6 @@ struct rb_pool;
 #define RB_BVH_MAX_DEPTH (RB_BVH_SAH_DEPTH + 33)
 #define RB_BVH_STACK ((RB_BVH_WIDTH - 1) * RB_BVH_MAX_DEPTH + 1)
 
-/* Node tests pad a slot's exit as in Ize 2013 / pbrt (kernels/bvh.cl
- * restates both constants): exit * (1 + 2
- * gamma_3), 1 + 3.58e-7 rounded up to 1 + 2^-21 so that the rounded
- * product still pads by at least 2 gamma_3; a negative exit is scaled by
- * the factor below 1 instead, so padding never shrinks it. */
-#define RB_BVH_PAD_UP (1.0f + 4.0f * FLT_EPSILON)
-#define RB_BVH_PAD_DOWN (1.0f - 4.0f * FLT_EPSILON)
-
-typedef struct rb_bvh_node {
-    float lo[3][RB_BVH_WIDTH];
-    float hi[3][RB_BVH_WIDTH];
-    uint32_t child[RB_BVH_WIDTH];
-    uint32_t boxes;  /* bit k: slot k is a box */
-    uint32_t pad[7]; /* always 0 */
-} rb_bvh_node;
 
 /* The builder's scratch copy of a box: corners and original index. */
 typedef struct rb_bvh_prim {
@@ -83,7 +68,6 @@ typedef struct rb_bvh2_node {
     uint32_t count;
 } rb_bvh2_node;
 
-_Static_assert(sizeof(rb_bvh_node) == 256, "rb_bvh_node is 256 bytes");
 _Static_assert(sizeof(rb_bvh_prim) == 32, "rb_bvh_prim is 32 bytes");
 _Static_assert(sizeof(rb_bvh2_node) == 32, "rb_bvh2_node is 32 bytes");
 

@@ -26,17 +26,12 @@
 #define RAYS_PER_TASK_MAX 64    /* rays sharing one walk over the boxes */
 #define BOX_BLOCK 1024          /* 24 KiB of box planes: fits L1 */
 #define PAIRS_PER_TASK 2048     /* pairs: ~112 KiB of input per task */
-#define SMALL_JOB_TESTS 262144  /* below this, waking threads costs more */
 #define STREAM_OUT_BYTES (32u << 20) /* pairs output beyond any cache */
 #define SMALL_BVH_RAYS 256      /* the same for hierarchy walks (~1 us/ray) */
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
 #define WALK_PREFETCH 8         /* rays fetched ahead in walk order */
-/* From this many rays on, walks follow ray_order.h: sorting took ~5% of
- * the walk time and bought 1.3-1.6x faster nearest walks on 100K-1M
- * random boxes (raybox-bench-bvh, one thread), more where the tree
- * outgrows the caches. */
-#define ORDER_MIN_RAYS 8192
-/* ... but only over a tree of this many node bytes or more. A smaller one
+/* From RB_ORDER_MIN_RAYS rays on (internal.h), walks follow ray_order.h,
+ * but only over a tree of this many node bytes or more. A smaller one
  * stays in the caches in any order, and then sorting and reading the rays
  * out of order only cost. Measured on the 2-core development machine
  * (512 KiB L2 a core, 32 MiB L3), 1M random rays from inside random boxes,
@@ -80,25 +75,6 @@ static void note_bad(cpu_run *run, size_t index, rb_element_kind kind)
     uint64_t cur = atomic_load(&run->bad);
     while (code < cur && !atomic_compare_exchange_weak(&run->bad, &cur, code))
         ;
-}
-
-/* Inserts (box, t_enter, t_exit) into a list sorted by (t_enter, box) that
- * holds *stored of at most cap entries. Boxes arrive in ascending order, so
- * an equal t_enter goes after the entries already there. */
-static void list_insert(rb_list_hit *list, uint32_t *stored, uint32_t cap,
-                        int32_t box, float t_enter, float t_exit)
-{
-    uint32_t n = *stored;
-    if (n == cap && !(t_enter < list[n - 1].t_enter))
-        return;
-    uint32_t pos = n;
-    while (pos > 0 && t_enter < list[pos - 1].t_enter)
-        pos--;
-    uint32_t last = n < cap ? n : cap - 1;
-    memmove(&list[pos + 1], &list[pos], (last - pos) * sizeof *list);
-    list[pos] = (rb_list_hit){box, t_enter, t_exit};
-    if (n < cap)
-        *stored = n + 1;
 }
 
 static void scan_group(cpu_run *run, worker_scratch *w, size_t begin,
@@ -145,7 +121,7 @@ static void scan_group(cpu_run *run, worker_scratch *w, size_t begin,
                         hi[a] = rb_boxset_hi(b, a)[w->idx[h]];
                     }
                     rb_slab_hit(p, lo, hi, &te, &tx);
-                    list_insert(list, &stored[r], job->max_hits,
+                    rb_list_insert(list, &stored[r], job->max_hits,
                                 (int32_t)w->idx[h], te, tx);
                 }
                 res->counts[begin + r] += (uint32_t)m;
@@ -281,7 +257,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     size_t boxes = job->mode == RB_MODE_PAIRS ? 1 : job->boxes->n;
     int small = job->bvh ? job->n_rays < SMALL_BVH_RAYS
                          : (uint64_t)job->n_rays * (boxes ? boxes : 1) <
-                               SMALL_JOB_TESTS;
+                               RB_SMALL_JOB_TESTS;
     uint32_t *order = NULL;
     uint64_t *keys = NULL;
     if (job->mode == RB_MODE_PAIRS) {
@@ -292,7 +268,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
                                                          : per;
         int big_tree = job->bvh->n_nodes * sizeof(rb_bvh_node) >=
                        ORDER_MIN_NODE_BYTES;
-        if (job->n_rays >= ORDER_MIN_RAYS &&
+        if (job->n_rays >= RB_ORDER_MIN_RAYS &&
             (big_tree || be->ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
             /* Without memory for the order, rays go in input order. */
             order = rb_alloc(be->ctx, job->n_rays * sizeof *order, 64);

@@ -25,14 +25,10 @@ static inline int test_box(const rb_ray_prep *r, const planes *p, size_t j,
                            float *t_enter)
 {
     float e = r->tmin, x = r->tmax;
-    for (int a = 0; a < 3; a++) {
-        float n = (p->near[a][j] - r->o[a]) * r->inv[a];
-        float f = (p->far[a][j] - r->o[a]) * r->inv[a];
-        e = n > e ? n : e;
-        x = f < x ? f : x;
-    }
+    for (int a = 0; a < 3; a++)
+        rb_slab_step(p->near[a][j], p->far[a][j], r->o[a], r->inv[a], &e, &x);
     *t_enter = e;
-    return e <= x && e < INFINITY;
+    return rb_slab_accept(e, x);
 }
 
 static uint32_t count_scalar(const rb_ray_prep *r, const rb_boxset *b,

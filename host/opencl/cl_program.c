@@ -38,7 +38,7 @@ static const char *const kernel_names[RB_CLK_N] = {
 };
 
 /* The kernel files, in the order cmake/embed.cmake concatenates them. */
-static const char *const kernel_files[] = {"slab.cl", "brute.cl",
+static const char *const kernel_files[] = {"exact.h", "slab.cl", "brute.cl",
                                             "brute_wide.cl", "bvh.cl"};
 
 static const char cache_magic[8] = {'R', 'B', 'X', 'C', 'L', 'B', '0', '1'};

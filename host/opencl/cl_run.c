@@ -39,12 +39,11 @@
 #include "cl_internal.h"
 
 #define EVENT_BATCH 32 /* kernel events held before their times are read */
-/* From this many rays in a chunk on, a walk gets its rays in the order of
- * ray_order.h (as the CPU walk does), so that neighbouring work-items, and
+/* From RB_ORDER_MIN_RAYS rays in a chunk on (internal.h), a walk gets its
+ * rays in the order of ray_order.h (as the CPU walk does), so that neighbouring work-items, and
  * the SIMD lanes of a GPU, visit the same nodes: on PoCL (2 cores, 1M
  * random boxes, 500K rays) nearest and any ran 1.5-2x faster, count and
  * all ~1.5x, for about 5% of the walk's time on the host. */
-#define ORDER_MIN_RAYS 8192
 
 typedef struct run_state {
     rb_cl_backend *be;
@@ -479,7 +478,7 @@ static int run_walk(run_state *st, size_t r0, size_t nr)
     cl_uint ray_base = (cl_uint)r0;
     int rc = RB_OK;
     cl_mem order = NULL; /* a NULL buffer argument: rays in input order */
-    if (st->order && nr >= ORDER_MIN_RAYS) {
+    if (st->order && nr >= RB_ORDER_MIN_RAYS) {
         uint32_t *chunk = st->order + r0;
         float lo[3], hi[3];
         rb_bvh_bounds(job->bvh, lo, hi);
@@ -600,7 +599,7 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         rc = write_buf(be, RB_CLB_BAD, 0, sizeof none, &none);
     if (!rc && st.plan.bvh)
         rc = upload_nodes(&st);
-    if (!rc && st.plan.bvh && st.plan.rays >= ORDER_MIN_RAYS) {
+    if (!rc && st.plan.bvh && st.plan.rays >= RB_ORDER_MIN_RAYS) {
         /* The order of every chunk stays until the queue is idle (the
          * device reads it); without memory for it, rays go in input
          * order, with the same answers. */

@@ -1,0 +1,551 @@
+/*
+ * exact.h - the exact rules of raybox, written once for both languages:
+ * this header compiles as C11 (host/slab.h includes it for the CPU
+ * backend, the hierarchy and the tools) and as OpenCL C (it is the first
+ * text of the embedded kernel source, see CMakeLists.txt and
+ * host/opencl/cl_program.c). Nothing here may differ between the two;
+ * the prelude below maps the few names that do.
+ *
+ * What lives here: the record layouts shared with the kernels (answers,
+ * prepared rays, hierarchy nodes), R7's flush, R8's reciprocal, the slab
+ * step and the full slab test (R1-R5, R8), R6's predicates, the miss
+ * record, and the sorted insert of `all` lists. Vector forms (AVX2 in
+ * host/cpu/scan_avx2.c and host/bvh/bvh_walk_avx2.c, float8 in the
+ * kernels) restate the slab step lane-wise; the differential suites check
+ * them against these scalar rules bit for bit.
+ *
+ * Numerics: compiled without FMA contraction (-ffp-contract=off in C,
+ * FP_CONTRACT OFF below for OpenCL) and without any fast-math option:
+ * (b - o) * inv must round twice, 1/(+-0) must be +-inf and NaN must
+ * compare false, on every device.
+ */
+#ifndef RB_EXACT_H
+#define RB_EXACT_H
+
+/* ---- prelude: the names that differ ---------------------------------- */
+#ifdef __OPENCL_VERSION__
+#pragma OPENCL FP_CONTRACT OFF
+typedef uchar rb_u8;
+typedef uint rb_u32;
+typedef int rb_i32;
+#define RB_FABS(x) fabs(x)
+#define RB_COPYSIGN(x, y) copysign(x, y)
+/* Arrays a kernel writes in place (answers, lists) are __global. */
+#define RB_GLOBAL __global
+/* Compile-time layout checks: C11 has _Static_assert, OpenCL C 1.2 has a
+ * negative array size. */
+#define RB_LAYOUT(cond, name) typedef char rb_layout_##name[(cond) ? 1 : -1]
+#else
+#include <float.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raybox.h"
+typedef uint8_t rb_u8;
+typedef uint32_t rb_u32;
+typedef int32_t rb_i32;
+#define RB_FABS(x) fabsf(x)
+#define RB_COPYSIGN(x, y) copysignf(x, y)
+#define RB_GLOBAL
+#define RB_LAYOUT(cond, name) _Static_assert(cond, #name)
+#endif
+
+/* ---- records --------------------------------------------------------- */
+
+#ifdef __OPENCL_VERSION__
+/* include/raybox.h's rb_hit and rb_list_hit, for the kernels; the C side
+ * checks below pin raybox.h's definitions to the same bytes. */
+typedef struct rb_hit {
+    float t_enter;
+    float t_exit;
+    int box;
+    uchar hit;
+    uchar face;
+    uchar exit_face;
+    uchar reserved;
+} rb_hit;
+
+typedef struct rb_list_hit {
+    int box;
+    float t_enter;
+    float t_exit;
+} rb_list_hit;
+
+#define RB_FACE_NONE 0
+#else
+RB_LAYOUT(offsetof(rb_hit, t_enter) == 0 && offsetof(rb_hit, t_exit) == 4 &&
+              offsetof(rb_hit, box) == 8 && offsetof(rb_hit, hit) == 12 &&
+              offsetof(rb_hit, face) == 13 &&
+              offsetof(rb_hit, exit_face) == 14 &&
+              offsetof(rb_hit, reserved) == 15,
+          rb_hit_offsets);
+RB_LAYOUT(offsetof(rb_list_hit, box) == 0 &&
+              offsetof(rb_list_hit, t_enter) == 4 &&
+              offsetof(rb_list_hit, t_exit) == 8,
+          rb_list_hit_offsets);
+#endif
+RB_LAYOUT(sizeof(rb_hit) == 16, rb_hit_size);
+RB_LAYOUT(sizeof(rb_list_hit) == 12, rb_list_hit_size);
+
+/* A ray ready for slab tests: flushed origin, 1/dir, flushed range. Same
+ * size as rb_ray, with dir replaced by its inverse. */
+typedef struct rb_ray_prep {
+    float o[3];
+    float inv[3];
+    float tmin;
+    float tmax;
+} rb_ray_prep;
+RB_LAYOUT(sizeof(rb_ray_prep) == 32, rb_ray_prep_size);
+
+/* The hierarchy's 8-wide node (host/bvh/bvh.h explains the tree), read by
+ * the CPU walks as this struct and by kernels/bvh.cl as 64 words at the
+ * offsets below. */
+#define RB_BVH_WIDTH 8
+typedef struct rb_bvh_node {
+    float lo[3][RB_BVH_WIDTH];
+    float hi[3][RB_BVH_WIDTH];
+    rb_u32 child[RB_BVH_WIDTH]; /* box slot: original index; inner: node */
+    rb_u32 boxes;               /* bit k: slot k is a box */
+    rb_u32 pad[7];              /* always 0 */
+} rb_bvh_node;
+
+#define RB_NODE_WORDS 64
+#define RB_NODE_LO 0
+#define RB_NODE_HI 24
+#define RB_NODE_CHILD 48
+#define RB_NODE_BOXES 56
+RB_LAYOUT(sizeof(rb_bvh_node) == 4 * RB_NODE_WORDS, rb_bvh_node_size);
+#ifndef __OPENCL_VERSION__
+RB_LAYOUT(offsetof(rb_bvh_node, lo) == 4 * RB_NODE_LO &&
+              offsetof(rb_bvh_node, hi) == 4 * RB_NODE_HI &&
+              offsetof(rb_bvh_node, child) == 4 * RB_NODE_CHILD &&
+              offsetof(rb_bvh_node, boxes) == 4 * RB_NODE_BOXES,
+          rb_bvh_node_offsets);
+#endif
+
+/* Node tests pad a slot's exit as in Ize 2013 / pbrt: exit * (1 + 2
+ * gamma_3), 1 + 3.58e-7 rounded up to 1 + 2^-21 so that the rounded
+ * product still pads by at least 2 gamma_3; a negative exit is scaled by
+ * the factor below 1 instead, so padding never shrinks it. */
+#define RB_BVH_PAD_UP (1.0f + 4.0f * FLT_EPSILON)
+#define RB_BVH_PAD_DOWN (1.0f - 4.0f * FLT_EPSILON)
+
+/* ---- R7, R8: flush and reciprocal ------------------------------------ */
+
+/* R7: subnormals become zero of the same sign. */
+static inline float rb_flush(float x)
+{
+    return RB_FABS(x) < FLT_MIN ? RB_COPYSIGN(0.0f, x) : x;
+}
+
+/* R8: 1/d correctly rounded, never a reciprocal estimate; +0 and -0 give
+ * +inf and -inf, which the slab test's sign choice relies on. A device
+ * without correctly rounded float division but with fp64 (the host
+ * defines RB_RECIP_VIA_DOUBLE for it) divides in double: 53 >= 2*24 + 2
+ * bits make the double rounding exact, and 1/(+-0) is still +-inf. */
+#if defined(__OPENCL_VERSION__) && defined(RB_RECIP_VIA_DOUBLE)
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+static inline float rb_recip(float d)
+{
+    return (float)(1.0 / (double)d);
+}
+/* The same holds for a quotient and a square root computed in double and
+ * rounded once to float (R13's divisions and sqrt). */
+static inline float rb_div(float x, float y)
+{
+    return (float)((double)x / (double)y);
+}
+static inline float rb_sqrt(float x)
+{
+    return (float)sqrt((double)x);
+}
+#else
+static inline float rb_recip(float d)
+{
+    return 1.0f / d;
+}
+static inline float rb_div(float x, float y)
+{
+    return x / y;
+}
+#ifdef __OPENCL_VERSION__
+static inline float rb_sqrt(float x)
+{
+    return sqrt(x);
+}
+#else
+static inline float rb_sqrt(float x)
+{
+    return sqrtf(x);
+}
+#endif
+#endif
+
+/* A ray's raw numbers, flushed, with 1/dir. A 2D ray is the 3D ray with
+ * z = 0 and dz = +0: the z axis then never constrains it against a box
+ * with z in [0, 0] (near and far are 0 * inf = NaN), so faces are only
+ * x/y and t is unchanged. */
+static inline rb_ray_prep rb_prep_ray(float ox, float oy, float oz, float dx,
+                                      float dy, float dz, float tmin,
+                                      float tmax)
+{
+    rb_ray_prep p;
+    p.o[0] = rb_flush(ox);
+    p.o[1] = rb_flush(oy);
+    p.o[2] = rb_flush(oz);
+    p.inv[0] = rb_recip(rb_flush(dx));
+    p.inv[1] = rb_recip(rb_flush(dy));
+    p.inv[2] = rb_recip(rb_flush(dz));
+    p.tmin = rb_flush(tmin);
+    p.tmax = rb_flush(tmax);
+    return p;
+}
+
+/* ---- R6: what is refused --------------------------------------------- */
+/* Written so that NaN fails: a comparison with NaN is false. Checked on
+ * the raw numbers, in R7's order (flush first) where an order matters. */
+
+/* Finite: false for NaN and +-inf. */
+static inline int rb_finite(float x)
+{
+    return RB_FABS(x) <= FLT_MAX;
+}
+
+/* A ray's range: tmin finite, tmax neither NaN nor -inf, and flushed
+ * tmin <= flushed tmax. */
+static inline int rb_range_ok(float tmin, float tmax)
+{
+    return rb_finite(tmin) && tmax > -INFINITY &&
+           rb_flush(tmin) <= rb_flush(tmax);
+}
+
+/* One axis of a box: both corners finite, flushed min <= flushed max. */
+static inline int rb_extent_ok(float lo, float hi)
+{
+    return rb_finite(lo) && rb_finite(hi) && rb_flush(lo) <= rb_flush(hi);
+}
+
+/* ---- R1-R5, R8: the slab test ---------------------------------------- */
+
+/* One axis of the slab test, with the ray's near and far planes of that
+ * axis already chosen by the sign of inv (near = min when inv >= +0):
+ * the entry e takes the near distance only when it is greater, the exit
+ * x the far distance only when it is less. A NaN distance (0 * inf: the
+ * origin on a plane of an axis the ray is parallel to) passes neither
+ * comparison, which is exactly "this axis does not constrain the ray",
+ * and strict comparisons let the lowest axis win ties (R3). Explicit
+ * comparisons, never fmax/fmin, whose NaN rule differs. */
+static inline void rb_slab_step(float near_plane, float far_plane, float o,
+                                float inv, float *e, float *x)
+{
+    float n = (near_plane - o) * inv;
+    float f = (far_plane - o) * inv;
+    *e = n > *e ? n : *e;
+    *x = f < *x ? f : *x;
+}
+
+/* The hit decision of the reduced test (e started at tmin, x at tmax):
+ * a non-empty interval with a finite entry (R5). */
+static inline int rb_slab_accept(float e, float x)
+{
+    return e <= x && e < INFINITY;
+}
+
+/* Hit test only, with t_enter/t_exit: the form the every-box scans use.
+ * Starting e at tmin and x at tmax gives the same values as clamping
+ * afterwards (the comparisons ignore NaN planes either way). Reported
+ * distances get "+ 0.0f": it turns -0 (from 0 * -inv, or a user's tmin of
+ * -0) into +0 and changes nothing else, so t is never -0 on any path. */
+static inline int rb_slab_hit(const rb_ray_prep *r, const float lo[3],
+                              const float hi[3], float *t_enter,
+                              float *t_exit)
+{
+    float e = r->tmin, x = r->tmax;
+    for (int a = 0; a < 3; a++) {
+        int s = signbit(r->inv[a]) ? 1 : 0;
+        rb_slab_step(s ? hi[a] : lo[a], s ? lo[a] : hi[a], r->o[a],
+                     r->inv[a], &e, &x);
+    }
+    *t_enter = e + 0.0f;
+    *t_exit = x + 0.0f;
+    return rb_slab_accept(e, x);
+}
+
+/* The miss record: hit 0, box -1, both distances +inf, faces none. */
+static inline void rb_hit_miss(rb_hit *h)
+{
+    h->t_enter = INFINITY;
+    h->t_exit = INFINITY;
+    h->box = -1;
+    h->hit = 0;
+    h->face = RB_FACE_NONE;
+    h->exit_face = RB_FACE_NONE;
+    h->reserved = 0;
+}
+
+/* The full answer for one prepared ray and one box given by its flushed
+ * corners: every field of *out except box. The entry face is the plane
+ * that decides t_enter (1 + 2 * axis + (entered through max)), the exit
+ * face likewise; none when tmin (tmax) decided instead. */
+static inline void rb_slab_full(const rb_ray_prep *r, const float lo[3],
+                                const float hi[3], rb_hit *out)
+{
+    float e = -INFINITY, x = INFINITY;
+    rb_u8 ef = RB_FACE_NONE, xf = RB_FACE_NONE;
+    for (int a = 0; a < 3; a++) {
+        int s = signbit(r->inv[a]) ? 1 : 0;
+        float nb = s ? hi[a] : lo[a];
+        float fb = s ? lo[a] : hi[a];
+        float n = (nb - r->o[a]) * r->inv[a];
+        float f = (fb - r->o[a]) * r->inv[a];
+        if (n > e) {
+            e = n;
+            ef = (rb_u8)(1 + 2 * a + s);
+        }
+        if (f < x) {
+            x = f;
+            xf = (rb_u8)(2 + 2 * a - s);
+        }
+    }
+    float t_enter = (e >= r->tmin ? e : r->tmin) + 0.0f;
+    float t_exit = (x <= r->tmax ? x : r->tmax) + 0.0f;
+    if (t_enter <= t_exit && t_enter < INFINITY) {
+        out->hit = 1;
+        out->t_enter = t_enter;
+        out->t_exit = t_exit;
+        out->face = e >= r->tmin ? ef : (rb_u8)RB_FACE_NONE;
+        out->exit_face = x <= r->tmax ? xf : (rb_u8)RB_FACE_NONE;
+        out->reserved = 0;
+    } else {
+        int box = out->box;
+        rb_hit_miss(out);
+        out->box = box;
+    }
+}
+
+/* ---- shapes beyond boxes (R11-R16) ---------------------------------- */
+/* Prepared on the host (host/shapes.c: validation, double-precision
+ * preparation, each value rounded once); every path tests them with the
+ * functions below. Faces of spheres and planes are RB_FACE_SURFACE. */
+#define RB_FACE_SURFACE_CODE 7
+#ifndef __OPENCL_VERSION__
+RB_LAYOUT(RB_FACE_SURFACE_CODE == RB_FACE_SURFACE, rb_face_surface);
+#endif
+
+/* A ray as given, flushed (R7): the form the shape tests read (they need
+ * the direction itself, not its inverse). Same layout as rb_ray. */
+typedef struct rb_ray_raw {
+    float o[3];
+    float d[3];
+    float tmin;
+    float tmax;
+} rb_ray_raw;
+RB_LAYOUT(sizeof(rb_ray_raw) == 32, rb_ray_raw_size);
+
+static inline rb_ray_raw rb_raw_ray(float ox, float oy, float oz, float dx,
+                                    float dy, float dz, float tmin,
+                                    float tmax)
+{
+    rb_ray_raw w;
+    w.o[0] = rb_flush(ox);
+    w.o[1] = rb_flush(oy);
+    w.o[2] = rb_flush(oz);
+    w.d[0] = rb_flush(dx);
+    w.d[1] = rb_flush(dy);
+    w.d[2] = rb_flush(dz);
+    w.tmin = rb_flush(tmin);
+    w.tmax = rb_flush(tmax);
+    return w;
+}
+
+/* obb and xbox (R12): the local box [lo, hi], the world point b and the
+ * world->local matrix m (row-major 3x3). 18 floats. */
+typedef struct rb_lbox {
+    float lo[3];
+    float hi[3];
+    float b[3];
+    float m[9];
+} rb_lbox;
+RB_LAYOUT(sizeof(rb_lbox) == 72, rb_lbox_size);
+
+/* sphere (R13): center and radius. */
+typedef struct rb_ball {
+    float c[3];
+    float r;
+} rb_ball;
+RB_LAYOUT(sizeof(rb_ball) == 16, rb_ball_size);
+
+/* plane (R14): the half-space n.p <= d with |n| = 1 (rounded once). */
+typedef struct rb_halfspace {
+    float n[3];
+    float d;
+} rb_halfspace;
+RB_LAYOUT(sizeof(rb_halfspace) == 16, rb_halfspace_size);
+
+/* Dot products of sections 7-9: (x + y) + z in float32, no FMA. */
+static inline float rb_dot3(float ax, float ay, float az, float bx, float by,
+                            float bz)
+{
+    return (ax * bx + ay * by) + az * bz;
+}
+
+/* R12: the world ray in the box's local frame, as a ray ready for the
+ * slab test. t keeps its meaning (the map is affine). */
+static inline rb_ray_prep rb_lbox_local(const rb_ray_raw *w, const rb_lbox *s)
+{
+    float q0 = w->o[0] - s->b[0], q1 = w->o[1] - s->b[1],
+          q2 = w->o[2] - s->b[2];
+    rb_ray_prep p;
+    for (int i = 0; i < 3; i++) {
+        float mx = s->m[3 * i], my = s->m[3 * i + 1], mz = s->m[3 * i + 2];
+        p.o[i] = rb_flush(rb_dot3(mx, my, mz, q0, q1, q2));
+        p.inv[i] = rb_recip(
+            rb_flush(rb_dot3(mx, my, mz, w->d[0], w->d[1], w->d[2])));
+    }
+    p.tmin = w->tmin;
+    p.tmax = w->tmax;
+    return p;
+}
+
+static inline int rb_lbox_hit(const rb_ray_raw *w, const rb_lbox *s,
+                              float *t_enter, float *t_exit)
+{
+    rb_ray_prep p = rb_lbox_local(w, s);
+    return rb_slab_hit(&p, s->lo, s->hi, t_enter, t_exit);
+}
+
+/* Every field of *out but box; faces are the local ones. */
+static inline void rb_lbox_full(const rb_ray_raw *w, const rb_lbox *s,
+                                rb_hit *out)
+{
+    rb_ray_prep p = rb_lbox_local(w, s);
+    rb_slab_full(&p, s->lo, s->hi, out);
+}
+
+/* A solid's span [lo, hi] of the line clipped to [tmin, tmax] as in R2:
+ * the answer for spheres and planes. An end is a surface face only when
+ * it, not the ray's range, decides (an infinite end never does); a NaN
+ * anywhere (an overflow of huge coordinates) is a miss. */
+static inline void rb_span_answer(const rb_ray_raw *w, float lo, float hi,
+                                  rb_hit *out)
+{
+    float t_enter = (lo >= w->tmin ? lo : w->tmin) + 0.0f;
+    float t_exit = (hi <= w->tmax ? hi : w->tmax) + 0.0f;
+    if (t_enter <= t_exit && t_enter < INFINITY && hi == hi && lo == lo) {
+        out->hit = 1;
+        out->t_enter = t_enter;
+        out->t_exit = t_exit;
+        out->face = lo >= w->tmin ? (rb_u8)RB_FACE_SURFACE_CODE
+                                  : (rb_u8)RB_FACE_NONE;
+        out->exit_face = hi <= w->tmax && hi < INFINITY
+                             ? (rb_u8)RB_FACE_SURFACE_CODE
+                             : (rb_u8)RB_FACE_NONE;
+        out->reserved = 0;
+    } else {
+        int box = out->box;
+        rb_hit_miss(out);
+        out->box = box;
+    }
+}
+
+/* R13, operation for operation: f = o - c, a = d.d, beta = -(f.d); a = 0
+ * is a point test; else l = f + (beta / a) d, delta = r.r - l.l, and the
+ * roots t0 = (f.f - r.r) / q, t1 = q / a with q = beta + copysign(
+ * sqrt(a delta), beta) (no cancellation: both terms share a sign). */
+static inline void rb_ball_full(const rb_ray_raw *w, const rb_ball *s,
+                                rb_hit *out)
+{
+    float f0 = w->o[0] - s->c[0], f1 = w->o[1] - s->c[1],
+          f2 = w->o[2] - s->c[2];
+    float a = rb_dot3(w->d[0], w->d[1], w->d[2], w->d[0], w->d[1], w->d[2]);
+    float rr = s->r * s->r;
+    float ff = rb_dot3(f0, f1, f2, f0, f1, f2);
+    float lo = INFINITY, hi = -INFINITY; /* empty: a miss */
+    if (a == 0.0f) {
+        if (ff <= rr) {
+            lo = -INFINITY;
+            hi = INFINITY;
+        }
+    } else {
+        float beta = -rb_dot3(f0, f1, f2, w->d[0], w->d[1], w->d[2]);
+        float k = rb_div(beta, a);
+        float l0 = f0 + k * w->d[0], l1 = f1 + k * w->d[1],
+              l2 = f2 + k * w->d[2];
+        float delta = rr - rb_dot3(l0, l1, l2, l0, l1, l2);
+        if (delta >= 0.0f) {
+            float q = beta + RB_COPYSIGN(rb_sqrt(a * delta), beta);
+            float t0 = 0.0f, t1 = 0.0f;
+            if (q != 0.0f) {
+                t0 = rb_div(ff - rr, q);
+                t1 = rb_div(q, a);
+            }
+            lo = t0 <= t1 ? t0 : t1;
+            hi = t0 <= t1 ? t1 : t0;
+            if (t0 != t0 || t1 != t1) { /* overflow: inf - inf */
+                lo = INFINITY;
+                hi = -INFINITY;
+            }
+        }
+    }
+    rb_span_answer(w, lo, hi, out);
+}
+
+/* R14: nd = n.dir, no = n.o; nd = 0: inside for every t when no <= d;
+ * else t* = (d - no) / nd bounds the solid, from below when the ray
+ * enters (nd < 0), from above when it leaves (nd > 0). */
+static inline void rb_halfspace_full(const rb_ray_raw *w,
+                                     const rb_halfspace *s, rb_hit *out)
+{
+    float nd = rb_dot3(s->n[0], s->n[1], s->n[2], w->d[0], w->d[1], w->d[2]);
+    float no = rb_dot3(s->n[0], s->n[1], s->n[2], w->o[0], w->o[1], w->o[2]);
+    float lo = INFINITY, hi = -INFINITY;
+    if (nd == 0.0f) {
+        if (no <= s->d) {
+            lo = -INFINITY;
+            hi = INFINITY;
+        }
+    } else {
+        float t = rb_div(s->d - no, nd);
+        if (nd < 0.0f) {
+            lo = t;
+            hi = INFINITY;
+        } else {
+            lo = -INFINITY;
+            hi = t;
+        }
+    }
+    rb_span_answer(w, lo, hi, out);
+}
+
+/* ---- R10: `all` lists ------------------------------------------------ */
+
+/* Inserts (id, t_enter, t_exit) into a list sorted by (t_enter, id) that
+ * holds *stored of at most cap entries; a full list drops what sorts last.
+ * Ids may arrive in any order (the hierarchy walks visit them in tree
+ * order), so the kept prefix is that of an index-ordered scan. Distances
+ * are stored + 0.0f (never -0). */
+static inline void rb_list_insert(RB_GLOBAL rb_list_hit *list,
+                                  rb_u32 *stored, rb_u32 cap, rb_i32 id,
+                                  float t_enter, float t_exit)
+{
+    rb_u32 n = *stored;
+#define RB_BEFORE(p)                                                           \
+    (t_enter < list[p].t_enter ||                                              \
+     (t_enter == list[p].t_enter && id < list[p].box))
+    if (n == cap && !RB_BEFORE(n - 1))
+        return;
+    rb_u32 pos = n < cap ? n : cap - 1;
+    while (pos > 0 && RB_BEFORE(pos - 1)) {
+        list[pos] = list[pos - 1];
+        pos--;
+    }
+#undef RB_BEFORE
+    list[pos].box = id;
+    list[pos].t_enter = t_enter + 0.0f;
+    list[pos].t_exit = t_exit + 0.0f;
+    if (n < cap)
+        *stored = n + 1;
+}
+
+#endif /* RB_EXACT_H */

@@ -1,0 +1,357 @@
+/* test_shape_paths.c - SPEC R16: every path that answers shapes gives the
+ * same bits. The CPU brute force (hierarchy off) is the reference; the
+ * shape hierarchy (bvh_shapes.c: widened node tests over conservative
+ * world boxes) must equal it exactly in every mode, for random rays and
+ * for the rays that stress the widening: rays aimed at obb and xbox edges
+ * and corners, tangent to spheres, grazing within an ulp, from far away,
+ * at huge and tiny scales. Ray counts are per case; the suite runs well
+ * over a million ray-shape answers in all. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+typedef struct scene {
+    rb_box *boxes;
+    rb_obb *obbs;
+    rb_xbox *xboxes;
+    rb_sphere *spheres;
+    rb_plane *planes;
+    size_t nb, no, nx, ns, np;
+} scene;
+
+static void scene_free(scene *s)
+{
+    free(s->boxes);
+    free(s->obbs);
+    free(s->xboxes);
+    free(s->spheres);
+    free(s->planes);
+}
+
+/* A random unit quaternion's obb, center in [-span, span]^3. */
+static void random_obb(rbt_rng *g, float span, float size, rb_obb *o)
+{
+    float c[3], e[3], q[4];
+    for (int a = 0; a < 3; a++) {
+        c[a] = rbt_uniform(g, -span, span);
+        e[a] = rbt_uniform(g, 0.0f, size);
+    }
+    for (int k = 0; k < 4; k++)
+        q[k] = rbt_uniform(g, -1, 1);
+    if (rb_obb_from_quaternion(c, e, q, o) != RB_OK) {
+        q[0] = 1;
+        rb_obb_from_quaternion(c, e, q, o);
+    }
+}
+
+/* A sheared, scaled, turned box. */
+static void random_xbox(rbt_rng *g, float span, float size, rb_xbox *x)
+{
+    for (int a = 0; a < 3; a++) {
+        x->min[a] = rbt_uniform(g, -size, 0);
+        x->max[a] = x->min[a] + rbt_uniform(g, 0, size);
+        for (int j = 0; j < 3; j++)
+            x->a[a][j] = (a == j ? 1.0f : 0.0f) + rbt_uniform(g, -0.6f, 0.6f);
+        x->a[a][3] = rbt_uniform(g, -span, span);
+    }
+}
+
+static void make_scene(rbt_rng *g, size_t per_kind, float span, float size,
+                       scene *s)
+{
+    memset(s, 0, sizeof *s);
+    s->nb = s->no = s->nx = s->ns = per_kind;
+    s->np = 2;
+    s->boxes = calloc(per_kind + 1, sizeof *s->boxes);
+    s->obbs = calloc(per_kind + 1, sizeof *s->obbs);
+    s->xboxes = calloc(per_kind + 1, sizeof *s->xboxes);
+    s->spheres = calloc(per_kind + 1, sizeof *s->spheres);
+    s->planes = calloc(2, sizeof *s->planes);
+    for (size_t i = 0; i < per_kind; i++) {
+        for (int a = 0; a < 3; a++) {
+            s->boxes[i].min[a] = rbt_uniform(g, -span, span);
+            s->boxes[i].max[a] = s->boxes[i].min[a] + rbt_uniform(g, 0, size);
+            s->spheres[i].center[a] = rbt_uniform(g, -span, span);
+        }
+        s->spheres[i].radius = rbt_uniform(g, 0, size);
+        random_obb(g, span, size, &s->obbs[i]);
+        random_xbox(g, span, size, &s->xboxes[i]);
+    }
+    s->planes[0] = (rb_plane){{0.1f, 1.0f, 0.2f}, -2 * span};
+    s->planes[1] = (rb_plane){{-0.3f, 0.1f, -1.0f}, -3 * span};
+}
+
+/* Rays meant to land on the edges of the shapes: a target on an obb's or
+ * xbox's edge or corner, on a sphere's silhouette, nudged by a few ulps;
+ * the origin far or near, the direction at random. */
+static void edge_target(rbt_rng *g, const scene *s, float p[3])
+{
+    switch (rbt_below(g, 3)) {
+    case 0: {
+        const rb_obb *o = &s->obbs[rbt_below(g, (uint32_t)s->no)];
+        float sgn[3];
+        for (int a = 0; a < 3; a++)
+            sgn[a] = rbt_below(g, 2) ? 1.0f : -1.0f;
+        /* An edge: two coordinates at the faces, one anywhere. */
+        sgn[rbt_below(g, 3)] = rbt_uniform(g, -1, 1);
+        for (int a = 0; a < 3; a++) {
+            p[a] = o->center[a];
+            for (int k = 0; k < 3; k++)
+                p[a] += sgn[k] * o->half[k] * o->axes[k][a];
+        }
+        break;
+    }
+    case 1: {
+        const rb_xbox *x = &s->xboxes[rbt_below(g, (uint32_t)s->nx)];
+        float q[3];
+        for (int a = 0; a < 3; a++)
+            q[a] = rbt_below(g, 2) ? x->max[a] : x->min[a];
+        for (int a = 0; a < 3; a++)
+            p[a] = x->a[a][0] * q[0] + x->a[a][1] * q[1] + x->a[a][2] * q[2] +
+                   x->a[a][3];
+        break;
+    }
+    default: {
+        const rb_sphere *sp = &s->spheres[rbt_below(g, (uint32_t)s->ns)];
+        float d[3], len = 0;
+        for (int a = 0; a < 3; a++) {
+            d[a] = rbt_uniform(g, -1, 1);
+            len += d[a] * d[a];
+        }
+        len = sqrtf(len) + 1e-30f;
+        for (int a = 0; a < 3; a++)
+            p[a] = sp->center[a] + sp->radius * d[a] / len;
+        break;
+    }
+    }
+    for (int a = 0; a < 3; a++) {
+        int ulps = (int)rbt_below(g, 9) - 4;
+        for (; ulps > 0; ulps--)
+            p[a] = nextafterf(p[a], INFINITY);
+        for (; ulps < 0; ulps++)
+            p[a] = nextafterf(p[a], -INFINITY);
+    }
+}
+
+enum { RAYS_RANDOM, RAYS_EDGES, RAYS_TANGENT };
+
+static void make_rays(rbt_rng *g, const scene *s, int kind, float span,
+                      float far, rb_ray *rays, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        rb_ray *r = &rays[i];
+        for (int a = 0; a < 3; a++)
+            r->origin[a] = rbt_uniform(g, -far, far);
+        float target[3];
+        if (kind == RAYS_RANDOM) {
+            for (int a = 0; a < 3; a++)
+                target[a] = rbt_uniform(g, -span, span);
+        } else if (kind == RAYS_EDGES) {
+            edge_target(g, s, target);
+        } else {
+            /* Tangent to a sphere: from a point on its surface along a
+             * direction perpendicular to the radius there. */
+            const rb_sphere *sp = &s->spheres[rbt_below(g, (uint32_t)s->ns)];
+            float nv[3], t[3], len = 0;
+            for (int a = 0; a < 3; a++) {
+                nv[a] = rbt_uniform(g, -1, 1);
+                len += nv[a] * nv[a];
+            }
+            len = sqrtf(len) + 1e-30f;
+            for (int a = 0; a < 3; a++) {
+                nv[a] /= len;
+                target[a] = sp->center[a] + sp->radius * nv[a];
+            }
+            t[0] = nv[1], t[1] = -nv[0], t[2] = 0; /* perpendicular to nv */
+            float back = rbt_uniform(g, 0.5f, far / 4 + 1);
+            for (int a = 0; a < 3; a++)
+                r->origin[a] = target[a] - back * t[a];
+        }
+        for (int a = 0; a < 3; a++)
+            r->dir[a] = target[a] - r->origin[a];
+        r->tmin = 0;
+        r->tmax = rbt_below(g, 4) ? INFINITY : rbt_uniform(g, 0.2f, 2.0f);
+    }
+}
+
+static rb_context *context(int hierarchy)
+{
+    rb_context_options o;
+    rb_context_options_init(&o);
+    o.backend = RB_BACKEND_CPU;
+    o.hierarchy = hierarchy;
+    rb_context *ctx = NULL;
+    ck_assert_int_eq(rb_context_create(&o, &ctx, NULL, 0), RB_OK);
+    return ctx;
+}
+
+typedef struct answer {
+    rb_hit *hits;
+    uint8_t *any, *kinds;
+    uint32_t *counts;
+    rb_list_hit *list;
+    float *normals;
+} answer;
+
+enum { MAX_HITS = 6 };
+
+static void run(rb_context *ctx, const scene *s, rb_mode mode,
+                const rb_ray *rays, size_t n, answer *a)
+{
+    memset(a, 0, sizeof *a);
+    a->hits = calloc(n, sizeof *a->hits);
+    a->any = calloc(n, 1);
+    a->kinds = calloc(n, 1);
+    a->counts = calloc(n, sizeof *a->counts);
+    a->list = calloc(n * MAX_HITS, sizeof *a->list);
+    a->normals = calloc(3 * n, sizeof *a->normals);
+    rb_query q = {.mode = mode, .dims = 3, .rays = rays, .n_rays = n,
+                  .boxes = s->boxes, .n_boxes = s->nb, .max_hits = MAX_HITS,
+                  .outputs = RB_OUTPUT_NORMAL,
+                  .shapes = {s->obbs, s->no, s->xboxes, s->nx, s->spheres,
+                             s->ns, s->planes, s->np}};
+    rb_results r = {.hits = a->hits, .any = a->any, .counts = a->counts,
+                    .list = a->list, .kinds = a->kinds, .normals = a->normals,
+                    .capacity = n};
+    int rc = rb_intersect(ctx, &q, &r);
+    ck_assert_msg(rc == RB_OK, "rb_intersect: %s",
+                  rb_context_error(ctx)->message);
+}
+
+static void answer_free(answer *a)
+{
+    free(a->hits);
+    free(a->any);
+    free(a->kinds);
+    free(a->counts);
+    free(a->list);
+    free(a->normals);
+}
+
+/* The two answers are the same bits, ray for ray. */
+static void same(rb_mode mode, const answer *x, const answer *y, size_t n,
+                 const char *what)
+{
+    for (size_t i = 0; i < n; i++) {
+        switch (mode) {
+        case RB_MODE_NEAREST: {
+            char b1[128], b2[128];
+            ck_assert_msg(rbt_same_hit(&x->hits[i], &y->hits[i]) &&
+                              x->kinds[i] == y->kinds[i] &&
+                              memcmp(x->normals + 3 * i, y->normals + 3 * i,
+                                     12) == 0,
+                          "%s nearest ray %zu: brute %s, walk %s", what, i,
+                          rbt_hit_str(&x->hits[i], b1, sizeof b1),
+                          rbt_hit_str(&y->hits[i], b2, sizeof b2));
+            break;
+        }
+        case RB_MODE_ANY:
+            ck_assert_msg(x->any[i] == y->any[i], "%s any ray %zu: %d vs %d",
+                          what, i, x->any[i], y->any[i]);
+            break;
+        case RB_MODE_COUNT:
+            ck_assert_msg(x->counts[i] == y->counts[i],
+                          "%s count ray %zu: %u vs %u", what, i, x->counts[i],
+                          y->counts[i]);
+            break;
+        default: {
+            ck_assert_msg(x->counts[i] == y->counts[i],
+                          "%s all ray %zu: %u vs %u hits", what, i,
+                          x->counts[i], y->counts[i]);
+            size_t k = x->counts[i] < MAX_HITS ? x->counts[i] : MAX_HITS;
+            ck_assert_msg(memcmp(x->list + i * MAX_HITS, y->list + i * MAX_HITS,
+                                 k * sizeof *x->list) == 0,
+                          "%s all ray %zu: lists differ", what, i);
+        }
+        }
+    }
+}
+
+static void compare_paths(uint64_t seed, size_t per_kind, float span,
+                          float size, float far, int rays_kind, size_t n,
+                          const char *what)
+{
+    rbt_rng g = {seed};
+    scene s;
+    make_scene(&g, per_kind, span, size, &s);
+    rb_ray *rays = malloc(n * sizeof *rays);
+    make_rays(&g, &s, rays_kind, span, far, rays, n);
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *tree = context(RB_HIERARCHY_ALWAYS);
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    uint64_t hits = 0;
+    for (int m = 0; m < 4; m++) {
+        answer x, y;
+        run(brute, &s, modes[m], rays, n, &x);
+        run(tree, &s, modes[m], rays, n, &y);
+        same(modes[m], &x, &y, n, what);
+        if (modes[m] == RB_MODE_COUNT)
+            for (size_t i = 0; i < n; i++)
+                hits += x.counts[i];
+        answer_free(&x);
+        answer_free(&y);
+    }
+    /* The case means something only if rays do hit. */
+    ck_assert_msg(hits > n / 20, "%s: only %llu hits for %zu rays", what,
+                  (unsigned long long)hits, n);
+    rb_context_destroy(brute);
+    rb_context_destroy(tree);
+    free(rays);
+    scene_free(&s);
+}
+
+START_TEST(test_random_rays)
+{
+    compare_paths(1, 300, 20, 3, 25, RAYS_RANDOM, 40000, "random");
+}
+END_TEST
+
+START_TEST(test_edge_rays)
+{
+    compare_paths(2, 300, 20, 3, 25, RAYS_EDGES, 40000, "edges");
+}
+END_TEST
+
+START_TEST(test_tangent_rays)
+{
+    compare_paths(3, 300, 20, 3, 25, RAYS_TANGENT, 40000, "tangent");
+}
+END_TEST
+
+/* Origins thousands of scene sizes away: the widening grows with them. */
+START_TEST(test_far_origins)
+{
+    compare_paths(4, 200, 10, 2, 1e5f, RAYS_EDGES, 20000, "far edges");
+    compare_paths(5, 200, 10, 2, 1e5f, RAYS_RANDOM, 20000, "far random");
+}
+END_TEST
+
+/* The same scene scaled to huge and to tiny coordinates. */
+START_TEST(test_scales)
+{
+    compare_paths(6, 200, 2e30f, 3e29f, 3e30f, RAYS_EDGES, 20000, "huge");
+    compare_paths(7, 200, 2e-30f, 3e-31f, 3e-30f, RAYS_EDGES, 20000,
+                  "tiny");
+    compare_paths(8, 200, 1e6f, 1.0f, 1e6f, RAYS_EDGES, 20000,
+                  "small shapes far out");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("shape_paths");
+    TCase *tc = tcase_create("cpu");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_random_rays);
+    tcase_add_test(tc, test_edge_rays);
+    tcase_add_test(tc, test_tangent_rays);
+    tcase_add_test(tc, test_far_origins);
+    tcase_add_test(tc, test_scales);
+    suite_add_tcase(s, tc);
+    return rbt_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
+}
