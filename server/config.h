@@ -66,8 +66,18 @@
       "more is answered 503 and closed at once; 0 = no limit")                 \
     X(connection_timeout, "connection-timeout",                                \
       "RAYBOX_CONNECTION_TIMEOUT", U64, "30", 1, 86400,                        \
-      "seconds a connection may stay idle (libmicrohttpd's default, 0, "       \
-      "never closes one)")                                                     \
+      "seconds a connection may stay idle while a request is read or "        \
+      "answered (libmicrohttpd's default, 0, never closes one); between "      \
+      "requests --header-timeout applies")                                                     \
+    X(header_timeout, "header-timeout", "RAYBOX_HEADER_TIMEOUT", U64, "10", 1, \
+      3600, "seconds a client has to send a request's headers, from the "     \
+      "connection's start or the end of the previous request (so also the "   \
+      "longest an idle keep-alive connection is kept), however slowly the "    \
+      "bytes come; then 408 and closed")                                       \
+    X(min_body_rate, "min-body-rate", "RAYBOX_MIN_BODY_RATE", U64, "1024", 0,  \
+      1ull << 30, "bytes a second a request body must keep up: it may take "   \
+      "--header-timeout seconds plus 1 s for every N bytes received; then "    \
+      "408 and closed; 0 = no limit (only --connection-timeout)")              \
     X(connection_memory, "connection-memory", "RAYBOX_CONNECTION_MEMORY",      \
       U64, "32K", 8192, 64ull << 20,                                           \
       "per-connection memory pool: headers and the read buffer (the size of "  \

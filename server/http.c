@@ -18,9 +18,11 @@
 #include <strings.h>
 
 #include "access_log.h"
+#include "deadline.h"
 #include "listener.h"
 #include "request.h"
 #include "sbuf.h"
+#include "strict.h"
 
 /* ------------------------------------------------------------------------
  * Request state
@@ -67,22 +69,36 @@ static void copy_cut(char *dst, size_t cap, const char *src)
     dst[n] = '\0';
 }
 
-static rbd_request *request_new(rbd_server *s, struct MHD_Connection *conn,
-                                const char *url, const char *method)
+/* MHD_OPTION_URI_LOG_CALLBACK: the request begins once libmicrohttpd has
+ * its request line, before it decodes the target (strict_target needs
+ * the raw length) and before it parses the headers. From here MHD reports
+ * the request's end to completed(), also when it answers the request
+ * itself (a Content-Length it cannot read) or the client goes away. */
+static void *request_begin(void *cls, const char *uri,
+                           struct MHD_Connection *conn)
 {
+    rbd_server *s = cls;
     rbd_request *r = calloc(1, sizeof *r);
     if (!r)
-        return NULL;
+        return NULL; /* the handler then drops the connection */
     r->srv = s;
     r->conn = conn;
     r->t_start = rbd_now_ms();
+    r->target_len = uri ? strlen(uri) : 0;
+    r->route = ROUTE_NONE;
+    r->phase = PH_LINE;
+    return r;
+}
+
+/* The first call of the handler: the headers are in. */
+static void request_start(rbd_request *r, const char *url, const char *method)
+{
     r->method = method_parse(method);
     copy_cut(r->method_name, sizeof r->method_name, method);
     copy_cut(r->path, sizeof r->path, url);
     r->route = route_match(url, r->scene_id);
     r->phase = PH_RECEIVING;
     request_id(r);
-    return r;
 }
 
 static void request_free(rbd_request *r)
@@ -225,12 +241,25 @@ static enum MHD_Result refuse(rbd_request *r, int status, const char *detail)
 }
 
 /* Everything the headers decide; the first call of the handler. */
-static enum MHD_Result on_headers(rbd_request *r)
+static enum MHD_Result on_headers(rbd_request *r, const char *url,
+                                  const char *version)
 {
     rbd_server *s = r->srv;
     char detail[256];
-    if (r->route == ROUTE_NONE)
-        return refuse(r, 404, "no such path");
+    /* Framing and bytes first: until they pass, nothing else about the
+     * request can be trusted, not even where it ends. */
+    int bad = strict_target(url, r->target_len, version, detail,
+                            sizeof detail);
+    if (!bad)
+        bad = strict_headers(r->conn, version, detail, sizeof detail);
+    if (bad) {
+        r->must_close = 1;
+        return respond_problem(r, bad, NULL, detail);
+    }
+    if (r->route == ROUTE_NONE) {
+        snprintf(detail, sizeof detail, "no such path '%.128s'", r->path);
+        return refuse(r, 404, detail);
+    }
     if (!route_allows(r->route, r->method)) {
         snprintf(detail, sizeof detail, "%s takes %s", route_template(r->route),
                  route_allow(r->route));
@@ -239,20 +268,12 @@ static enum MHD_Result on_headers(rbd_request *r)
     if (!takes_body(r))
         return MHD_YES; /* a body, if any, is read and ignored */
 
-    const char *te = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
-                                                 "Transfer-Encoding");
+    /* strict_headers saw one Content-Length at most, all digits, and
+     * libmicrohttpd answered one beyond 64 bits itself. */
     const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                  "Content-Length");
-    /* MHD 0.9.75 accepts both; RFC 9112 6.3 calls it a smuggling risk. */
-    if (te && cl)
-        return respond_problem(r, 400, NULL, "a request may not have both "
-                                             "Transfer-Encoding and "
-                                             "Content-Length");
     if (cl) {
-        char *end;
-        unsigned long long v = strtoull(cl, &end, 10);
-        if (*cl < '0' || *cl > '9' || *end)
-            return respond_problem(r, 400, NULL, "bad Content-Length");
+        unsigned long long v = strtoull(cl, NULL, 10);
         r->has_length = 1;
         r->content_length = v;
         if (v > s->cfg.max_body_bytes) {
@@ -306,6 +327,18 @@ static enum MHD_Result on_headers(rbd_request *r)
     return start_parser(r);
 }
 
+/* Whether libmicrohttpd will read a body after these headers (for the
+ * body deadline): a length above 0, or chunks. */
+static int body_follows(const rbd_request *r)
+{
+    if (MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                    "Transfer-Encoding"))
+        return 1;
+    const char *cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                 "Content-Length");
+    return cl && strtoull(cl, NULL, 10) > 0;
+}
+
 /* ------------------------------------------------------------------------
  * Body
  */
@@ -313,6 +346,9 @@ static enum MHD_Result on_body(rbd_request *r, const char *data, size_t n)
 {
     uint64_t max = r->srv->cfg.max_body_bytes;
     r->received += n;
+    /* Cut off as too slow meanwhile (deadline.h): nothing more to do. */
+    if (deadlines_body(r->conn, r->received) < 0)
+        return MHD_NO;
     if (r->early.status) {
         /* Already refused: read the rest and drop it, but not forever
          * (a chunked body has no announced end). */
@@ -337,6 +373,8 @@ static enum MHD_Result on_body(rbd_request *r, const char *data, size_t n)
 /* The last call for the request's body. */
 static enum MHD_Result on_complete(rbd_request *r)
 {
+    if (deadlines_request_done(r->conn) < 0)
+        return MHD_NO; /* cut off just before its last byte */
     if (r->early.status)
         return respond_error(r, &r->early);
     if (r->jp) {
@@ -359,12 +397,17 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *conn,
 {
     rbd_server *s = cls;
     rbd_request *r = *con_cls;
-    (void)version;
-    if (!r) {
-        if (!(r = request_new(s, conn, url, method)))
-            return MHD_NO; /* no memory: drop the connection */
-        *con_cls = r;
-        return on_headers(r);
+    if (!r)
+        return MHD_NO; /* request_begin had no memory: drop the connection */
+    if (r->phase == PH_LINE) {
+        request_start(r, url, method);
+        /* The headers deadline is met, unless the watcher was first. */
+        if (deadlines_headers_done(conn, body_follows(r)) < 0)
+            return MHD_NO;
+        enum MHD_Result ret = on_headers(r, url, version);
+        if (r->phase == PH_ANSWERED) /* no body will be read */
+            deadlines_request_done(conn);
+        return ret;
     }
     if (r->phase == PH_QUEUED) {
         /* Resumed: the worker is done with r; the answer is in reply. */
@@ -402,11 +445,27 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     rbd_server *s = cls;
     rbd_request *r = *con_cls;
-    (void)conn;
+    /* The next request's headers deadline starts now (deadline.h). */
+    const char *cut = deadlines_request_end(conn);
     if (!r)
         return;
     *con_cls = NULL;
     double end = rbd_now_ms();
+    const char *how = outcome(toe);
+    if (r->phase == PH_LINE) {
+        /* The handler never saw this request: libmicrohttpd answered it
+         * itself (its status, if any, is logged) or it ended early. */
+        const union MHD_ConnectionInfo *i =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_HTTP_STATUS);
+        r->status = i ? (int)i->http_status : 0;
+        if (r->status)
+            how = "answered_by_libmicrohttpd";
+        request_id(r);
+    }
+    if (cut) {
+        how = cut;
+        r->status = 408; /* what the watcher wrote, if the client read it */
+    }
     if (r->status)
         metrics_request(&s->metrics, r->route, r->status,
                         (end - r->t_start) / 1e3);
@@ -418,7 +477,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             .path = r->path,
             .route = route_template(r->route),
             .status = r->status,
-            .outcome = outcome(toe),
+            .outcome = how,
             .rays = r->rays,
             .boxes = r->boxes,
             .bytes_in = r->received,
@@ -485,5 +544,7 @@ struct MHD_Daemon *http_start(rbd_server *s)
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)c->connection_timeout,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)c->connection_memory,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+        MHD_OPTION_URI_LOG_CALLBACK, request_begin, s,
+        MHD_OPTION_UNESCAPE_CALLBACK, strict_unescape, s,
         MHD_OPTION_END);
 }

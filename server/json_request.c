@@ -465,6 +465,28 @@ static int on_number(void *ctx, const char *text, size_t len)
     return p->state == ST_ELEM ? element_number(p, s) : scalar_number(p, s);
 }
 
+/* Whether the len bytes are a possible scene id (the characters of
+ * routes.c's path ids); if not, shown gets them as printable text, other
+ * bytes as \xNN, cut to fit. */
+static int scene_id_ok(const unsigned char *t, size_t len, char *shown,
+                       size_t cap)
+{
+    int ok = 1;
+    size_t at = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = t[i];
+        int plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+                    c == '.';
+        ok &= plain;
+        if (at + 5 < cap)
+            at += (size_t)snprintf(shown + at, cap - at,
+                                   plain ? "%c" : "\\x%02x", c);
+    }
+    shown[at] = '\0';
+    return ok;
+}
+
 /* An entry of "outputs": "normal" is the one there is. */
 static int output_entry(rbj_parser *p, const unsigned char *text, size_t len)
 {
@@ -495,6 +517,14 @@ static int on_string(void *ctx, const unsigned char *text, size_t len)
             return rbj_fail(p, 422, M_SCENE, -1, -1,
                             "a scene id has 1 to %d bytes, not %zu",
                             RBJ_SCENE_ID_MAX, len);
+        /* The id is looked up as a C string: a NUL inside ("<id>\u0000x")
+         * would name the scene <id>. No stored id has such a byte, so the
+         * answer is the one an unknown id gets, naming what was sent. */
+        char shown[80];
+        if (!scene_id_ok(text, len, shown, sizeof shown))
+            return rbj_fail(p, 404, M_SCENE, -1, -1,
+                            "no scene '%s': a scene id is made of A-Z a-z "
+                            "0-9 . _ -", shown);
         memcpy(p->scene, text, len);
         p->scene[len] = '\0';
         return member_value_done(p);

@@ -17,8 +17,37 @@ static size_t utf8_len(unsigned char c)
     return 1;
 }
 
+/* The length of the well-formed UTF-8 character at s (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF), 0 when the
+ * bytes there are not one. s is NUL-terminated, so a sequence cut short
+ * stops at the NUL, which is never a continuation byte. */
+static size_t utf8_valid(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    if (c < 0x80)
+        return 1;
+    size_t n = c >= 0xC2 && c <= 0xDF   ? 2
+               : c >= 0xE0 && c <= 0xEF ? 3
+               : c >= 0xF0 && c <= 0xF4 ? 4
+                                        : 0;
+    if (!n)
+        return 0; /* a continuation byte, C0/C1 (overlong) or F5..FF */
+    /* The second byte's range is narrower after E0, ED, F0 and F4. */
+    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    unsigned char hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t k = 2; k < n; k++)
+        if ((s[k] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
 /* The escaped form of one character starting at s into esc; returns its
- * length and sets *in to the bytes of s it covers. */
+ * length and sets *in to the bytes of s it covers. A byte that does not
+ * start a well-formed UTF-8 character becomes U+FFFD, so that whatever a
+ * client sent (a header, a path, a method) comes out as valid JSON
+ * text. */
 static size_t escape_char(const char *s, char esc[8], size_t *in)
 {
     unsigned char c = (unsigned char)*s;
@@ -42,16 +71,14 @@ static size_t escape_char(const char *s, char esc[8], size_t *in)
     default:
         break;
     }
-    if (c < 0x20) {
+    if (c < 0x20 || c == 0x7F) {
         snprintf(esc, 8, "\\u%04x", c);
         return 6;
     }
-    size_t n = utf8_len(c);
-    for (size_t k = 1; k < n; k++) {
-        if (((unsigned char)s[k] & 0xC0) != 0x80) {
-            n = k; /* broken sequence: copy what there is */
-            break;
-        }
+    size_t n = utf8_valid((const unsigned char *)s);
+    if (!n) {
+        memcpy(esc, "\xEF\xBF\xBD", 3); /* U+FFFD, for this one byte */
+        return 3;
     }
     memcpy(esc, s, n);
     *in = n;

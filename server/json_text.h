@@ -9,7 +9,10 @@
 
 /* Writes s as a JSON string, quotes included, into out (cap >= 3) and
  * returns the length written; out is NUL-terminated. '"', '\\' and control
- * characters are escaped; other bytes pass through (UTF-8 stays UTF-8).
+ * characters are escaped; well-formed UTF-8 passes through, and each byte
+ * that does not begin a well-formed UTF-8 character (a stray or cut
+ * sequence, an overlong form, a surrogate) becomes U+FFFD: the result is
+ * always valid UTF-8 JSON, whatever s holds.
  * When the result would not fit, s is cut short at a character boundary
  * (never inside an escape or a UTF-8 sequence) and the string still
  * closes. */

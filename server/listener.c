@@ -27,6 +27,8 @@ struct rbd_listener {
     rbd_conn_gate *gate;
     void (*on_error)(void *cls, int err);
     void *cls;
+    MHD_NotifyConnectionCallback hook;
+    void *hook_cls;
 };
 
 rbd_listener *listener_open(const struct sockaddr *addr, socklen_t addr_len,
@@ -120,7 +122,8 @@ void listener_notify(void *cls, struct MHD_Connection *c,
                      enum MHD_ConnectionNotificationCode code)
 {
     rbd_listener *l = cls;
-    (void)socket_context;
+    if (l->hook)
+        l->hook(l->hook_cls, c, socket_context, code);
     if (code != MHD_CONNECTION_NOTIFY_CLOSED)
         return;
     const union MHD_ConnectionInfo *i =
@@ -194,6 +197,13 @@ static void *accept_loop(void *arg)
         }
         pause_ms(10);
     }
+}
+
+void listener_set_hook(rbd_listener *l, MHD_NotifyConnectionCallback hook,
+                       void *cls)
+{
+    l->hook = hook;
+    l->hook_cls = cls;
 }
 
 int listener_start(rbd_listener *l, struct MHD_Daemon *d,

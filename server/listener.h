@@ -71,6 +71,14 @@ void listener_notify(void *cls, struct MHD_Connection *c,
                      void **socket_context,
                      enum MHD_ConnectionNotificationCode code);
 
+/* A second taker of the daemon's connection notifications (libmicrohttpd
+ * has one MHD_OPTION_NOTIFY_CONNECTION, and listener_notify is it):
+ * hook gets STARTED and CLOSED with listener_notify's arguments, CLOSED
+ * before the listener gives the count back. Set it before the daemon
+ * starts; NULL: none. */
+void listener_set_hook(rbd_listener *l, MHD_NotifyConnectionCallback hook,
+                       void *cls);
+
 /* Starts accepting: every connection within the limits is passed to
  * MHD_add_connection(d), which applies the daemon's accept policy. An
  * accept error other than a client's own (ECONNABORTED and the like) is

@@ -176,6 +176,13 @@ void metrics_render(const rbd_metrics *m, const rbd_gauges *g, sbuf *o)
                    "%llu\n",
                 (unsigned long long)g->refused_full,
                 (unsigned long long)g->refused_per_address);
+    head(o, "raybox_slow_clients_total", "counter",
+         "connections cut off with a 408: headers past --header-timeout "
+         "(headers) or a body slower than --min-body-rate (body)");
+    sbuf_printf(o, "raybox_slow_clients_total{deadline=\"headers\"} %llu\n"
+                   "raybox_slow_clients_total{deadline=\"body\"} %llu\n",
+                (unsigned long long)g->cut_headers,
+                (unsigned long long)g->cut_body);
 
     gauge(o, "raybox_queue_depth", "jobs waiting for a worker",
           (double)g->queue_depth);

@@ -46,6 +46,7 @@ typedef struct rbd_gauges {
     uint64_t queue_depth, queue_capacity, running, workers;
     uint64_t connections;
     uint64_t refused_full, refused_per_address; /* connections, at accept */
+    uint64_t cut_headers, cut_body; /* slow clients cut off (deadline.h) */
     uint64_t scenes, scene_bytes, max_scenes, max_scene_bytes;
     uint64_t buffer_cache_bytes; /* freed request arrays kept (block_cache.h) */
     const char *backend, *device; /* what serves */

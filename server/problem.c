@@ -17,6 +17,7 @@ const char *rb_http_reason(int http_status)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 406: return "Not Acceptable";
+    case 408: return "Request Timeout";
     case 409: return "Conflict";
     case 411: return "Length Required";
     case 413: return "Content Too Large";
@@ -24,6 +25,7 @@ const char *rb_http_reason(int http_status)
     case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
     case 507: return "Insufficient Storage";
     default: return "Error";

@@ -3,7 +3,8 @@
  * MHD glue (http.c), the route handlers (handlers.c), the jobs that
  * workers run (jobs.c) and the response writer (respond.c).
  *
- * Life: created on the first call of the access handler (headers), fed
+ * Life: created when libmicrohttpd has the request line (its URI log
+ * callback), filled in on the first call of the access handler (headers), fed
  * the body on the I/O thread, then either answered at once or turned into
  * a job: the connection is suspended, a worker runs the job and fills
  * `reply`, resumes the connection, and the handler (I/O thread again)
@@ -29,6 +30,7 @@
 typedef enum rbd_body_kind { BODY_NONE, BODY_JSON, BODY_BINARY } rbd_body_kind;
 
 typedef enum rbd_phase {
+    PH_LINE,      /* request line seen (URI log callback), headers coming */
     PH_RECEIVING, /* headers seen, body arriving */
     PH_QUEUED,    /* suspended, a job is queued or running */
     PH_ANSWERED   /* a response was queued */
@@ -77,6 +79,8 @@ typedef struct rbd_request {
     char scene_id[RBD_SCENE_ID_MAX + 1];
     char request_id[RBD_REQUEST_ID_MAX + 1];
     double t_start;
+    size_t target_len;           /* the raw target's strlen (strict.h) */
+    int must_close;              /* the answer ends the connection */
 
     /* body */
     rbd_body_kind in;

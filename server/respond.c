@@ -34,8 +34,9 @@ static enum MHD_Result queue(rbd_request *r, int status,
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
                                 content_type);
     MHD_add_response_header(resp, "X-Request-Id", r->request_id);
-    /* Draining: each connection ends after the answer it is waiting for. */
-    if (atomic_load(&r->srv->draining))
+    /* Draining: each connection ends after the answer it is waiting for;
+     * so does one whose request broke the rules of HTTP (strict.h). */
+    if (r->must_close || atomic_load(&r->srv->draining))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);

@@ -23,6 +23,7 @@
 
 #include "access_log.h"
 #include "block_cache.h"
+#include "deadline.h"
 #include "listener.h"
 #include "problem.h"
 #include "server.h"
@@ -213,6 +214,43 @@ static void refusal_build(rbd_server *s)
              body);
 }
 
+/* A whole 408 answer for a connection cut off by deadline.h. */
+static void cut_build(char *out, size_t cap, const char *detail)
+{
+    char body[512];
+    size_t n = rb_problem_write(body, sizeof body, 408, detail, NULL);
+    snprintf(out, cap,
+             "HTTP/1.1 408 %s\r\nContent-Type: application/problem+json\r\n"
+             "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+             rb_http_reason(408), n, body);
+}
+
+static int deadlines_start(rbd_server *s)
+{
+    char detail[256];
+    snprintf(detail, sizeof detail, "the request's headers took longer than "
+             "%llu s (--header-timeout)",
+             (unsigned long long)s->cfg.header_timeout);
+    cut_build(s->header_cut, sizeof s->header_cut, detail);
+    snprintf(detail, sizeof detail, "the request's body came slower than "
+             "%llu bytes a second (--min-body-rate, after %llu s)",
+             (unsigned long long)s->cfg.min_body_rate,
+             (unsigned long long)s->cfg.header_timeout);
+    cut_build(s->body_cut, sizeof s->body_cut, detail);
+    rbd_deadline_config dc = {
+        .header_timeout_s = (unsigned)s->cfg.header_timeout,
+        .min_body_rate = s->cfg.min_body_rate,
+        .header_answer = s->header_cut,
+        .header_answer_len = strlen(s->header_cut),
+        .body_answer = s->body_cut,
+        .body_answer_len = strlen(s->body_cut)};
+    s->deadlines = deadlines_create(&dc);
+    if (!s->deadlines)
+        return -1;
+    listener_set_hook(s->listener, deadlines_notify, s->deadlines);
+    return 0;
+}
+
 int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  size_t why_len)
 {
@@ -271,6 +309,10 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
         goto fail;
     }
     s->port = listener_port(s->listener);
+    if (deadlines_start(s)) {
+        snprintf(why, why_len, "no deadline thread: out of memory");
+        goto fail;
+    }
     s->daemon = http_start(s);
     if (!s->daemon) {
         snprintf(why, why_len, "libmicrohttpd did not start: %s",
@@ -288,6 +330,8 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
 fail:
     listener_destroy(s->listener);
     s->listener = NULL;
+    deadlines_destroy(s->deadlines);
+    s->deadlines = NULL;
     executor_close(s->ex);
     executor_destroy(s->ex);
     store_destroy(s->store);
@@ -347,6 +391,8 @@ void server_stop(rbd_server *s)
     MHD_stop_daemon(s->daemon);
     listener_destroy(s->listener); /* the daemon's callback used it */
     s->listener = NULL;
+    deadlines_destroy(s->deadlines); /* every connection is gone */
+    s->deadlines = NULL;
     snprintf(fields, sizeof fields, "\"connections_closed\":%u", left);
     log_event("info", "stopped", fields);
 
@@ -368,6 +414,7 @@ void server_gauges(rbd_server *s, rbd_gauges *g)
     g->workers = st.workers;
     g->connections = connections(s);
     listener_refused(s->listener, &g->refused_full, &g->refused_per_address);
+    deadlines_cut_counts(s->deadlines, &g->cut_headers, &g->cut_body);
     store_usage(s->store, &g->scenes, &g->scene_bytes);
     g->max_scenes = s->cfg.max_scenes;
     g->max_scene_bytes = s->cfg.max_scene_bytes;

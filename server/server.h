@@ -22,6 +22,8 @@ typedef struct rbd_server {
     struct MHD_Daemon *daemon;
     struct rbd_listener *listener; /* counts connections until the end */
     char refusal[1024];         /* the 503 a connection over the limits gets */
+    struct rbd_deadlines *deadlines; /* slow clients (deadline.h) */
+    char header_cut[1024], body_cut[1024]; /* the 408s of deadline.h */
     uint16_t port;
     rbd_executor *ex;
     scene_store *store;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "float_text.h"
+#include "json_text.h"
 #include "json_request.h"
 #include "testutil.h"
 
@@ -498,7 +499,7 @@ START_TEST(test_chunking_same_error)
         "{\"mode\":\"all\",\"rays\":[[0,-0.5,1e-3,1,0,0],[1.5E+2,0,0,1,0,0,"
         "0,null]],\"boxes\":[[4,-1,-1,6,1,1]],\"tmin\":0,\"tmax\":12.25,"
         "\"max_hits\":3}",
-        "{\"scene\":\"s\\\"1\\u0041\",\"mode\":\"\\u0061ny\",\"rays\":"
+        "{\"scene\":\"s\\u002e1\\u0041\",\"mode\":\"\\u0061ny\",\"rays\":"
         "[[1,2,3,4,5,6,-7.5e-1,null]], \"tmax\" : null ,\"dims\":3}",
     };
     static const char alphabet[] = ",[]{}\":0123456789-+.eEx \\nul";
@@ -1096,6 +1097,41 @@ START_TEST(test_bad_options)
 }
 END_TEST
 
+/* JSON strings are written from client bytes (headers, paths, methods):
+ * what is not well-formed UTF-8 becomes U+FFFD, the rest passes. */
+START_TEST(test_quote_utf8)
+{
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain", "\"plain\""},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", /* 2, 3, 4 bytes */
+         "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\""},
+        {"a\xffz", "\"a\xef\xbf\xbdz\""},                 /* stray byte */
+        {"\xfe\xff", "\"\xef\xbf\xbd\xef\xbf\xbd\""},
+        {"x\xc3", "\"x\xef\xbf\xbd\""},                   /* cut at the end */
+        {"\xc3(", "\"\xef\xbf\xbd(\""},                   /* cut before ( */
+        {"\xc0\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\""},     /* overlong / */
+        {"\xe0\x80\xaf", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""},
+        {"\xed\xa0\x80", "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""}, /* D800 */
+        {"\xf4\x90\x80\x80", /* above U+10FFFF */
+         "\"\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\""},
+        {"\xf4\x8f\xbf\xbf", "\"\xf4\x8f\xbf\xbf\""},     /* U+10FFFF */
+        {"q\"\\\x01", "\"q\\\"\\\\\\u0001\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char out[64];
+        size_t n = rbj_quote(out, sizeof out, cases[i].in);
+        ck_assert_str_eq(out, cases[i].out);
+        ck_assert_uint_eq(n, strlen(cases[i].out));
+    }
+    /* Cut short to fit: never inside a character, always closed. */
+    char small[8];
+    rbj_quote(small, sizeof small, "ab\xe2\x82\xac\xe2\x82\xac");
+    ck_assert_str_eq(small, "\"ab\xe2\x82\xac\"");
+}
+END_TEST
+
 /* POST /v1/scenes/{id}/intersect: the boxes come from the path. */
 START_TEST(test_scene_in_path)
 {
@@ -1265,6 +1301,7 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_bad_options);
     tcase_add_test(tc, test_float_parse_is_strtof);
     tcase_add_test(tc, test_scene_in_path);
+    tcase_add_test(tc, test_quote_utf8);
     suite_add_tcase(s, tc);
     tc = tcase_create("library");
     tcase_add_test(tc, test_library_error_mapping);
