@@ -27,13 +27,15 @@
 
 /* The margin of the random comparisons, relative to the numbers' scale
  * (shape_ref.h): the float formula's few roundings per step cost about
- * 1e-7 of the scale; 1e-5 leaves two orders of magnitude, so a failure
- * is a wrong formula, not rounding. */
-#define REL 1e-5
+ * 1e-7 of the scale (at REL 1e-7 one pair in two million falls outside,
+ * a plane 2000 units along the ray), so 1e-6 (about 17 float ulps)
+ * leaves a factor of ten for rounding and still catches a formula that
+ * is off by 1e-5 (a 1e-4 change in a sphere's chord does fail). */
+#define REL 1e-6
 /* Normals: float rounding of a unit vector, far below this. */
 #define NORMAL_TOL 1e-5
-#define RAYS_PER_KIND 40000 /* every-box modes, x 6 kinds */
-#define PAIRS_PER_KIND 40000
+#define RAYS_PER_KIND 80000 /* every-box modes, x 6 kinds */
+#define PAIRS_PER_KIND 80000
 #define ELEMS_PER_KIND 8
 #define MAX_HITS 64
 /* Grazing pairs (not judged) may be at most this fraction. */
@@ -569,10 +571,55 @@ done:
     free(j);
 }
 
-/* Every-box modes on one element set, judged ray by ray. */
+/* R16: answers through the shape hierarchy are the same bytes. Only
+ * the valid prefix of each `all` list is compared. */
+static void same_outputs(rb_mode m, const outs *a, const outs *b, size_t n,
+                         const char *what)
+{
+    switch (m) {
+    case RB_MODE_PAIRS:
+    case RB_MODE_NEAREST:
+        ck_assert_msg(memcmp(a->hits, b->hits, n * sizeof *a->hits) == 0 &&
+                          memcmp(a->kinds, b->kinds, n) == 0 &&
+                          memcmp(a->normals, b->normals,
+                                 3 * n * sizeof(float)) == 0,
+                      "%s: %s answers differ", what, rb_mode_name(m));
+        break;
+    case RB_MODE_ANY:
+        ck_assert_msg(memcmp(a->any, b->any, n) == 0, "%s: any differs",
+                      what);
+        break;
+    default:
+        ck_assert_msg(memcmp(a->counts, b->counts, n * 4) == 0,
+                      "%s: %s counts differ", what, rb_mode_name(m));
+        if (m == RB_MODE_ALL)
+            for (size_t i = 0; i < n; i++) {
+                uint32_t c = a->counts[i] < MAX_HITS ? a->counts[i]
+                                                     : MAX_HITS;
+                ck_assert_msg(memcmp(a->list + i * MAX_HITS,
+                                     b->list + i * MAX_HITS,
+                                     c * sizeof *a->list) == 0,
+                              "%s: all list of ray %zu differs", what, i);
+            }
+        break;
+    }
+}
+
+static rb_context *hierarchy_context(int hierarchy)
+{
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.hierarchy = hierarchy;
+    return rbt_context_opts(RBT_CPU, &opt);
+}
+
+/* Every-box modes on one element set, judged ray by ray; the same query
+ * through a context that always builds the hierarchy must give the same
+ * bytes. */
 static void every_box_batch(rb_context *ctx, rbt_rng *rng, const elems *s,
                             size_t n_rays, tally *t)
 {
+    rb_context *tree = hierarchy_context(RB_HIERARCHY_ALWAYS);
     rb_ray *rays = malloc(n_rays * sizeof *rays);
     for (size_t i = 0; i < n_rays; i++)
         gen_ray(rng, s->aim, s->n, &rays[i]);
@@ -583,6 +630,15 @@ static void every_box_batch(rb_context *ctx, rbt_rng *rng, const elems *s,
         must_query(ctx, (rb_mode)m, rays, n_rays, s,
                    m == RB_MODE_NEAREST ? RB_OUTPUT_NORMAL : 0, &o[m]);
     }
+    for (int m = RB_MODE_NEAREST; m <= RB_MODE_ALL; m++) {
+        outs w;
+        outs_alloc(&w, n_rays);
+        must_query(tree, (rb_mode)m, rays, n_rays, s,
+                   m == RB_MODE_NEAREST ? RB_OUTPUT_NORMAL : 0, &w);
+        same_outputs((rb_mode)m, &o[m], &w, n_rays, "hierarchy");
+        outs_free(&w);
+    }
+    rb_context_destroy(tree);
     for (size_t i = 0; i < n_rays; i++)
         judge_ray(s, &rays[i], i, o, 1, t);
     for (int m = RB_MODE_NEAREST; m <= RB_MODE_ALL; m++)
@@ -1738,6 +1794,40 @@ START_TEST(test_normals)
 }
 END_TEST
 
+/* Many elements: the default context decides for itself whether the
+ * hierarchy pays; forced on and forced off must give the same bytes. */
+START_TEST(test_hierarchy_large)
+{
+    rbt_rng rng = {0x7ee};
+    size_t per[G_KINDS] = {60, 60, 40, 60, 80, 4};
+    elems s;
+    gen_mixed(&rng, &s, per);
+    size_t n = 20000;
+    rb_ray *rays = malloc(n * sizeof *rays);
+    for (size_t i = 0; i < n; i++)
+        gen_ray(&rng, s.aim, s.n, &rays[i]);
+    static const int modes[3] = {RB_HIERARCHY_OFF, RB_HIERARCHY_AUTO,
+                                 RB_HIERARCHY_ALWAYS};
+    static const char *const names[3] = {"off", "auto", "always"};
+    for (int m = RB_MODE_NEAREST; m <= RB_MODE_ALL; m++) {
+        outs o[3];
+        for (int h = 0; h < 3; h++) {
+            rb_context *ctx = hierarchy_context(modes[h]);
+            outs_alloc(&o[h], n);
+            must_query(ctx, (rb_mode)m, rays, n, &s,
+                       m == RB_MODE_NEAREST ? RB_OUTPUT_NORMAL : 0, &o[h]);
+            rb_context_destroy(ctx);
+            if (h)
+                same_outputs((rb_mode)m, &o[0], &o[h], n, names[h]);
+        }
+        for (int h = 0; h < 3; h++)
+            outs_free(&o[h]);
+    }
+    free(rays);
+    elems_free(&s);
+}
+END_TEST
+
 /* ---- determinism (R10) */
 
 START_TEST(test_determinism)
@@ -2086,6 +2176,7 @@ int main(void)
     tcase_add_test(tc, test_quaternion);
     tcase_add_test(tc, test_malformed);
     tcase_add_test(tc, test_normals);
+    tcase_add_test(tc, test_hierarchy_large);
     tcase_add_test(tc, test_determinism);
     tcase_add_test(tc, test_vectors_file);
     suite_add_tcase(s, tc);
