@@ -1393,6 +1393,53 @@ START_TEST(test_extreme_values)
 }
 END_TEST
 
+#ifdef RBT_KNOWN_BUGS
+/* Spheres far from the float range's middle, where R13's float32
+ * formula gives answers that are not within rounding of the solid:
+ * reported, kept failing here until the library (or the spec) decides.
+ * Each case: the exact answer by hand, a miss also accepted where R5
+ * would call it an overflow. */
+START_TEST(test_known_sphere_range)
+{
+    rb_context *ctx = rbt_context(RBT_CPU);
+    char why[600];
+    /* f.f = 1e40 overflows: t0 = (inf - r.r) / q = +inf, so the answer
+     * is [1.1e20, +inf] surface/none: entered at the far side and never
+     * left. Exact: [9e19, 1.1e20]. */
+    rbt_elem big = sphere_elem(0, 0, 0, 1e19f);
+    rb_ray far = {{-1e20f, 0, 0}, {1, 0, 0}, 0, INFINITY};
+    /* Everything near 1e-28 (normal floats): l.l = 1e-58 and r.r =
+     * 1e-60 underflow to 0, delta = 0: a hit, t = [0, 1e-28], on a ball
+     * the line misses by ten radii. Exact: a miss. */
+    rbt_elem tiny = sphere_elem(0, 0, 0, 1e-30f);
+    rb_ray off = {{-1e-28f, 1e-29f, 0}, {1, 0, 0}, 0, INFINITY};
+    /* a = d.d = 1e-50 underflows to 0: a point test at (-5, 0, 0),
+     * outside. Exact: [4e25, 6e25] (a box answers this ray). */
+    rbt_elem unit_s = sphere_elem(0, 0, 0, 1);
+    rb_ray slow = {{-5, 0, 0}, {1e-25f, 0, 0}, 0, INFINITY};
+    const rbt_elem *es[3] = {&big, &tiny, &unit_s};
+    const rb_ray *rs[3] = {&far, &off, &slow};
+    int failed = 0;
+    for (int k = 0; k < 3; k++) {
+        rb_hit h = consistent(ctx, rs[k], es[k], NULL);
+        rbt_dray d;
+        rbt_judged j;
+        rbt_dray_of(rs[k], &d);
+        rbt_ref_judge(&d, es[k], REL, &j);
+        int ok = rbt_ref_check(&j, h.hit, h.t_enter, h.t_exit, h.face,
+                               h.exit_face, why, sizeof why) ||
+                 (k == 0 && !h.hit);
+        if (!ok) {
+            fprintf(stderr, "known sphere case %d: %s\n", k, why);
+            failed++;
+        }
+    }
+    ck_assert_msg(!failed, "%d sphere cases off the exact answer", failed);
+    rb_context_destroy(ctx);
+}
+END_TEST
+#endif
+
 /* Subnormal inputs of every kind are flushed (R7): the same bits as with
  * the zeros in their place. */
 START_TEST(test_subnormals)
@@ -2172,6 +2219,9 @@ int main(void)
     tcase_add_test(tc, test_xbox_near_singular);
     tcase_add_test(tc, test_extreme_values);
     tcase_add_test(tc, test_subnormals);
+#ifdef RBT_KNOWN_BUGS
+    tcase_add_test(tc, test_known_sphere_range);
+#endif
     tcase_add_test(tc, test_validation);
     tcase_add_test(tc, test_quaternion);
     tcase_add_test(tc, test_malformed);
