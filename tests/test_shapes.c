@@ -1703,8 +1703,8 @@ START_TEST(test_quaternion)
         rb_ray probe = {{0, 0, 0}, {0, 0, 0}, 0, INFINITY};
         rbt_dray d;
         for (int k = 0; k < 3; k++) {
-            /* A ray from the center along -axis k exits through local +k
-             * ... the reference must see the same axis. */
+            /* A ray from the center along axis k leaves through local
+             * +k at t = 1 in the reference's own rotation of q. */
             for (int i = 0; i < 3; i++) {
                 probe.origin[i] = c[i];
                 probe.dir[i] = oa.axes[k][i];
