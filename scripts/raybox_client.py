@@ -13,8 +13,13 @@ As a module:
     sid = rc.create_scene(url, boxes)["id"]
     rc.intersect(url, rays, scene=sid, mode="any")
 
-Answers have the columns of the JSON answer (SPEC section 4): None where
-JSON has null (a miss's values, no face, t_exit = +inf).
+    rc.intersect(url, rays, spheres=[[0, 0, 5, 1]], planes=[[0, 1, 0, -2]],
+                 outputs=["normal"])     # ans["kind"], ans["normal"]
+
+Requests with boxes alone go out in version 1 of the form; with obbs,
+xboxes, spheres, planes or outputs in version 2. Answers have the columns
+of the JSON answer (SPEC sections 4 and 7): None where JSON has null (a
+miss's values, no face, t_exit = +inf, a miss's kind, no normal).
 
 As a program: reads a JSON request (the body of POST /v1/intersect), sends
 it in binary and prints the answer as JSON; --compare also sends the JSON
@@ -34,11 +39,14 @@ import urllib.parse
 MEDIA_TYPE = "application/x-raybox"
 HEADER = struct.Struct("<4sHHBBBBIQQffQdQ")  # 64 bytes, little-endian
 assert HEADER.size == 64
+COUNTS = struct.Struct("<QQQQ")  # version 2: bytes 64-95
 KIND_INTERSECT, KIND_SCENE, KIND_RESULT = 1, 2, 129
-FLAG_RANGES = 1
+FLAG_RANGES, FLAG_NORMALS, FLAG_OBB_QUATERNION = 1, 2, 4
 RESULT_SCENE_VERSION, RESULT_FELL_BACK = 1, 2
+RESULT_KINDS, RESULT_NORMALS = 4, 8
 MODES = ["pairs", "nearest", "any", "count", "all"]
-FACES = [None, "-x", "+x", "-y", "+y", "-z", "+z"]
+FACES = [None, "-x", "+x", "-y", "+y", "-z", "+z", "surface"]
+KINDS = ["box", "obb", "xbox", "sphere", "plane"]  # 255: a miss
 
 
 def _f32(x):
@@ -46,17 +54,44 @@ def _f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
+def _records(lists, widths, what):
+    """Packed float32 records, each of one of the widths."""
+    out = []
+    for r in lists:
+        if len(r) not in widths:
+            raise ValueError("%s has %s numbers" %
+                             (what, " or ".join(map(str, widths))))
+        out.append(struct.pack("<%df" % len(r), *r))
+    return out
+
+
 def encode_request(rays, boxes=(), mode="nearest", dims=3, tmin=0.0,
-                   tmax=math.inf, max_hits=0):
+                   tmax=math.inf, max_hits=0, obbs=(), xboxes=(),
+                   spheres=(), planes=(), outputs=None):
     """A binary intersect body. Rays have 2*dims numbers, or 2*dims + 2 with
     their own tmin, tmax (None for tmax = +inf); when some rays carry a
-    range, the others get the request's."""
+    range, the others get the request's. Elements as in the JSON form
+    (SPEC section 7; obbs all of 10 numbers, quaternion form, or all of
+    15, axes form). Version 1 when there are boxes alone and outputs is
+    None, else version 2."""
     width = 2 * dims
     ranges = any(len(r) == width + 2 for r in rays)
     flags = FLAG_RANGES if ranges else 0
-    out = [HEADER.pack(b"RBOX", 1, 64, KIND_INTERSECT, MODES.index(mode), dims,
-                       flags, max_hits, len(rays), len(boxes), tmin, tmax,
-                       0, 0.0, 0)]
+    v2 = bool(obbs or xboxes or spheres or planes) or outputs is not None
+    if outputs and "normal" in outputs:
+        flags |= FLAG_NORMALS
+    if obbs and all(len(o) == 10 for o in obbs):
+        flags |= FLAG_OBB_QUATERNION
+    elif obbs and not all(len(o) == 15 for o in obbs):
+        raise ValueError("the binary form takes obbs all of 10 numbers "
+                         "(quaternion) or all of 15 (axes)")
+    head = HEADER.pack(b"RBOX", 2 if v2 else 1, 96 if v2 else 64,
+                       KIND_INTERSECT, MODES.index(mode), dims, flags,
+                       max_hits, len(rays), len(boxes), tmin, tmax, 0, 0.0, 0)
+    if v2:
+        head += COUNTS.pack(len(obbs), len(xboxes), len(spheres),
+                            len(planes))
+    out = [head]
     fmt = struct.Struct("<%df" % (width + (2 if ranges else 0)))
     for r in rays:
         if len(r) not in (width, width + 2):
@@ -71,6 +106,10 @@ def encode_request(rays, boxes=(), mode="nearest", dims=3, tmin=0.0,
     bfmt = struct.Struct("<%df" % width)
     for b in boxes:
         out.append(bfmt.pack(*b))
+    out += _records(obbs, (10, 15), "an obb")
+    out += _records(xboxes, (18,), "an xbox")
+    out += _records(spheres, (4,), "a sphere")
+    out += _records(planes, (4,), "a plane")
     return b"".join(out)
 
 
@@ -91,21 +130,33 @@ def decode_result(data):
     """A binary answer as a dict with the JSON answer's columns."""
     (magic, version, size, kind, mode, dims, flags, max_hits, n, entries,
      _tmin, _tmax, scene_version, elapsed_ms, _res) = HEADER.unpack_from(data)
-    if magic != b"RBOX" or version != 1 or size != 64 or kind != KIND_RESULT:
+    if (magic != b"RBOX" or (version, size) not in ((1, 64), (2, 96)) or
+            kind != KIND_RESULT):
         raise ValueError("not a raybox result")
+    if version == 1:
+        flags &= RESULT_SCENE_VERSION | RESULT_FELL_BACK
     mode = MODES[mode]
     ans = {"mode": mode, "count": n}
-    at = 64
+    at = size
     if mode in ("pairs", "nearest"):
         hits = [struct.unpack_from("<ffiBBBB", data, at + 16 * i)
                 for i in range(n)]
+        at += 16 * n
         ans["hit"] = [bool(h[3]) for h in hits]
         if mode == "nearest":
             ans["box"] = [h[2] if h[3] else -1 for h in hits]
+        if flags & RESULT_KINDS:
+            ans["kind"] = [KINDS[k] if k < len(KINDS) else None
+                           for k in data[at:at + n]]
+            at += n
         ans["t_enter"] = [_t(h[0]) if h[3] else None for h in hits]
         ans["t_exit"] = [_t(h[1]) if h[3] else None for h in hits]
         ans["face"] = [FACES[h[4]] if h[3] else None for h in hits]
         ans["exit_face"] = [FACES[h[5]] if h[3] else None for h in hits]
+        if flags & RESULT_NORMALS:
+            v = struct.unpack_from("<%df" % (3 * n), data, at)
+            ans["normal"] = [None if math.isnan(v[3 * i]) else
+                             list(v[3 * i:3 * i + 3]) for i in range(n)]
     elif mode == "any":
         ans["hit"] = [bool(b) for b in data[at:at + n]]
     elif mode == "count":
@@ -154,11 +205,13 @@ def _post(url, path, body, content_type, accept, method="POST"):
 
 
 def intersect(url, rays, boxes=(), scene=None, mode="nearest", dims=3,
-              tmin=0.0, tmax=math.inf, max_hits=0):
-    """Sends rays (and boxes, or a stored scene's id) in binary and returns
-    the decoded answer."""
+              tmin=0.0, tmax=math.inf, max_hits=0, obbs=(), xboxes=(),
+              spheres=(), planes=(), outputs=None):
+    """Sends rays (and elements, or a stored scene's id) in binary and
+    returns the decoded answer."""
     path = "/v1/scenes/%s/intersect" % scene if scene else "/v1/intersect"
-    body = encode_request(rays, boxes, mode, dims, tmin, tmax, max_hits)
+    body = encode_request(rays, boxes, mode, dims, tmin, tmax, max_hits,
+                          obbs, xboxes, spheres, planes, outputs)
     _, data = _post(url, path, body, MEDIA_TYPE, MEDIA_TYPE)
     return decode_result(data)
 
@@ -196,7 +249,9 @@ def main():
     ans = intersect(a.url, req["rays"], req.get("boxes", ()), a.scene,
                     req.get("mode", "nearest"), dims, req.get("tmin", 0.0),
                     math.inf if tmax is None else tmax,
-                    req.get("max_hits", 0))
+                    req.get("max_hits", 0), req.get("obbs", ()),
+                    req.get("xboxes", ()), req.get("spheres", ()),
+                    req.get("planes", ()), req.get("outputs"))
     print(json.dumps(ans))
     if a.compare:
         path = "/v1/scenes/%s/intersect" % a.scene if a.scene \

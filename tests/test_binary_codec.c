@@ -496,6 +496,44 @@ static size_t build_v2(uint8_t *out, uint8_t mode, uint8_t flags,
     return at;
 }
 
+/* docs/binary-format.md's version 2 example: one ray, one sphere,
+ * normals; and its answer's header. */
+START_TEST(test_doc_example_v2)
+{
+    uint8_t body[136] = {0};
+    static const uint8_t head[] = {0x52, 0x42, 0x4f, 0x58, 0x02, 0x00, 0x60,
+                                   0x00, 0x01, 0x01, 0x03, 0x02};
+    memcpy(body, head, sizeof head);
+    body[0x10] = 1;                       /* 1 ray */
+    body[0x26] = 0x80, body[0x27] = 0x7f; /* tmax +inf */
+    body[0x50] = 1;                       /* 1 sphere */
+    body[0x6e] = 0x80, body[0x6f] = 0x3f; /* ray dir x 1 */
+    body[0x7a] = 0x80, body[0x7b] = 0x40; /* center x 4 */
+    body[0x86] = 0x80, body[0x87] = 0x3f; /* radius 1 */
+    rbb_decoder *d = decoder(RBB_KIND_INTERSECT, sizeof body);
+    ck_assert_int_eq(rbb_decoder_feed(d, body, sizeof body), 0);
+    ck_assert_int_eq(rbb_decoder_finish(d), 0);
+    const rbj_request *r = rbb_decoder_request(d);
+    ck_assert_uint_eq(r->n_rays, 1);
+    ck_assert_uint_eq(r->n_boxes, 0);
+    ck_assert_uint_eq(r->shapes.n_spheres, 1);
+    ck_assert_uint_eq(r->outputs, RB_OUTPUT_NORMAL);
+    const rb_ray *ray = r->rays;
+    ck_assert(ray->dir[0] == 1.0f && ray->tmin == 0 && isinf(ray->tmax));
+    ck_assert(r->shapes.spheres[0].center[0] == 4.0f &&
+              r->shapes.spheres[0].radius == 1.0f);
+    rbb_result_info info = {.version = rbb_result_version(r, 2),
+                            .mode = RB_MODE_NEAREST, .dims = 3, .n_rays = 1,
+                            .has_kinds = 1, .has_normals = 1};
+    uint8_t out[RBB_HEADER_MAX];
+    ck_assert_uint_eq(rbb_result_header(&info, out), 96);
+    uint8_t want[96] = {0x52, 0x42, 0x4f, 0x58, 0x02, 0x00, 0x60, 0x00,
+                        0x81, 0x01, 0x03, 0x0c, 0, 0, 0, 0, 0x01};
+    ck_assert(memcmp(out, want, 96) == 0);
+    rbb_decoder_destroy(d);
+}
+END_TEST
+
 START_TEST(test_header_layout_v2)
 {
     uint8_t b[RBB_HEADER_MAX];
@@ -917,6 +955,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_scene_bodies);
     tcase_add_test(tc, test_results);
     tcase_add_test(tc, test_v1_unchanged);
+    tcase_add_test(tc, test_doc_example_v2);
     tcase_add_test(tc, test_header_layout_v2);
     tcase_add_loop_test(tc, test_any_split_v2, 0, 8);
     tcase_add_test(tc, test_header_checks_v2);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "binary_codec.h"
@@ -471,6 +472,56 @@ START_TEST(test_large_answers)
 }
 END_TEST
 
+/* The example client (scripts/raybox_client.py) sends these requests in
+ * version 2, decodes kinds and normals, and its answers agree with the
+ * JSON ones. */
+START_TEST(test_python_client)
+{
+    ck_assert_msg(system("python3 -c 'import struct, http.client' "
+                         ">/dev/null 2>&1") == 0,
+                  "python3 is needed (make deps installs it)");
+    char dir[] = "/tmp/raybox-client-v2-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    rbt_rng g = {17};
+    mixed *m = malloc(sizeof *m);
+    ck_assert_ptr_nonnull(m);
+    static const size_t every[5] = {3, 3, 2, 3, 1};
+    static const size_t obbs[5] = {0, 20, 0, 0, 0};
+    for (int k = 0; k < 7; k++) {
+        if (k < 5)
+            mixed_make(m, &g, (rb_mode)(k == 0 ? RB_MODE_PAIRS : k), k & 1,
+                       k < 2, 20, k == 0 ? obbs : every);
+        else /* pairs of quaternion obbs; nearest without normals */
+            mixed_make(m, &g, k == 5 ? RB_MODE_PAIRS : RB_MODE_NEAREST,
+                       k == 5, k == 5, 20, k == 5 ? obbs : every);
+        size_t len;
+        char *body = mixed_json(m, &len);
+        char path[128], err[128], cmd[640];
+        snprintf(path, sizeof path, "%s/req.json", dir);
+        snprintf(err, sizeof err, "%s/err", dir);
+        FILE *f = fopen(path, "w");
+        ck_assert_ptr_nonnull(f);
+        fwrite(body, 1, len, f);
+        fclose(f);
+        snprintf(cmd, sizeof cmd,
+                 "python3 '%s/scripts/raybox_client.py' --url %s --compare "
+                 "'%s' >/dev/null 2>'%s'",
+                 RAYBOX_SOURCE_DIR, srv.base, path, err);
+        int st = system(cmd);
+        char *text = rbt_read_file(err, NULL);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "case %d: %s",
+                      k, text ? text : "");
+        ck_assert_ptr_nonnull(strstr(text, "agree"));
+        free(text);
+        unlink(err);
+        unlink(path);
+        free(body);
+    }
+    rmdir(dir);
+    free(m);
+}
+END_TEST
+
 /* Version 1: a box body gets a version 1 answer, as before, and a JSON
  * body without other kinds or outputs asked in binary does too. */
 START_TEST(test_version_1_answers)
@@ -641,6 +692,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_mixed_every_mode, 0, 2);
     tcase_add_test(tc, test_large_answers);
+    tcase_add_test(tc, test_python_client);
     tcase_add_test(tc, test_version_1_answers);
     tcase_add_test(tc, test_refusals);
     suite_add_tcase(s, tc);
