@@ -13,7 +13,7 @@
 #include "internal.h"
 
 /* Axes are orthonormal when every |u_i . u_j - delta_ij| <= this. */
-#define ORTHONORMAL_TOLERANCE 1e-4
+#define ORTHONORMAL_TOLERANCE 1e-4f
 
 static const char *const kind_names[RB_KIND_COUNT] = {"box", "obb", "xbox",
                                                       "sphere", "plane"};
@@ -93,18 +93,19 @@ static int obb_problem(const rb_obb *s, int *field, char *why, size_t len)
             return 1;
         }
     }
+    /* The dot products of section 7: (x + y) + z in float32. */
     for (int i = 0; i < 3; i++)
         for (int j = i; j < 3; j++) {
-            double dot = 0;
-            for (int k = 0; k < 3; k++)
-                dot += (double)rb_flush(s->axes[i][k]) *
-                       (double)rb_flush(s->axes[j][k]);
-            if (!(fabs(dot - (i == j)) <= ORTHONORMAL_TOLERANCE)) {
+            const float *u = s->axes[i], *w = s->axes[j];
+            float dot = rb_dot3(rb_flush(u[0]), rb_flush(u[1]), rb_flush(u[2]),
+                                rb_flush(w[0]), rb_flush(w[1]),
+                                rb_flush(w[2]));
+            if (!(fabsf(dot - (float)(i == j)) <= ORTHONORMAL_TOLERANCE)) {
                 *field = 6;
                 snprintf(why, len,
                          "axes are not orthonormal: %c.%c = %.9g (tolerance "
                          "1e-4)",
-                         "uvw"[i], "uvw"[j], dot);
+                         "uvw"[i], "uvw"[j], (double)dot);
                 return 1;
             }
         }

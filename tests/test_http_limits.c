@@ -176,11 +176,14 @@ START_TEST(test_per_address_limit)
         close(fds[i]);
     ck_assert_msg(health_within(s.port, 1000) >= 0,
                   "no health answer after the address's connections closed");
+    /* At least the one refused above: health probes made while the
+     * closes were still on their way may have been refused too. */
     rbt_resp m;
-    char url[128];
-    snprintf(url, sizeof url, "%s/metrics", s.base);
-    ck_assert(rbt_metrics_with(
-        url, "raybox_connections_refused_total{limit=\"address\"} 1", &m));
+    ck_assert_int_eq(rbt_get(NULL, &s, "/metrics", &m), 0);
+    ck_assert_int_eq(m.status, 200);
+    ck_assert_msg(rbt_metric(m.body, "raybox_connections_refused_total{limit="
+                                     "\"address\"}") >= 1,
+                  "no refusal by address counted");
     rbt_resp_free(&m);
     ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
 }
