@@ -14,6 +14,7 @@
 
 struct rb_pool;
 struct rb_bvh;
+struct rb_shapeset;
 
 /* Every-box scans read boxes as six float arrays (structure of arrays) so
  * that SIMD lanes hold consecutive boxes. The arrays are padded to a
@@ -81,6 +82,13 @@ struct rb_backend_ops {
                rb_results *results, rb_bad_input *bad);
     void (*describe)(const rb_backend *self, rb_backend_info *out);
     void (*destroy)(rb_backend *self);
+    /* Optional: the shape pass on this backend (rb_shapes_run's contract;
+     * NULL: the CPU's rb_shapes_run runs it). A failure may leave the
+     * outputs half combined: the caller then runs both passes again. */
+    int (*run_shapes)(rb_backend *self, rb_context *ctx, rb_mode mode,
+                      const rb_ray *rays, size_t n_rays,
+                      const struct rb_shapeset *set, uint32_t max_hits,
+                      rb_results *res);
 };
 
 struct rb_backend {
@@ -202,6 +210,20 @@ static inline uint32_t rb_shapeset_id(const rb_shapeset *s, size_t j)
     return s->ids ? s->ids[j] : s->first_id + (uint32_t)j;
 }
 
+/* The set as kernels/exact.h's shape pass reads it. */
+static inline rb_shape_view rb_shapeset_view(const rb_shapeset *s)
+{
+    rb_shape_view v = {s->lbox,
+                       s->ball,
+                       s->half,
+                       s->ids,
+                       (rb_u32)(s->n_obb + s->n_xbox),
+                       (rb_u32)s->n_ball,
+                       (rb_u32)s->n_half,
+                       s->first_id};
+    return v;
+}
+
 size_t rb_shapes_count(const rb_shapes *s);
 /* Validates (R6, R11: an invalid element returns RB_EINPUT and ctx->err
  * names it) and prepares every element of *in into *set, allocated with
@@ -249,6 +271,15 @@ const rb_boxset *rb_scene_boxset(const rb_scene *scene);
 unsigned rb_scene_dims(const rb_scene *scene);
 /* The scene's hierarchy; NULL for an empty scene. */
 const struct rb_bvh *rb_scene_bvh(const rb_scene *scene);
+/* The scene's elements beyond boxes (ids in set->ids, its tree), NULL when
+ * it has none. */
+const rb_shapeset *rb_scene_shapeset(const rb_scene *scene);
+/* Box index -> id; NULL while box i is id i (then every answer of the box
+ * pass already carries ids). */
+const uint32_t *rb_scene_box_ids(const rb_scene *scene);
+/* 1 and *j = the shape index of id in rb_scene_shapeset when id is an
+ * element beyond boxes; 0 for a box. */
+int rb_scene_shape_index(const rb_scene *scene, uint32_t id, size_t *j);
 
 /* ---- backends */
 int rb_cpu_backend_create(rb_context *ctx, rb_backend **out);

@@ -225,6 +225,35 @@ static int run_boxes(rb_context *ctx, const rb_job *job, rb_results *r,
     return rc;
 }
 
+/* The shape pass on backend b (the CPU's when b has none, or when b has
+ * the hierarchy the CPU walks: OpenCL's pass is brute force). When the
+ * device fails and fallback is on, both passes run again on the CPU: the
+ * failed pass may have combined part of the answers already. */
+static int run_shapes(rb_context *ctx, rb_backend *b, const rb_job *job,
+                      const rb_shapeset *set, int shape_pairs,
+                      rb_bad_input *bad, rb_results *r)
+{
+    if (!b->ops->run_shapes || set->tree)
+        return rb_shapes_run(ctx, job->mode, job->rays, job->n_rays, set,
+                             job->max_hits, r);
+    int rc = b->ops->run_shapes(b, ctx, job->mode, job->rays, job->n_rays, set,
+                                job->max_hits, r);
+    if (!is_device_failure(rc) || !ctx->opt.cpu_fallback)
+        return rc;
+    char reason[sizeof r->info.fallback_reason];
+    rb_copy_str(reason, sizeof reason, ctx->err.message);
+    rb_clear_error(ctx);
+    rc = shape_pairs ? RB_OK : ctx->cpu->ops->run(ctx->cpu, ctx, job, r, bad);
+    if (!rc)
+        rc = rb_shapes_run(ctx, job->mode, job->rays, job->n_rays, set,
+                           job->max_hits, r);
+    r->info.fell_back = 1;
+    rb_copy_str(r->info.fallback_reason, sizeof r->info.fallback_reason,
+                reason);
+    rb_copy_str(r->info.backend, sizeof r->info.backend, "cpu");
+    return rc;
+}
+
 /* kinds and normals of nearest and pairs answers: ids below n_boxes are
  * boxes, the rest shape j = id - n_boxes (pairs: the ray's own element of
  * the one kind). */
@@ -306,13 +335,14 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         if (rc)
             return rc;
         /* Without memory for it, every shape is tested: same answers. */
-        if (!shape_pairs &&
+        if (!shape_pairs && !ctx->active->ops->run_shapes &&
             shape_tree_pays(ctx, q->n_rays, set.n_obb + set.n_xbox + set.n_ball))
             rb_shape_tree_build(ctx, &set);
         rb_clear_error(ctx);
     }
 
     rb_bad_input bad = {UINT64_MAX, RB_ELEMENT_NONE};
+    rb_backend *shape_backend = ctx->active;
     if (shape_pairs) {
         size_t first_bad = rb_check_rays(q->rays, 3, 0, q->n_rays);
         if (first_bad < q->n_rays) {
@@ -321,15 +351,16 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
             rc = RB_EINPUT;
         }
         rb_backend_info info = {0};
-        ctx->cpu->ops->describe(ctx->cpu, &info);
+        shape_backend->ops->describe(shape_backend, &info);
         rb_copy_str(r->info.backend, sizeof r->info.backend, info.backend);
         rb_copy_str(r->info.device, sizeof r->info.device, info.device);
     } else {
         rc = run_boxes(ctx, &job, r, &bad);
+        if (r->info.fell_back)
+            shape_backend = ctx->cpu;
     }
     if (!rc && n_shapes)
-        rc = rb_shapes_run(ctx, q->mode, q->rays, q->n_rays, &set,
-                           q->max_hits, r);
+        rc = run_shapes(ctx, shape_backend, &job, &set, shape_pairs, &bad, r);
     if (!rc && (q->mode == RB_MODE_NEAREST || q->mode == RB_MODE_PAIRS) &&
         (r->kinds || (q->outputs & RB_OUTPUT_NORMAL)))
         answer_kinds(q, &set, q->mode == RB_MODE_PAIRS ? q->n_boxes : n_boxes,

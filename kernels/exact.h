@@ -9,7 +9,8 @@
  * What lives here: the record layouts shared with the kernels (answers,
  * prepared rays, hierarchy nodes), R7's flush, R8's reciprocal, the slab
  * step and the full slab test (R1-R5, R8), R6's predicates, the miss
- * record, and the sorted insert of `all` lists. Vector forms (AVX2 in
+ * record, the sorted insert of `all` lists, the shape tests of R12-R14
+ * and the shape pass of one ray over a shape set. Vector forms (AVX2 in
  * host/cpu/scan_avx2.c and host/bvh/bvh_walk_avx2.c, float8 in the
  * kernels) restate the slab step lane-wise; the differential suites check
  * them against these scalar rules bit for bit.
@@ -390,9 +391,13 @@ static inline float rb_dot3(float ax, float ay, float az, float bx, float by,
     return (ax * bx + ay * by) + az * bz;
 }
 
+/* Shape records are read where they lie: RB_GLOBAL (device memory in a
+ * kernel, any memory on the host). */
+
 /* R12: the world ray in the box's local frame, as a ray ready for the
  * slab test. t keeps its meaning (the map is affine). */
-static inline rb_ray_prep rb_lbox_local(const rb_ray_raw *w, const rb_lbox *s)
+static inline rb_ray_prep rb_lbox_local(const rb_ray_raw *w,
+                                        RB_GLOBAL const rb_lbox *s)
 {
     float q0 = w->o[0] - s->b[0], q1 = w->o[1] - s->b[1],
           q2 = w->o[2] - s->b[2];
@@ -408,19 +413,23 @@ static inline rb_ray_prep rb_lbox_local(const rb_ray_raw *w, const rb_lbox *s)
     return p;
 }
 
-static inline int rb_lbox_hit(const rb_ray_raw *w, const rb_lbox *s,
+static inline int rb_lbox_hit(const rb_ray_raw *w, RB_GLOBAL const rb_lbox *s,
                               float *t_enter, float *t_exit)
 {
     rb_ray_prep p = rb_lbox_local(w, s);
-    return rb_slab_hit(&p, s->lo, s->hi, t_enter, t_exit);
+    float lo[3] = {s->lo[0], s->lo[1], s->lo[2]};
+    float hi[3] = {s->hi[0], s->hi[1], s->hi[2]};
+    return rb_slab_hit(&p, lo, hi, t_enter, t_exit);
 }
 
 /* Every field of *out but box; faces are the local ones. */
-static inline void rb_lbox_full(const rb_ray_raw *w, const rb_lbox *s,
-                                rb_hit *out)
+static inline void rb_lbox_full(const rb_ray_raw *w,
+                                RB_GLOBAL const rb_lbox *s, rb_hit *out)
 {
     rb_ray_prep p = rb_lbox_local(w, s);
-    rb_slab_full(&p, s->lo, s->hi, out);
+    float lo[3] = {s->lo[0], s->lo[1], s->lo[2]};
+    float hi[3] = {s->hi[0], s->hi[1], s->hi[2]};
+    rb_slab_full(&p, lo, hi, out);
 }
 
 /* A solid's span [lo, hi] of the line clipped to [tmin, tmax] as in R2:
@@ -453,8 +462,8 @@ static inline void rb_span_answer(const rb_ray_raw *w, float lo, float hi,
  * is a point test; else l = f + (beta / a) d, delta = r.r - l.l, and the
  * roots t0 = (f.f - r.r) / q, t1 = q / a with q = beta + copysign(
  * sqrt(a delta), beta) (no cancellation: both terms share a sign). */
-static inline void rb_ball_full(const rb_ray_raw *w, const rb_ball *s,
-                                rb_hit *out)
+static inline void rb_ball_full(const rb_ray_raw *w,
+                                RB_GLOBAL const rb_ball *s, rb_hit *out)
 {
     float f0 = w->o[0] - s->c[0], f1 = w->o[1] - s->c[1],
           f2 = w->o[2] - s->c[2];
@@ -495,7 +504,8 @@ static inline void rb_ball_full(const rb_ray_raw *w, const rb_ball *s,
  * else t* = (d - no) / nd bounds the solid, from below when the ray
  * enters (nd < 0), from above when it leaves (nd > 0). */
 static inline void rb_halfspace_full(const rb_ray_raw *w,
-                                     const rb_halfspace *s, rb_hit *out)
+                                     RB_GLOBAL const rb_halfspace *s,
+                                     rb_hit *out)
 {
     float nd = rb_dot3(s->n[0], s->n[1], s->n[2], w->d[0], w->d[1], w->d[2]);
     float no = rb_dot3(s->n[0], s->n[1], s->n[2], w->o[0], w->o[1], w->o[2]);
@@ -547,5 +557,132 @@ static inline void rb_list_insert(RB_GLOBAL rb_list_hit *list,
     if (n < cap)
         *stored = n + 1;
 }
+
+
+/* ---- the shape pass, one ray (R10, R11) ------------------------------ */
+/* The prepared shapes of a query or scene as every path reads them: shape
+ * index j runs over the lboxes (obbs, then xboxes), the balls, the
+ * half-spaces; its id is ids[j], or first_id + j when ids is null. Ids
+ * ascend with j within each kind, so a lower j wins a tie within a kind;
+ * across kinds the comparisons below use the ids. */
+typedef struct rb_shape_view {
+    RB_GLOBAL const rb_lbox *lbox;
+    RB_GLOBAL const rb_ball *ball;
+    RB_GLOBAL const rb_halfspace *hspace;
+    RB_GLOBAL const rb_u32 *ids;
+    rb_u32 n_lbox, n_ball, n_half;
+    rb_u32 first_id;
+} rb_shape_view;
+
+static inline rb_u32 rb_shape_id(const rb_shape_view *v, rb_u32 j)
+{
+    return v->ids ? v->ids[j] : v->first_id + j;
+}
+
+/* Shape j's full answer (all fields but box). */
+static inline void rb_shape_full(const rb_shape_view *v, rb_u32 j,
+                                 const rb_ray_raw *w, rb_hit *h)
+{
+    if (j < v->n_lbox)
+        rb_lbox_full(w, v->lbox + j, h);
+    else if (j < v->n_lbox + v->n_ball)
+        rb_ball_full(w, v->ball + (j - v->n_lbox), h);
+    else
+        rb_halfspace_full(w, v->hspace + (j - v->n_lbox - v->n_ball), h);
+}
+
+/* Shape j hit within the ray's range, with its t_enter and t_exit. */
+static inline int rb_shape_hit(const rb_shape_view *v, rb_u32 j,
+                               const rb_ray_raw *w, float *t_enter,
+                               float *t_exit)
+{
+    if (j < v->n_lbox)
+        return rb_lbox_hit(w, v->lbox + j, t_enter, t_exit);
+    rb_hit h;
+    h.box = -1;
+    rb_shape_full(v, j, w, &h);
+    *t_enter = h.t_enter;
+    *t_exit = h.t_exit;
+    return h.hit;
+}
+
+/* nearest over shapes [j0, j1): improves (*best_t, *best_id) by the least
+ * (t_enter, id) and sets *best_j to the winner's index. */
+static inline void rb_shape_scan_nearest(const rb_shape_view *v, rb_u32 j0,
+                                     rb_u32 j1, const rb_ray_raw *w,
+                                     float *best_t, rb_u32 *best_id,
+                                     rb_u32 *best_j)
+{
+    for (rb_u32 j = j0; j < j1; j++) {
+        float te, tx;
+        if (!rb_shape_hit(v, j, w, &te, &tx))
+            continue;
+        rb_u32 id = rb_shape_id(v, j);
+        if (te < *best_t || (te == *best_t && id < *best_id)) {
+            *best_t = te;
+            *best_id = id;
+            *best_j = j;
+        }
+    }
+}
+
+static inline int rb_shape_scan_any(const rb_shape_view *v, rb_u32 j0, rb_u32 j1,
+                                const rb_ray_raw *w)
+{
+    float te, tx;
+    for (rb_u32 j = j0; j < j1; j++)
+        if (rb_shape_hit(v, j, w, &te, &tx))
+            return 1;
+    return 0;
+}
+
+static inline rb_u32 rb_shape_scan_count(const rb_shape_view *v, rb_u32 j0,
+                                         rb_u32 j1, const rb_ray_raw *w)
+{
+    rb_u32 n = 0;
+    float te, tx;
+    for (rb_u32 j = j0; j < j1; j++)
+        n += (rb_u32)rb_shape_hit(v, j, w, &te, &tx);
+    return n;
+}
+
+/* all: every hit into the ray's list (*stored of cap entries); returns the
+ * hits found. */
+static inline rb_u32 rb_shape_scan_all(const rb_shape_view *v, rb_u32 j0,
+                                   rb_u32 j1, const rb_ray_raw *w,
+                                   RB_GLOBAL rb_list_hit *list,
+                                   rb_u32 *stored, rb_u32 cap)
+{
+    rb_u32 n = 0;
+    float te, tx;
+    for (rb_u32 j = j0; j < j1; j++) {
+        if (!rb_shape_hit(v, j, w, &te, &tx))
+            continue;
+        rb_list_insert(list, stored, cap, (rb_i32)rb_shape_id(v, j), te, tx);
+        n++;
+    }
+    return n;
+}
+
+/* The arguments of the shape-pass kernels (kernels/shapes.cl), by
+ * position: the kernels and host/opencl/cl_shapes.c both use these. */
+enum rb_shape_arg {
+    RB_SHARG_RAYS,     /* rb_ray records of the chunk */
+    RB_SHARG_N_RAYS,
+    RB_SHARG_LBOX,
+    RB_SHARG_N_LBOX,
+    RB_SHARG_BALL,
+    RB_SHARG_N_BALL,
+    RB_SHARG_HALF,
+    RB_SHARG_N_HALF,
+    RB_SHARG_IDS,      /* null: ids are first_id + j */
+    RB_SHARG_FIRST_ID,
+    RB_SHARG_HITS,     /* pairs, nearest: in (the box pass's) and out */
+    RB_SHARG_ANY,
+    RB_SHARG_COUNTS,
+    RB_SHARG_LISTS,
+    RB_SHARG_MAX_HITS,
+    RB_SHARG_COUNT
+};
 
 #endif /* RB_EXACT_H */

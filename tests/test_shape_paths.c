@@ -1,7 +1,9 @@
 /* test_shape_paths.c - SPEC R16: every path that answers shapes gives the
  * same bits. The CPU brute force (hierarchy off) is the reference; the
  * shape hierarchy (bvh_shapes.c: widened node tests over conservative
- * world boxes) must equal it exactly in every mode, for random rays and
+ * world boxes) and the OpenCL kernels (kernels/shapes.cl, PoCL here, and
+ * the box kernels of the box pass) must equal it exactly in every mode,
+ * pairs included, for random rays and
  * for the rays that stress the widening: rays aimed at obb and xbox edges
  * and corners, tangent to spheres, grazing within an ulp, from far away,
  * at huge and tiny scales. Ray counts are per case; the suite runs well
@@ -189,6 +191,18 @@ static rb_context *context(int hierarchy)
     return ctx;
 }
 
+/* The OpenCL backend without the CPU fallback: a failed launch fails the
+ * test instead of hiding behind the CPU's answers. */
+static rb_context *cl_context(void)
+{
+    rb_context_options o;
+    rb_context_options_init(&o);
+    o.backend = RB_BACKEND_OPENCL;
+    o.cpu_fallback = 0;
+    o.hierarchy = RB_HIERARCHY_OFF;
+    return rbt_context_opts(RBT_OPENCL, &o);
+}
+
 typedef struct answer {
     rb_hit *hits;
     uint8_t *any, *kinds;
@@ -305,6 +319,83 @@ static void compare_paths(uint64_t seed, size_t per_kind, float span,
     scene_free(&s);
 }
 
+/* pairs: ray i against element i of one kind, on both backends. */
+static void pairs_same(rb_context *a, rb_context *b, const rb_ray *rays,
+                       size_t n, rb_shapes sh, const char *what)
+{
+    rb_hit *x = calloc(n, sizeof *x), *y = calloc(n, sizeof *y);
+    float *nx = calloc(3 * n, sizeof *nx), *ny = calloc(3 * n, sizeof *ny);
+    rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
+                  .n_rays = n, .shapes = sh, .outputs = RB_OUTPUT_NORMAL};
+    rb_results rx = {.hits = x, .normals = nx, .capacity = n};
+    rb_results ry = {.hits = y, .normals = ny, .capacity = n};
+    ck_assert_int_eq(rb_intersect(a, &q, &rx), RB_OK);
+    ck_assert_msg(rb_intersect(b, &q, &ry) == RB_OK, "%s: %s", what,
+                  rb_context_error(b)->message);
+    for (size_t i = 0; i < n; i++) {
+        char b1[128], b2[128];
+        ck_assert_msg(rbt_same_hit(&x[i], &y[i]) &&
+                          memcmp(nx + 3 * i, ny + 3 * i, 12) == 0,
+                      "%s pairs ray %zu: %s vs %s", what, i,
+                      rbt_hit_str(&x[i], b1, sizeof b1),
+                      rbt_hit_str(&y[i], b2, sizeof b2));
+    }
+    free(x);
+    free(y);
+    free(nx);
+    free(ny);
+}
+
+/* The CPU (brute force and walk) against OpenCL, every mode and pairs of
+ * each kind, on edge-aimed rays. */
+static void compare_backends(uint64_t seed, int rays_kind, const char *what)
+{
+    enum { N = 6000, PER_KIND = 120 };
+    rbt_rng g = {seed};
+    scene s;
+    make_scene(&g, PER_KIND, 20, 3, &s);
+    rb_ray *rays = malloc(N * sizeof *rays);
+    make_rays(&g, &s, rays_kind, 20, 25, rays, N);
+    rb_context *cpu = context(RB_HIERARCHY_OFF);
+    rb_context *cl = cl_context();
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    for (int m = 0; m < 4; m++) {
+        answer x, y;
+        run(cpu, &s, modes[m], rays, N, &x);
+        run(cl, &s, modes[m], rays, N, &y);
+        same(modes[m], &x, &y, N, what);
+        answer_free(&x);
+        answer_free(&y);
+    }
+    size_t n = PER_KIND;
+    pairs_same(cpu, cl, rays, n, (rb_shapes){.obbs = s.obbs, .n_obbs = n},
+               what);
+    pairs_same(cpu, cl, rays, n,
+               (rb_shapes){.xboxes = s.xboxes, .n_xboxes = n}, what);
+    pairs_same(cpu, cl, rays, n,
+               (rb_shapes){.spheres = s.spheres, .n_spheres = n}, what);
+    pairs_same(cpu, cl, rays, 2,
+               (rb_shapes){.planes = s.planes, .n_planes = 2}, what);
+    rb_context_destroy(cpu);
+    rb_context_destroy(cl);
+    free(rays);
+    scene_free(&s);
+}
+
+START_TEST(test_opencl_random)
+{
+    compare_backends(11, RAYS_RANDOM, "opencl random");
+}
+END_TEST
+
+START_TEST(test_opencl_edges)
+{
+    compare_backends(12, RAYS_EDGES, "opencl edges");
+    compare_backends(13, RAYS_TANGENT, "opencl tangent");
+}
+END_TEST
+
 START_TEST(test_random_rays)
 {
     compare_paths(1, 300, 20, 3, 25, RAYS_RANDOM, 40000, "random");
@@ -352,6 +443,11 @@ int main(void)
     tcase_add_test(tc, test_tangent_rays);
     tcase_add_test(tc, test_far_origins);
     tcase_add_test(tc, test_scales);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("opencl");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_opencl_random);
+    tcase_add_test(tc, test_opencl_edges);
     suite_add_tcase(s, tc);
     return rbt_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -232,20 +232,9 @@ typedef struct swalk {
 static int take(const rb_shapeset *set, size_t j, const rb_ray_raw *w,
                 swalk *s)
 {
-    size_t n_lbox = set->n_obb + set->n_xbox;
+    rb_shape_view v = rb_shapeset_view(set);
     float te, tx;
-    int hit;
-    if (j < n_lbox) {
-        hit = rb_lbox_hit(w, &set->lbox[j], &te, &tx);
-    } else {
-        rb_hit h;
-        h.box = -1;
-        rb_ball_full(w, &set->ball[j - n_lbox], &h);
-        hit = h.hit;
-        te = h.t_enter;
-        tx = h.t_exit;
-    }
-    if (!hit)
+    if (!rb_shape_hit(&v, (rb_u32)j, w, &te, &tx))
         return 0;
     uint32_t id = rb_shapeset_id(set, j);
     switch (s->mode) {

@@ -48,6 +48,7 @@ static const struct rb_backend_ops cl_ops = {
     .name = "opencl",
     .bvh = 1, /* kernels/bvh.cl; cl_plan.c falls back to brute force */
     .run = rb_cl_run,
+    .run_shapes = rb_cl_run_shapes,
     .describe = cl_describe,
     .destroy = cl_destroy,
 };

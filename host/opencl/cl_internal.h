@@ -8,8 +8,8 @@
 
 #include "cl_devices.h"
 
-/* The kernels of kernels/brute.cl (brute force) and kernels/bvh.cl (the
- * hierarchy walk). */
+/* The kernels of kernels/brute.cl (brute force), kernels/bvh.cl (the
+ * hierarchy walk) and kernels/shapes.cl (the shape pass). */
 typedef enum rb_cl_kernel_id {
     RB_CLK_PAIRS,
     RB_CLK_NEAREST,
@@ -20,6 +20,11 @@ typedef enum rb_cl_kernel_id {
     RB_CLK_BVH_ANY,
     RB_CLK_BVH_COUNT,
     RB_CLK_BVH_ALL,
+    RB_CLK_SHAPES_PAIRS, /* kernels/shapes.cl, in rb_mode order */
+    RB_CLK_SHAPES_NEAREST,
+    RB_CLK_SHAPES_ANY,
+    RB_CLK_SHAPES_COUNT,
+    RB_CLK_SHAPES_ALL,
     RB_CLK_N
 } rb_cl_kernel_id;
 
@@ -115,6 +120,11 @@ typedef struct rb_cl_plan {
  * the same answers. */
 int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                    size_t wg, rb_cl_plan *out, char *why, size_t why_len);
+
+/* cl_shapes.c: the backend's run_shapes() (see struct rb_backend_ops). */
+int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, rb_mode mode,
+                     const rb_ray *rays, size_t n_rays, const rb_shapeset *set,
+                     uint32_t max_hits, rb_results *res);
 
 /* cl_run.c: the backend's run() (see struct rb_backend_ops). */
 int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
