@@ -121,6 +121,56 @@ static int shape_tree_pays(const rb_context *ctx, size_t n_rays,
     return (double)n_rays * saved > SHAPE_BUILD_NS * (double)n_bounded;
 }
 
+/* A scene's shape hierarchy is built with the scene; a walk pays over
+ * testing every bounded shape from ~40 of them (SHAPE_WALK_NS against
+ * SHAPE_NS_PER_TEST a shape). */
+#define SCENE_MIN_SHAPES 64
+
+/* The shapes a query on a scene tests: the scene's, walked through their
+ * hierarchy or (in *view, without it) one by one, as for inline shapes
+ * (no walk where the backend runs the shape pass itself). NULL: none. */
+static const rb_shapeset *scene_shapes(const rb_context *ctx,
+                                       const rb_scene *scene,
+                                       rb_shapeset *view)
+{
+    const rb_shapeset *s = rb_scene_shapeset(scene);
+    if (!s)
+        return NULL;
+    size_t bounded = s->n_obb + s->n_xbox + s->n_ball;
+    int walk = ctx->bvh_use == RB_BVH_USE_ALWAYS ||
+               (ctx->bvh_use == RB_BVH_USE_AUTO &&
+                bounded >= SCENE_MIN_SHAPES);
+    if (!s->tree || (walk && !ctx->active->ops->run_shapes))
+        return s;
+    *view = *s;
+    view->tree = NULL;
+    return view;
+}
+
+/* The box pass answers by box index; a scene whose boxes are not ids
+ * 0..n-1 (shapes came before some of them) gets its ids here, before the
+ * shape pass combines by (t_enter, id). Box ids ascend with the index, so
+ * the lists stay sorted. */
+static void map_box_ids(const rb_query *q, rb_results *r)
+{
+    const uint32_t *ids = q->scene ? rb_scene_box_ids(q->scene) : NULL;
+    if (!ids)
+        return;
+    if (q->mode == RB_MODE_NEAREST) {
+        for (size_t i = 0; i < q->n_rays; i++)
+            if (r->hits[i].hit)
+                r->hits[i].box = (int32_t)ids[r->hits[i].box];
+    } else if (q->mode == RB_MODE_ALL) {
+        for (size_t i = 0; i < q->n_rays; i++) {
+            rb_list_hit *l = r->list + i * (size_t)q->max_hits;
+            uint32_t n = r->counts[i] < q->max_hits ? r->counts[i]
+                                                    : q->max_hits;
+            for (uint32_t e = 0; e < n; e++)
+                l[e].box = (int32_t)ids[l[e].box];
+        }
+    }
+}
+
 static int check_query(rb_context *ctx, const rb_query *q,
                        const rb_results *r)
 {
@@ -229,9 +279,9 @@ static int run_boxes(rb_context *ctx, const rb_job *job, rb_results *r,
  * the hierarchy the CPU walks: OpenCL's pass is brute force). When the
  * device fails and fallback is on, both passes run again on the CPU: the
  * failed pass may have combined part of the answers already. */
-static int run_shapes(rb_context *ctx, rb_backend *b, const rb_job *job,
-                      const rb_shapeset *set, int shape_pairs,
-                      rb_bad_input *bad, rb_results *r)
+static int run_shapes(rb_context *ctx, rb_backend *b, const rb_query *q,
+                      const rb_job *job, const rb_shapeset *set,
+                      int shape_pairs, rb_bad_input *bad, rb_results *r)
 {
     if (!b->ops->run_shapes || set->tree)
         return rb_shapes_run(ctx, job->mode, job->rays, job->n_rays, set,
@@ -244,6 +294,8 @@ static int run_shapes(rb_context *ctx, rb_backend *b, const rb_job *job,
     rb_copy_str(reason, sizeof reason, ctx->err.message);
     rb_clear_error(ctx);
     rc = shape_pairs ? RB_OK : ctx->cpu->ops->run(ctx->cpu, ctx, job, r, bad);
+    if (!rc && !shape_pairs)
+        map_box_ids(q, r);
     if (!rc)
         rc = rb_shapes_run(ctx, job->mode, job->rays, job->n_rays, set,
                            job->max_hits, r);
@@ -254,9 +306,9 @@ static int run_shapes(rb_context *ctx, rb_backend *b, const rb_job *job,
     return rc;
 }
 
-/* kinds and normals of nearest and pairs answers: ids below n_boxes are
- * boxes, the rest shape j = id - n_boxes (pairs: the ray's own element of
- * the one kind). */
+/* kinds and normals of nearest and pairs answers. Inline elements: ids
+ * below n_boxes are boxes, the rest shape j = id - n_boxes (pairs: the
+ * ray's own element of the one kind). A scene: its id lookup says. */
 static void answer_kinds(const rb_query *q, const rb_shapeset *set,
                          size_t n_boxes, rb_results *r)
 {
@@ -264,8 +316,18 @@ static void answer_kinds(const rb_query *q, const rb_shapeset *set,
     int shape_pairs = q->mode == RB_MODE_PAIRS && !q->n_boxes;
     for (size_t i = 0; i < q->n_rays; i++) {
         const rb_hit *h = &r->hits[i];
-        int is_box = h->hit && !shape_pairs && (size_t)h->box < n_boxes;
-        size_t j = shape_pairs ? i : (size_t)h->box - n_boxes;
+        int is_box;
+        size_t j = 0;
+        if (shape_pairs) {
+            is_box = 0;
+            j = i;
+        } else if (q->scene) {
+            is_box = h->hit &&
+                     !rb_scene_shape_index(q->scene, (uint32_t)h->box, &j);
+        } else {
+            is_box = h->hit && (size_t)h->box < n_boxes;
+            j = (size_t)h->box - n_boxes;
+        }
         if (r->kinds)
             r->kinds[i] = !h->hit ? RB_KIND_NONE
                           : is_box ? RB_KIND_BOX
@@ -306,8 +368,8 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         .n_rays = q->n_rays,
         .max_hits = q->max_hits,
     };
-    size_t n_shapes = rb_shapes_count(&q->shapes);
-    int shape_pairs = q->mode == RB_MODE_PAIRS && n_shapes;
+    size_t n_inline = rb_shapes_count(&q->shapes);
+    int shape_pairs = q->mode == RB_MODE_PAIRS && n_inline;
     size_t n_boxes;
     if (q->mode == RB_MODE_PAIRS) {
         job.pair_boxes = q->boxes;
@@ -328,8 +390,9 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         if (transient_pays(ctx, q->n_rays, q->n_boxes))
             job.bvh = transient_bvh(ctx);
     }
-    rb_shapeset set = {0};
-    if (n_shapes) {
+    rb_shapeset set = {0}, view;
+    const rb_shapeset *shapes = NULL;
+    if (n_inline) {
         rc = rb_shapeset_build(ctx, &set, &q->shapes,
                                shape_pairs ? 0 : (uint32_t)q->n_boxes);
         if (rc)
@@ -339,7 +402,11 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
             shape_tree_pays(ctx, q->n_rays, set.n_obb + set.n_xbox + set.n_ball))
             rb_shape_tree_build(ctx, &set);
         rb_clear_error(ctx);
+        shapes = &set;
+    } else if (q->scene) {
+        shapes = scene_shapes(ctx, q->scene, &view);
     }
+    size_t n_shapes = shapes ? rb_shapeset_size(shapes) : 0;
 
     rb_bad_input bad = {UINT64_MAX, RB_ELEMENT_NONE};
     rb_backend *shape_backend = ctx->active;
@@ -358,13 +425,16 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         rc = run_boxes(ctx, &job, r, &bad);
         if (r->info.fell_back)
             shape_backend = ctx->cpu;
+        if (!rc)
+            map_box_ids(q, r);
     }
     if (!rc && n_shapes)
-        rc = run_shapes(ctx, shape_backend, &job, &set, shape_pairs, &bad, r);
+        rc = run_shapes(ctx, shape_backend, q, &job, shapes, shape_pairs,
+                        &bad, r);
     if (!rc && (q->mode == RB_MODE_NEAREST || q->mode == RB_MODE_PAIRS) &&
         (r->kinds || (q->outputs & RB_OUTPUT_NORMAL)))
-        answer_kinds(q, &set, q->mode == RB_MODE_PAIRS ? q->n_boxes : n_boxes,
-                     r);
+        answer_kinds(q, shapes ? shapes : &set,
+                     q->mode == RB_MODE_PAIRS ? q->n_boxes : n_boxes, r);
     rb_shapeset_free(&ctx->alloc, &set);
     if (rc == RB_EINPUT)
         return rb_report_bad_input(ctx, q->dims, q->rays, q->boxes, &bad);

@@ -389,6 +389,14 @@ typedef struct rb_scene_stats {
     uint64_t bvh_refits;
     uint64_t bvh_rebuilds; /* builds after the first */
     uint64_t bvh_bytes;   /* part of host_bytes */
+    /* Every kind (SPEC section 7). boxes above and bounds are the boxes';
+     * elements counts the ids of all kinds, kinds[k] those of rb_kind k
+     * (kinds[RB_KIND_BOX] == boxes); bytes_per_box is host_bytes per
+     * element. The shape hierarchy (over obbs, xboxes and spheres; planes
+     * are unbounded) is rebuilt by every change of those kinds. */
+    uint64_t elements;
+    uint64_t kinds[RB_KIND_COUNT];
+    uint64_t shape_nodes; /* 8-wide nodes of the shape hierarchy, 0: none */
 } rb_scene_stats;
 
 /* Creates a scene from n boxes (rb_box when dims == 3, rb_box2 when 2),
@@ -396,23 +404,72 @@ typedef struct rb_scene_stats {
  * ctx) and flushed (R7). ctx supplies the allocator and error slot. */
 int rb_scene_create(rb_context *ctx, unsigned dims, const void *boxes,
                     size_t n, rb_scene **out);
+/* The same with elements of the other kinds (shapes may be NULL; with any
+ * shape dims must be 3). Ids follow boxes ++ obbs ++ xboxes ++ spheres ++
+ * planes. Everything is validated before anything is built (boxes first,
+ * then the other kinds in id order; the error names the kind, the index
+ * within it and the field, as rb_intersect does); the box hierarchy and
+ * the shape hierarchy are built here. */
+int rb_scene_create_shapes(rb_context *ctx, unsigned dims, const void *boxes,
+                           size_t n_boxes, const rb_shapes *shapes,
+                           rb_scene **out);
 void rb_scene_destroy(rb_scene *scene);
 /* A deep copy (version kept), for copy-on-write updates. */
 int rb_scene_clone(rb_context *ctx, const rb_scene *scene, rb_scene **out);
-/* Replaces boxes[indices[k]] with boxes[k] for k < n. Everything is checked
- * first (indices in range, values valid); on error nothing changes. The
- * hierarchy is refit in place; when that has grown its SAH cost past 1.5x
- * the cost after its last build, it is rebuilt (if memory allows; the
- * refit tree stays exact either way). */
+/* Replaces the box of id indices[k] with boxes[k] for k < n (in a scene
+ * that has only ever held boxes, box i is id i). Everything is checked
+ * first (ids in range and of boxes, values valid); on error nothing
+ * changes. The hierarchy is refit in place; when that has grown its SAH
+ * cost past 1.5x the cost after its last build, it is rebuilt (if memory
+ * allows; the refit tree stays exact either way). */
 int rb_scene_set(rb_context *ctx, rb_scene *scene, const uint32_t *indices,
                  const void *boxes, size_t n);
 /* Appends n boxes and rebuilds the hierarchy; on error (RB_EINPUT,
- * RB_ENOMEM) nothing changes. */
+ * RB_ENOMEM) nothing changes. The boxes take the next ids. */
 int rb_scene_append(rb_context *ctx, rb_scene *scene, const void *boxes,
                     size_t n);
 void rb_scene_stats_get(const rb_scene *scene, rb_scene_stats *out);
-/* Copies box i (in the scene's dims) to *out; RB_EINVAL if out of range. */
+/* Copies box i (in the scene's dims; i counts the boxes alone, which is
+ * the id while the scene has only ever held boxes) to *out; RB_EINVAL if
+ * out of range. */
 int rb_scene_box(const rb_scene *scene, size_t i, void *out);
+
+/* One element of any kind, for rb_scene_set_elements. */
+typedef struct rb_element {
+    rb_kind kind;
+    union {
+        rb_box box;   /* 3D scenes */
+        rb_box2 box2; /* 2D scenes */
+        rb_obb obb;
+        rb_xbox xbox;
+        rb_sphere sphere;
+        rb_plane plane;
+    } as;
+} rb_element;
+
+/* Replaces the element of id ids[k] with elements[k] for k < n; each must
+ * be of the id's kind. Everything is checked first, nothing changes on
+ * error: an id out of range, or an element of another kind than its id's,
+ * is RB_EINVAL with rb_error.index = k, element = the given element's
+ * kind and field -1; an invalid value is RB_EINPUT naming set entry k (as
+ * index), its kind and field. Boxes refit the box hierarchy as
+ * rb_scene_set does; other kinds rebuild the shape hierarchy. */
+int rb_scene_set_elements(rb_context *ctx, rb_scene *scene,
+                          const uint32_t *ids, const rb_element *elements,
+                          size_t n);
+/* Appends boxes (the scene's dims) and shapes (3D scenes; may be NULL):
+ * they take the next ids in the append's own concatenation order (boxes
+ * ++ obbs ++ xboxes ++ spheres ++ planes), so after appends the kinds
+ * interleave in id order; old ids never change. Validated first (errors
+ * name the kind and the index within the append's own list); the
+ * hierarchies of the kinds appended are rebuilt; on error nothing
+ * changes. */
+int rb_scene_append_shapes(rb_context *ctx, rb_scene *scene,
+                           const void *boxes, size_t n_boxes,
+                           const rb_shapes *shapes);
+/* The rb_kind of element `id`, and with index not NULL its index among the
+ * scene's elements of that kind; -1 when id is out of range. */
+int rb_scene_element_kind(const rb_scene *scene, uint64_t id, size_t *index);
 
 /* ------------------------------------------------------------------------
  * Queries (SPEC section 3).
