@@ -62,7 +62,16 @@ typedef struct rb_job {
      * answers are the same (SPEC R9). */
     const struct rb_bvh *bvh;
     uint32_t max_hits;
+    int (*stop)(void *stop_user); /* rb_query.stop, or NULL */
+    void *stop_user;
 } rb_job;
+
+/* Whether the job's stop callback asks it to stop (backends ask between
+ * pieces of work and then return RB_ECANCELED). */
+static inline int rb_job_stopped(const rb_job *job)
+{
+    return job->stop && job->stop(job->stop_user);
+}
 
 /* Where the first invalid element of a chunk is. index == UINT64_MAX: none. */
 typedef struct rb_bad_input {
@@ -85,10 +94,8 @@ struct rb_backend_ops {
     /* Optional: the shape pass on this backend (rb_shapes_run's contract;
      * NULL: the CPU's rb_shapes_run runs it). A failure may leave the
      * outputs half combined: the caller then runs both passes again. */
-    int (*run_shapes)(rb_backend *self, rb_context *ctx, rb_mode mode,
-                      const rb_ray *rays, size_t n_rays,
-                      const struct rb_shapeset *set, uint32_t max_hits,
-                      rb_results *res);
+    int (*run_shapes)(rb_backend *self, rb_context *ctx, const rb_job *job,
+                      const struct rb_shapeset *set, rb_results *res);
 };
 
 struct rb_backend {
@@ -261,9 +268,9 @@ void rb_box_normal(const rb_hit *h, float *n);
  * and the answers are combined as one scan over all ids would give them
  * (nearest: least (t_enter, id); any: or; count: sum; all: the sorted
  * merge). pairs: ray i against shape i (the set holds one kind). Rays
- * were validated by the box pass. Runs on the context's threads. */
-int rb_shapes_run(rb_context *ctx, rb_mode mode, const rb_ray *rays,
-                  size_t n_rays, const rb_shapeset *set, uint32_t max_hits,
+ * (job->rays, rb_ray records) were validated by the box pass. Runs on the
+ * context's threads; RB_ECANCELED when job->stop says so. */
+int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
                   rb_results *res);
 
 /* ---- scenes (scene.c) */

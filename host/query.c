@@ -284,10 +284,8 @@ static int run_shapes(rb_context *ctx, rb_backend *b, const rb_query *q,
                       int shape_pairs, rb_bad_input *bad, rb_results *r)
 {
     if (!b->ops->run_shapes || set->tree)
-        return rb_shapes_run(ctx, job->mode, job->rays, job->n_rays, set,
-                             job->max_hits, r);
-    int rc = b->ops->run_shapes(b, ctx, job->mode, job->rays, job->n_rays, set,
-                                job->max_hits, r);
+        return rb_shapes_run(ctx, job, set, r);
+    int rc = b->ops->run_shapes(b, ctx, job, set, r);
     if (!is_device_failure(rc) || !ctx->opt.cpu_fallback)
         return rc;
     char reason[sizeof r->info.fallback_reason];
@@ -297,8 +295,7 @@ static int run_shapes(rb_context *ctx, rb_backend *b, const rb_query *q,
     if (!rc && !shape_pairs)
         map_box_ids(q, r);
     if (!rc)
-        rc = rb_shapes_run(ctx, job->mode, job->rays, job->n_rays, set,
-                           job->max_hits, r);
+        rc = rb_shapes_run(ctx, job, set, r);
     r->info.fell_back = 1;
     rb_copy_str(r->info.fallback_reason, sizeof r->info.fallback_reason,
                 reason);
@@ -367,6 +364,8 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         .rays = q->rays,
         .n_rays = q->n_rays,
         .max_hits = q->max_hits,
+        .stop = q->stop,
+        .stop_user = q->stop_user,
     };
     size_t n_inline = rb_shapes_count(&q->shapes);
     int shape_pairs = q->mode == RB_MODE_PAIRS && n_inline;

@@ -52,7 +52,10 @@ extern "C" {
     X(RB_EDEVMEM, -7, "device_out_of_memory",                                  \
       "the device could not allocate the buffers for this batch")              \
     X(RB_ELIMIT, -8, "over_limit", "the request is over a configured limit")   \
-    X(RB_EIO, -9, "io_error", "a file could not be read or written")
+    X(RB_EIO, -9, "io_error", "a file could not be read or written")       \
+    X(RB_ECANCELED, -10, "canceled",                                          \
+      "the query was stopped by its stop callback (a deadline, a client "     \
+      "gone)")
 
 typedef enum rb_status {
 #define RB_X_ENUM(name, value, short_name, text) name = value,
@@ -499,6 +502,13 @@ typedef struct rb_query {
      * pairs: exactly one kind (boxes or one of these) holds n_rays. */
     rb_shapes shapes;
     unsigned outputs;     /* RB_OUTPUT_* flags */
+    /* Optional: asked between pieces of work (CPU tasks of a few hundred
+     * rays, OpenCL launches), from any of the context's threads at once,
+     * so it must be thread-safe and cheap; non-zero stops the query:
+     * rb_intersect returns RB_ECANCELED and the outputs are unspecified.
+     * Work already handed to a device finishes first. */
+    int (*stop)(void *stop_user);
+    void *stop_user;
 } rb_query;
 
 /* rb_query.outputs: nearest and pairs also fill rb_results.normals. */

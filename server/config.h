@@ -87,6 +87,10 @@
       1ull << 40, "memory kept after large requests (arrays of 1 MiB and "     \
       "more: binary rays and boxes, answers) for the next ones, which then "   \
       "skip the page faults of fresh memory; 0 = keep none")                   \
+    X(max_query_ms, "max-query-ms", "RAYBOX_MAX_QUERY_MS", U64, "60000", 0,    \
+      86400000, "milliseconds a query may run on a worker before it is "       \
+      "stopped and answered 503 (checked between pieces of a few hundred "     \
+      "rays; OpenCL: between launches); 0 = no limit")                         \
     X(drain_timeout, "drain-timeout", "RAYBOX_DRAIN_TIMEOUT", U64, "20", 0,    \
       3600, "seconds SIGTERM/SIGINT waits for open connections before "        \
       "closing them")                                                          \

@@ -1,7 +1,9 @@
 /* deadline.c - see deadline.h. */
 #include "deadline.h"
 
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -21,6 +23,7 @@ typedef struct tracked {
     double since;      /* ms: start of the phase */
     uint64_t received; /* WAIT_BODY: body bytes so far */
     const char *why;   /* CUT: the reason */
+    atomic_int gone;   /* BUSY: the client closed its end (or reset) */
 } tracked;
 
 struct rbd_deadlines {
@@ -29,6 +32,7 @@ struct rbd_deadlines {
     pthread_cond_t wake;
     pthread_t thread;
     int stopping;
+    int draining;      /* idle connections are closed */
     tracked *head;
     uint64_t cut_headers, cut_body;
 };
@@ -73,6 +77,34 @@ static void cut(rbd_deadlines *d, tracked *t)
     shutdown(t->fd, SHUT_RDWR);
 }
 
+/* Under the mutex, a connection being worked on: has the client closed
+ * its end? A peek never takes bytes from libmicrohttpd (a pipelined next
+ * request stays); end of stream or a reset means nobody will read the
+ * answer, and the query may stop (deadlines_client_gone). */
+static void look_for_close(tracked *t)
+{
+    char c;
+    ssize_t n = recv(t->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+                   errno != EINTR))
+        atomic_store(&t->gone, 1);
+}
+
+/* Under the mutex, while draining: a connection between requests with
+ * nothing of a next one in its socket is closed (shutdown; libmicrohttpd
+ * then closes it), so that an idle keep-alive connection does not hold
+ * the drain. */
+static void close_if_idle(tracked *t)
+{
+    char c;
+    ssize_t n = recv(t->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n > 0)
+        return; /* a request is arriving: it is answered (Connection: close) */
+    t->phase = CUT;
+    t->why = "closed_at_drain";
+    shutdown(t->fd, SHUT_RDWR);
+}
+
 static void *watch(void *arg)
 {
     rbd_deadlines *d = arg;
@@ -83,6 +115,10 @@ static void *watch(void *arg)
             double at = due(d, t);
             if (at >= 0 && now > at)
                 cut(d, t);
+            else if (t->phase == BUSY && !atomic_load(&t->gone))
+                look_for_close(t);
+            else if (t->phase == WAIT_HEADERS && d->draining)
+                close_if_idle(t);
         }
         /* Ten looks a second: deadlines are whole seconds. */
         struct timespec until;
@@ -202,6 +238,20 @@ static int move(tracked *t, phase p, uint64_t received, int restart)
     }
     pthread_mutex_unlock(&d->mu);
     return was_cut ? -1 : 0;
+}
+
+void deadlines_drain(rbd_deadlines *d)
+{
+    pthread_mutex_lock(&d->mu);
+    d->draining = 1;
+    pthread_cond_signal(&d->wake);
+    pthread_mutex_unlock(&d->mu);
+}
+
+int deadlines_client_gone(struct MHD_Connection *c)
+{
+    tracked *t = of(c);
+    return t && atomic_load(&t->gone);
 }
 
 void deadlines_cut_counts(rbd_deadlines *d, uint64_t *headers,

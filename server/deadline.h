@@ -75,6 +75,18 @@ int deadlines_body(struct MHD_Connection *c, uint64_t received);
 /* The body is complete (or not to be read): no deadline until the end. */
 int deadlines_request_done(struct MHD_Connection *c);
 
+/* SIGTERM: from now on, connections between two requests are closed
+ * (those with bytes of a next request waiting are left to be answered),
+ * ten times a second, until the daemon stops. */
+void deadlines_drain(rbd_deadlines *d);
+
+/* While a request is worked on (after deadlines_request_done): whether
+ * its client has closed its end of the connection or reset it, as the
+ * watcher saw within the last ~100 ms. A client that only half-closes
+ * (shutdown(SHUT_WR) after its request) looks the same: its query is
+ * stopped too. Any thread. */
+int deadlines_client_gone(struct MHD_Connection *c);
+
 /* Connections cut off since the start: headers late, body too slow. */
 void deadlines_cut_counts(rbd_deadlines *d, uint64_t *headers,
                           uint64_t *body);

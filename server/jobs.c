@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "deadline.h"
 #include "request.h"
 #include "sbuf.h"
 
@@ -154,6 +155,54 @@ static int binary_answer(rbd_payload *p, const rbd_request *r,
     return 0;
 }
 
+/* rb_query.stop of a request's query, from any of the context's
+ * threads: the first reason to stop is kept for the answer. */
+static int query_should_stop(void *user)
+{
+    rbd_request *r = user;
+    rbd_server *s = r->srv;
+    if (atomic_load(&r->stop_why))
+        return 1;
+    double now = rbd_now_ms();
+    int64_t drain_at = atomic_load(&s->stop_queries_at);
+    int why = -1;
+    if (s->cfg.max_query_ms &&
+        now - r->job.t_started > (double)s->cfg.max_query_ms)
+        why = RBD_STOP_DEADLINE;
+    else if (drain_at && now >= (double)drain_at)
+        why = RBD_STOP_DRAIN;
+    else if (deadlines_client_gone(r->conn))
+        why = RBD_STOP_CLIENT;
+    if (why < 0)
+        return 0;
+    int none = 0;
+    atomic_compare_exchange_strong(&r->stop_why, &none, 1 + why);
+    return 1;
+}
+
+/* The 503 of a stopped query. */
+static void set_stopped(rbd_request *r)
+{
+    int why = atomic_load(&r->stop_why) - 1;
+    char detail[200];
+    double ran = rbd_now_ms() - r->job.t_started;
+    if (why == RBD_STOP_DEADLINE)
+        snprintf(detail, sizeof detail,
+                 "the query ran longer than --max-query-ms (%llu ms) and was "
+                 "stopped after %.0f ms; send fewer rays or elements a "
+                 "request",
+                 (unsigned long long)r->srv->cfg.max_query_ms, ran);
+    else if (why == RBD_STOP_DRAIN)
+        snprintf(detail, sizeof detail,
+                 "the server is shutting down; the query was stopped");
+    else
+        snprintf(detail, sizeof detail,
+                 "the client closed the connection; the query was stopped");
+    if (why >= 0 && why < 3)
+        atomic_fetch_add(&r->srv->metrics.stopped[why], 1);
+    set_error(r, 503, detail);
+}
+
 void job_intersect(rbd_job *job, rb_context *ctx)
 {
     rbd_request *r = (rbd_request *)job;
@@ -168,13 +217,19 @@ void job_intersect(rbd_job *job, rb_context *ctx)
                   .n_rays = b->n_rays, .boxes = b->boxes,
                   .n_boxes = b->n_boxes, .max_hits = b->max_hits,
                   .scene = r->ver ? scene_ver_scene(r->ver) : NULL,
-                  .shapes = b->shapes, .outputs = b->outputs};
+                  .shapes = b->shapes, .outputs = b->outputs,
+                  .stop = query_should_stop, .stop_user = r};
     int st = rb_intersect(ctx, &q, &p->res);
     int has_version = r->ver != NULL;
     uint64_t version = has_version ? scene_ver_version(r->ver) : 0;
     /* The version is not needed any more: a DELETE or PATCH may free it. */
     scene_ver_release(r->ver);
     r->ver = NULL;
+    if (st == RB_ECANCELED) {
+        payload_free(p);
+        set_stopped(r);
+        return;
+    }
     if (st != RB_OK) {
         payload_free(p);
         set_lib_error(r, RBJ_FROM_INTERSECT, ctx);

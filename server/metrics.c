@@ -168,6 +168,16 @@ void metrics_render(const rbd_metrics *m, const rbd_gauges *g, sbuf *o)
     counter(o, "raybox_queue_rejections_total",
             "requests answered 503 because the queue was full",
             load(&m->rejected_full));
+    head(o, "raybox_queries_stopped_total", "counter",
+         "queries stopped while they ran: past --max-query-ms (deadline), "
+         "at shutdown (drain), their client gone (client_gone)");
+    sbuf_printf(o, "raybox_queries_stopped_total{reason=\"deadline\"} %llu\n"
+                   "raybox_queries_stopped_total{reason=\"drain\"} %llu\n"
+                   "raybox_queries_stopped_total{reason=\"client_gone\"} "
+                   "%llu\n",
+                (unsigned long long)load(&m->stopped[0]),
+                (unsigned long long)load(&m->stopped[1]),
+                (unsigned long long)load(&m->stopped[2]));
     head(o, "raybox_connections_refused_total", "counter",
          "connections refused at accept: over --max-connections (total) or "
          "--max-connections-per-address (address)");

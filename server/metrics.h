@@ -39,6 +39,8 @@ typedef struct rbd_metrics {
     rbd_histogram run;                   /* a worker's time on the job */
     _Atomic uint64_t rays, slab_tests, queries, fallbacks;
     _Atomic uint64_t rejected_full;      /* 503: the queue was full */
+    /* Queries stopped while they ran, by rbd_stop_reason. */
+    _Atomic uint64_t stopped[3];
 } rbd_metrics;
 
 /* Point-in-time values the renderer asks the rest of the server for. */

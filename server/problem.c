@@ -44,6 +44,7 @@ int rb_http_status_of(int status)
         return 413;
     case RB_ENOMEM:
     case RB_EDEVMEM:
+    case RB_ECANCELED:
         return 503;
     default:
         return 500;

@@ -19,7 +19,8 @@ const char *rb_http_reason(int http_status);
 
 /* The HTTP status that answers a libraybox status: RB_EINPUT and RB_EINVAL
  * 422, RB_ELIMIT 413, RB_ENOMEM and RB_EDEVMEM 503 (try later or smaller),
- * other failures 500, RB_OK 200. */
+ * RB_ECANCELED 503 too (the server stopped it: a deadline, a drain), other
+ * failures 500, RB_OK 200. */
 int rb_http_status_of(int status);
 
 /* Writes {"type":"about:blank","title":...,"status":...,"detail":...,

@@ -15,6 +15,7 @@
 #define RBD_REQUEST_H
 
 #include <microhttpd.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "binary_codec.h"
@@ -96,6 +97,8 @@ typedef struct rbd_request {
 
     rbd_phase phase;
     scene_ver *ver;              /* a scene query's version */
+    _Atomic int stop_why;        /* 0, or 1 + the rbd_stop_reason that
+                                    stopped the query */
     rbd_reply reply;
 
     /* for the log line */

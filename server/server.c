@@ -371,8 +371,18 @@ void server_stop(rbd_server *s)
 
     /* 2. Let what is in flight finish: queued and running jobs, bodies
      *    still arriving, answers being sent - until no connection is left
-     *    or the drain timeout. */
-    double deadline = rbd_now_ms() + 1e3 * (double)s->cfg.drain_timeout;
+     *    or the drain timeout. Connections between requests are closed
+     *    (they would hold the drain for nothing), and queries still
+     *    running a little before the timeout are stopped (503), so that
+     *    their answers go out before it: at most a second before, a
+     *    quarter of the timeout when it is short. */
+    double t0 = rbd_now_ms();
+    double deadline = t0 + 1e3 * (double)s->cfg.drain_timeout;
+    double margin = 250.0 * (double)s->cfg.drain_timeout;
+    if (margin > 1000)
+        margin = 1000;
+    atomic_store(&s->stop_queries_at, (int64_t)(deadline - margin));
+    deadlines_drain(s->deadlines);
     while (connections(s) > 0 && rbd_now_ms() < deadline)
         sleep_ms(10);
 

@@ -31,6 +31,7 @@ typedef struct rbd_server {
     char *devices_json;         /* GET /v1/devices, built at start-up */
     double t_start;             /* monotonic ms */
     _Atomic int draining;       /* SIGTERM/SIGINT came */
+    _Atomic int64_t stop_queries_at; /* monotonic ms; 0: none (drain) */
     _Atomic long suspended;     /* connections suspended and not yet back */
     _Atomic uint64_t requests;  /* request ids */
     uint64_t id_seed;
@@ -50,6 +51,13 @@ void server_stop(rbd_server *s);
  * no listening socket of its own (listener.c accepts for it); NULL on
  * failure (MHD logged why). */
 struct MHD_Daemon *http_start(rbd_server *s);
+
+/* Why a running query was stopped (rb_query.stop). */
+typedef enum rbd_stop_reason {
+    RBD_STOP_DEADLINE = 0, /* --max-query-ms */
+    RBD_STOP_DRAIN = 1,    /* the drain timeout is near */
+    RBD_STOP_CLIENT = 2    /* its client closed the connection */
+} rbd_stop_reason;
 
 /* The metrics page's point-in-time values. */
 void server_gauges(rbd_server *s, rbd_gauges *g);

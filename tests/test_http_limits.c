@@ -1,14 +1,18 @@
-/* test_http_limits.c - rayboxd at its connection limits: bursts of idle
+/* test_http_limits.c - rayboxd at its limits. Connections: bursts of idle
  * connections beyond --max-connections, round after round, are refused at
  * once with a 503, /v1/health is answered within 1 s once they are gone,
  * and SIGTERM still ends the process cleanly. This is the reproduction of
  * libmicrohttpd 0.9.75's at-limit deadlock (server/listener.h), which
  * once left rayboxd unable to answer or stop; it runs with the default two
- * I/O threads and with one, and (the _poll run) with poll(2). */
+ * I/O threads and with one, and (the _poll run) with poll(2). Work: a
+ * query past --max-query-ms is stopped with a 503, a query whose client
+ * has gone is stopped, and SIGTERM neither waits for idle keep-alive
+ * connections nor for a long query past the drain timeout. */
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +193,183 @@ START_TEST(test_per_address_limit)
 }
 END_TEST
 
+/* A query of 200K rays that each hit 20K identical boxes (4e9 tests,
+ * seconds on this machine, far more under the sanitizers). */
+static char *heavy_body(size_t *len)
+{
+    enum { RAYS = 200000, BOXES = 20000 };
+    size_t cap = (size_t)RAYS * 24 + (size_t)BOXES * 16 + 64, n = 0;
+    char *b = malloc(cap);
+    n += (size_t)sprintf(b + n, "{\"mode\":\"count\",\"rays\":[");
+    for (int i = 0; i < RAYS; i++)
+        n += (size_t)sprintf(b + n, "%s[-10,0.5,0.5,1,0,0]", i ? "," : "");
+    n += (size_t)sprintf(b + n, "],\"boxes\":[");
+    for (int i = 0; i < BOXES; i++)
+        n += (size_t)sprintf(b + n, "%s[0,0,0,1,1,1]", i ? "," : "");
+    n += (size_t)sprintf(b + n, "]}");
+    *len = n;
+    return b;
+}
+
+static double stopped_count(const rbt_server *s, const char *reason)
+{
+    rbt_resp m;
+    ck_assert_int_eq(rbt_get(NULL, s, "/metrics", &m), 0);
+    char name[96];
+    snprintf(name, sizeof name,
+             "raybox_queries_stopped_total{reason=\"%s\"}", reason);
+    double v = rbt_metric(m.body, name);
+    rbt_resp_free(&m);
+    return v;
+}
+
+/* --max-query-ms: the heavy query is stopped soon after its limit, with a
+ * 503 that says so, and the server goes on. */
+START_TEST(test_query_deadline)
+{
+    static const char *const args[] = {"--max-query-ms", "300", "--quiet",
+                                        NULL};
+    rbt_server s;
+    rbt_server_start(&s, args);
+    size_t len;
+    char *body = heavy_body(&len);
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/intersect", s.base);
+    rbt_resp r;
+    double t0 = now_ms();
+    rbt_http(NULL, "POST", url, "application/json", body, len, NULL, NULL,
+             &r);
+    double took = now_ms() - t0;
+    ck_assert_msg(r.status == 503, "status %ld: %.200s", r.status, r.body);
+    ck_assert_ptr_nonnull(strstr(r.body, "--max-query-ms (300 ms)"));
+    char ra[16];
+    ck_assert_ptr_nonnull(rbt_header(&r, "Retry-After", ra, sizeof ra));
+    rbt_resp_free(&r);
+    /* Parsing 4 MB of JSON takes its time too; the query itself stops
+     * within a task of its limit. */
+    ck_assert_msg(took < 5000, "answered after %.0f ms", took);
+    ck_assert(stopped_count(&s, "deadline") == 1);
+    ck_assert_msg(health_within(s.port, 1000) >= 0, "no health after");
+    free(body);
+    ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
+}
+END_TEST
+
+/* A client that sends the heavy query and goes away: the query stops (the
+ * worker is free again), and a small query is answered at once. */
+START_TEST(test_client_gone)
+{
+    static const char *const args[] = {"--max-query-ms", "0", "--workers",
+                                        "1", "--quiet", NULL};
+    rbt_server s;
+    rbt_server_start(&s, args);
+    size_t len;
+    char *body = heavy_body(&len);
+    int fd = connect_port(s.port);
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "POST /v1/intersect HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     len);
+    ck_assert_int_eq(send(fd, head, (size_t)n, MSG_NOSIGNAL), n);
+    for (size_t at = 0; at < len;) {
+        ssize_t k = send(fd, body + at, len - at, MSG_NOSIGNAL);
+        ck_assert_int_gt(k, 0);
+        at += (size_t)k;
+    }
+    sleep_ms(300); /* parsed and running by now (or soon) */
+    close(fd);
+    double t0 = now_ms();
+    while (stopped_count(&s, "client_gone") < 1 && now_ms() - t0 < 10000)
+        sleep_ms(50);
+    ck_assert_msg(stopped_count(&s, "client_gone") == 1,
+                  "the query of a gone client was not stopped");
+    /* The one worker is free: a small query comes back at once. */
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/intersect", s.base);
+    static const char small[] =
+        "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[[1,-1,-1,2,1,1]]}";
+    rbt_resp r;
+    t0 = now_ms();
+    rbt_http(NULL, "POST", url, "application/json", small, strlen(small),
+             NULL, NULL, &r);
+    ck_assert_int_eq(r.status, 200);
+    ck_assert_msg(now_ms() - t0 < 1000, "small query after %.0f ms",
+                  now_ms() - t0);
+    rbt_resp_free(&r);
+    free(body);
+    ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
+}
+END_TEST
+
+/* An idle keep-alive connection does not hold SIGTERM for the drain
+ * timeout: it is closed when the drain starts. */
+START_TEST(test_drain_closes_idle)
+{
+    static const char *const args[] = {"--drain-timeout", "20", "--quiet",
+                                        NULL};
+    rbt_server s;
+    rbt_server_start(&s, args);
+    int fd = connect_port(s.port);
+    static const char req[] =
+        "GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    ck_assert_int_eq(send(fd, req, sizeof req - 1, MSG_NOSIGNAL),
+                     (ssize_t)(sizeof req - 1));
+    char buf[1024];
+    ck_assert_int_gt(recv(fd, buf, sizeof buf, 0), 0); /* kept alive */
+    double t0 = now_ms();
+    int rc = rbt_server_stop_within(&s, 10000);
+    double took = now_ms() - t0;
+    close(fd);
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(took < 2000, "SIGTERM took %.0f ms with an idle "
+                               "connection open", took);
+}
+END_TEST
+
+/* A query still running near the drain timeout is stopped: its client
+ * gets a 503 before the process exits, within the timeout and a margin. */
+START_TEST(test_drain_stops_long_query)
+{
+    static const char *const args[] = {"--drain-timeout", "2",
+                                        "--max-query-ms", "0", "--quiet",
+                                        NULL};
+    rbt_server s;
+    rbt_server_start(&s, args);
+    size_t len;
+    char *body = heavy_body(&len);
+    int fd = connect_port(s.port);
+    char head[256];
+    int n = snprintf(head, sizeof head,
+                     "POST /v1/intersect HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     "Content-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n",
+                     len);
+    send(fd, head, (size_t)n, MSG_NOSIGNAL);
+    for (size_t at = 0; at < len;) {
+        ssize_t k = send(fd, body + at, len - at, MSG_NOSIGNAL);
+        ck_assert_int_gt(k, 0);
+        at += (size_t)k;
+    }
+    sleep_ms(300);
+    double t0 = now_ms();
+    pid_t pid = s.pid;
+    kill(pid, SIGTERM);
+    char out[4096];
+    read_all(fd, out, sizeof out, 6000);
+    close(fd);
+    ck_assert_msg(strncmp(out, "HTTP/1.1 503", 12) == 0 &&
+                      strstr(out, "shutting down"),
+                  "answer: %.200s", out);
+    int rc = rbt_server_stop_within(&s, 6000);
+    double took = now_ms() - t0;
+    ck_assert_int_eq(rc, 0);
+    ck_assert_msg(took < 3500, "exit %.0f ms after SIGTERM, drain 2 s", took);
+    free(body);
+}
+END_TEST
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_ALL);
@@ -198,6 +379,10 @@ int main(void)
     tcase_add_test(tc, test_burst_two_io_threads);
     tcase_add_test(tc, test_burst_one_io_thread);
     tcase_add_test(tc, test_per_address_limit);
+    tcase_add_test(tc, test_query_deadline);
+    tcase_add_test(tc, test_client_gone);
+    tcase_add_test(tc, test_drain_closes_idle);
+    tcase_add_test(tc, test_drain_stops_long_query);
     suite_add_tcase(s, tc);
     int failed = rbt_run_suite(s);
     curl_global_cleanup();

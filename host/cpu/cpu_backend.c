@@ -67,6 +67,7 @@ typedef struct cpu_run {
     const uint32_t *order;   /* walks: ray order, or NULL for 0..n-1 */
     /* Lowest invalid element seen, as index * 2 + (1 for a box). */
     atomic_uint_fast64_t bad;
+    atomic_int stopped;      /* the job's stop callback said stop */
 } cpu_run;
 
 static void note_bad(cpu_run *run, size_t index, rb_element_kind kind)
@@ -218,6 +219,12 @@ static void cpu_task(void *arg, size_t task, unsigned worker)
     size_t end = begin + run->per_task;
     if (end > job->n_rays)
         end = job->n_rays;
+    if (atomic_load_explicit(&run->stopped, memory_order_relaxed))
+        return;
+    if (rb_job_stopped(job)) {
+        atomic_store(&run->stopped, 1);
+        return;
+    }
     if (job->bvh && job->mode != RB_MODE_PAIRS) {
         walk_range(run, begin, end);
         return;
@@ -250,9 +257,9 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
                        rb_results *res, rb_bad_input *bad)
 {
     cpu_backend *be = (cpu_backend *)self;
-    (void)ctx;
     cpu_run run = {.be = be, .job = job, .res = res};
     atomic_init(&run.bad, UINT64_MAX);
+    atomic_init(&run.stopped, 0);
 
     size_t boxes = job->mode == RB_MODE_PAIRS ? 1 : job->boxes->n;
     int small = job->bvh ? job->n_rays < SMALL_BVH_RAYS
@@ -303,6 +310,8 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
 
     res->info.chunks = tasks;
     rb_copy_str(res->info.device, sizeof res->info.device, be->cpu_name);
+    if (atomic_load(&run.stopped))
+        return rb_fail(ctx, RB_ECANCELED, "the query was stopped");
     uint64_t code = atomic_load(&run.bad);
     if (code != UINT64_MAX) {
         bad->index = code / 2;

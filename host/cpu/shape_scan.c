@@ -7,6 +7,7 @@
  * outputs.
  */
 #include <math.h>
+#include <stdatomic.h>
 
 #include "../internal.h"
 #include "../threadpool.h"
@@ -21,6 +22,8 @@ typedef struct shape_run {
     rb_shape_view view;
     uint32_t max_hits;
     rb_results *res;
+    const rb_job *job;
+    atomic_int stopped;
 } shape_run;
 
 static rb_ray_raw raw_of(const rb_ray *r)
@@ -92,7 +95,13 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
 static void shape_task(void *arg, size_t task, unsigned worker)
 {
     (void)worker;
-    const shape_run *run = arg;
+    shape_run *run = arg;
+    if (atomic_load_explicit(&run->stopped, memory_order_relaxed))
+        return;
+    if (rb_job_stopped(run->job)) {
+        atomic_store(&run->stopped, 1);
+        return;
+    }
     size_t begin = task * RAYS_PER_TASK;
     size_t end = begin + RAYS_PER_TASK < run->n_rays ? begin + RAYS_PER_TASK
                                                      : run->n_rays;
@@ -115,12 +124,15 @@ static void shape_task(void *arg, size_t task, unsigned worker)
     }
 }
 
-int rb_shapes_run(rb_context *ctx, rb_mode mode, const rb_ray *rays,
-                  size_t n_rays, const rb_shapeset *set, uint32_t max_hits,
+int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
                   rb_results *res)
 {
-    shape_run run = {mode, rays, n_rays, set, rb_shapeset_view(set),
-                     max_hits, res};
+    rb_mode mode = job->mode;
+    size_t n_rays = job->n_rays;
+    shape_run run = {.mode = mode, .rays = job->rays, .n_rays = n_rays,
+                     .set = set, .view = rb_shapeset_view(set),
+                     .max_hits = job->max_hits, .res = res, .job = job};
+    atomic_init(&run.stopped, 0);
     size_t tasks = (n_rays + RAYS_PER_TASK - 1) / RAYS_PER_TASK;
     uint64_t tests = (uint64_t)n_rays *
                      (mode == RB_MODE_PAIRS ? 1
@@ -132,5 +144,7 @@ int rb_shapes_run(rb_context *ctx, rb_mode mode, const rb_ray *rays,
     } else {
         rb_pool_run(ctx->pool, tasks, shape_task, &run);
     }
+    if (atomic_load(&run.stopped))
+        return rb_fail(ctx, RB_ECANCELED, "the query was stopped");
     return RB_OK;
 }

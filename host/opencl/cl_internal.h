@@ -122,9 +122,8 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                    size_t wg, rb_cl_plan *out, char *why, size_t why_len);
 
 /* cl_shapes.c: the backend's run_shapes() (see struct rb_backend_ops). */
-int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, rb_mode mode,
-                     const rb_ray *rays, size_t n_rays, const rb_shapeset *set,
-                     uint32_t max_hits, rb_results *res);
+int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
+                     const rb_shapeset *set, rb_results *res);
 
 /* cl_run.c: the backend's run() (see struct rb_backend_ops). */
 int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,

@@ -614,6 +614,10 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
     for (size_t r0 = 0; !rc && r0 < job->n_rays; r0 += st.plan.rays) {
         size_t nr = job->n_rays - r0 < st.plan.rays ? job->n_rays - r0
                                                     : st.plan.rays;
+        if (rb_job_stopped(job)) {
+            rc = rb_fail(ctx, RB_ECANCELED, "the query was stopped");
+            break;
+        }
         rc = bind_chunk(&st, r0, nr);
         if (rc)
             break;

@@ -83,12 +83,14 @@ static int transfer(rb_cl_backend *be, const out_array *o, size_t r0,
                              NULL);
 }
 
-int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, rb_mode mode,
-                     const rb_ray *rays, size_t n_rays, const rb_shapeset *set,
-                     uint32_t max_hits, rb_results *res)
+int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
+                     const rb_shapeset *set, rb_results *res)
 {
     rb_cl_backend *be = (rb_cl_backend *)self;
-    (void)ctx;
+    rb_mode mode = job->mode;
+    const rb_ray *rays = job->rays;
+    size_t n_rays = job->n_rays;
+    uint32_t max_hits = job->max_hits;
     if (!n_rays)
         return RB_OK;
     size_t chunk = n_rays < CHUNK_RAYS ? n_rays : CHUNK_RAYS;
@@ -166,6 +168,10 @@ int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, rb_mode mode,
     double kernel_ms = 0;
     for (size_t r0 = 0; !rc && r0 < n_rays; r0 += chunk) {
         size_t n = n_rays - r0 < chunk ? n_rays - r0 : chunk;
+        if (rb_job_stopped(job)) {
+            rc = rb_fail(ctx, RB_ECANCELED, "the query was stopped");
+            break;
+        }
         rc = RB_CL(&be->env, clEnqueueWriteBuffer, be->queue, b.rays,
                    CL_FALSE, 0, n * sizeof(rb_ray), rays + r0, 0, NULL,
                    NULL);
