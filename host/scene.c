@@ -15,6 +15,7 @@
  * and, per kind, the ids of its elements, which ascend with the index
  * (elements are only ever appended), so that ties broken by the lower
  * index are ties broken by the lower id (R10). */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -928,8 +929,12 @@ void rb_scene_stats_get(const rb_scene *scene, rb_scene_stats *out)
     out->version = scene->version;
     const rb_bvh *bvh = &scene->bvh;
     out->bvh_bytes = rb_bvh_bytes(bvh);
-    out->host_bytes = sizeof *scene + scene->cap * sizeof(float) +
-                      out->bvh_bytes + shape_bytes(scene);
+    /* The fields of the other kinds count once there is one: a scene of
+     * boxes reports the bytes it did before scenes held other kinds. */
+    size_t head = scene->id_kind ? sizeof *scene
+                                 : offsetof(struct rb_scene, n_ids);
+    out->host_bytes = head + scene->cap * sizeof(float) + out->bvh_bytes +
+                      shape_bytes(scene);
     out->bytes_per_box = scene->n_ids ? (double)out->host_bytes /
                                             (double)scene->n_ids
                                       : 0;
