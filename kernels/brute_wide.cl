@@ -55,15 +55,12 @@ static inline int rb_hit1(const rb_ray_prep *r, const rb_planes *p, uint j,
                           float *t_enter, float *t_exit)
 {
     float e = r->tmin, x = r->tmax;
-    for (int a = 0; a < 3; a++) {
-        float n = (p->near[a][j] - r->o[a]) * r->inv[a];
-        float f = (p->far[a][j] - r->o[a]) * r->inv[a];
-        e = n > e ? n : e;
-        x = f < x ? f : x;
-    }
+    for (int a = 0; a < 3; a++)
+        rb_slab_step(p->near[a][j], p->far[a][j], r->o[a], r->inv[a], &e,
+                     &x);
     *t_enter = e + 0.0f;
     *t_exit = x + 0.0f;
-    return e <= x && e < INFINITY;
+    return rb_slab_accept(e, x);
 }
 
 /* Pairs, eight per item: item g answers pairs 8g .. 8g+7 (the host

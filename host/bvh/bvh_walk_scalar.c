@@ -39,15 +39,13 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
         float e = w->r.tmin, x = INFINITY;
         for (int a = 0; a < 3; a++) {
             int s = w->sign[a];
-            float ne = ((s ? hi[a] : lo[a]) - w->r.o[a]) * w->r.inv[a];
-            float fa = ((s ? lo[a] : hi[a]) - w->r.o[a]) * w->r.inv[a];
-            e = ne > e ? ne : e;
-            x = fa < x ? fa : x;
+            rb_slab_step(s ? hi[a] : lo[a], s ? lo[a] : hi[a], w->r.o[a],
+                         w->r.inv[a], &e, &x);
         }
         x *= x >= 0.0f ? RB_BVH_PAD_UP : RB_BVH_PAD_DOWN;
         x = x < limit ? x : limit;
         e_out[k] = e;
-        maybe |= (unsigned)(e <= x && e < INFINITY) << k;
+        maybe |= (unsigned)rb_slab_accept(e, x) << k;
     }
     *boxes_hit = exact;
     return maybe;
