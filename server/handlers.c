@@ -118,16 +118,20 @@ static enum MHD_Result scene_list(rbd_request *r)
 static enum MHD_Result scene_create(rbd_request *r)
 {
     char why[256];
-    r->boxes = r->body->n_boxes;
-    if (store_precheck(r->srv->store, r->body->n_boxes, why, sizeof why))
+    const rb_shapes *sh = &r->body->shapes;
+    r->boxes = r->body->n_boxes + sh->n_obbs + sh->n_xboxes + sh->n_spheres +
+               sh->n_planes;
+    if (store_precheck(r->srv->store, r->boxes, why, sizeof why))
         return respond_problem(r, 507, NULL, why);
-    r->job.heavy = r->body->n_boxes >= HEAVY_BOXES;
+    r->job.heavy = r->boxes >= HEAVY_BOXES;
     return submit(r, job_scene_create);
 }
 
 static enum MHD_Result scene_patch(rbd_request *r)
 {
-    r->boxes = r->body->n_set + r->body->n_append;
+    const rb_shapes *sh = &r->body->append_shapes;
+    r->boxes = r->body->n_set + r->body->n_append + sh->n_obbs +
+               sh->n_xboxes + sh->n_spheres + sh->n_planes;
     r->job.heavy = r->boxes >= HEAVY_BOXES;
     return submit(r, job_scene_patch);
 }
@@ -153,7 +157,7 @@ static enum MHD_Result intersect(rbd_request *r)
                      "request %u", scene_ver_dims(r->ver), b->dims);
             return respond_problem(r, 422, "/dims", detail);
         }
-        r->boxes = scene_ver_boxes(r->ver);
+        r->boxes = scene_ver_elements(r->ver);
     } else {
         r->boxes = b->n_boxes + b->shapes.n_obbs + b->shapes.n_xboxes +
                    b->shapes.n_spheres + b->shapes.n_planes;

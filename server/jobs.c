@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_cache.h"
 #include "deadline.h"
 #include "request.h"
 #include "sbuf.h"
@@ -208,7 +209,13 @@ void job_intersect(rbd_job *job, rb_context *ctx)
     rbd_request *r = (rbd_request *)job;
     const rbj_request *b = r->body;
     rbd_payload *p = calloc(1, sizeof *p);
-    if (!p || rbj_results_alloc(b, &p->res)) {
+    /* A scene with kinds beyond boxes names them in nearest answers, as
+     * a query with such elements of its own does. */
+    int scene_kinds = r->ver && b->mode == RB_MODE_NEAREST &&
+                      scene_ver_elements(r->ver) != scene_ver_boxes(r->ver);
+    if (!p || rbj_results_alloc(b, &p->res) ||
+        (scene_kinds && !p->res.kinds &&
+         !(p->res.kinds = rbc_block_alloc(b->n_rays ? b->n_rays : 1)))) {
         payload_free(p);
         set_error(r, 503, "out of memory for the results");
         return;
@@ -269,10 +276,13 @@ void job_scene_create(rbd_job *job, rb_context *ctx)
     const rbj_request *b = r->body;
     double t0 = rbd_now_ms();
     rb_scene *scene = NULL;
-    if (rb_scene_create(ctx, b->dims, b->boxes, b->n_boxes, &scene)) {
+    if (rb_scene_create_shapes(ctx, b->dims, b->boxes, b->n_boxes,
+                               &b->shapes, &scene)) {
         set_lib_error(r, RBJ_FROM_CREATE, ctx);
         return;
     }
+    rb_scene_stats st;
+    rb_scene_stats_get(scene, &st);
     char id[RBD_SCENE_ID_MAX + 1], why[256];
     int rc = store_insert(r->srv->store, scene, rbd_now_ms() - t0, id, why,
                           sizeof why);
@@ -287,17 +297,19 @@ void job_scene_create(rbd_job *job, rb_context *ctx)
     sbuf_init(&o);
     sbuf_add(&o, "{\"id\":");
     sbuf_json_str(&o, id);
-    sbuf_printf(&o, ",\"version\":1,\"boxes\":%zu,\"dims\":%u}", b->n_boxes,
-                b->dims);
+    sbuf_printf(&o, ",\"version\":1,\"boxes\":%zu", b->n_boxes);
+    store_kinds_json(&st, &o);
+    sbuf_printf(&o, ",\"dims\":%u}", b->dims);
     json_reply(r, 201, &o);
 }
 
 void job_scene_patch(rbd_job *job, rb_context *ctx)
 {
     rbd_request *r = (rbd_request *)job;
-    uint64_t version = 0, boxes = 0;
+    uint64_t version = 0;
+    rb_scene_stats st;
     int rc = store_patch(r->srv->store, ctx, r->scene_id, r->body, &version,
-                         &boxes, &r->reply.err);
+                         &st, &r->reply.err);
     if (rc) {
         r->reply.status = rc;
         return;
@@ -306,8 +318,10 @@ void job_scene_patch(rbd_job *job, rb_context *ctx)
     sbuf_init(&o);
     sbuf_add(&o, "{\"id\":");
     sbuf_json_str(&o, r->scene_id);
-    sbuf_printf(&o, ",\"version\":%llu,\"boxes\":%llu}",
-                (unsigned long long)version, (unsigned long long)boxes);
+    sbuf_printf(&o, ",\"version\":%llu,\"boxes\":%llu",
+                (unsigned long long)version, (unsigned long long)st.boxes);
+    store_kinds_json(&st, &o);
+    sbuf_add(&o, "}");
     json_reply(r, 200, &o);
 }
 

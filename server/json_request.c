@@ -24,7 +24,15 @@ const char *const rbj_member_names[M_COUNT] = {
     [M_BOXES] = "boxes", [M_SCENE] = "scene",       [M_TMIN] = "tmin",
     [M_TMAX] = "tmax",   [M_MAX_HITS] = "max_hits", [M_SET] = "set",
     [M_APPEND] = "append", [M_OBBS] = "obbs",       [M_XBOXES] = "xboxes",
-    [M_SPHERES] = "spheres", [M_PLANES] = "planes", [M_OUTPUTS] = "outputs"};
+    [M_SPHERES] = "spheres", [M_PLANES] = "planes", [M_OUTPUTS] = "outputs",
+    [M_APPEND_BOXES] = "append/boxes", [M_APPEND_OBBS] = "append/obbs",
+    [M_APPEND_XBOXES] = "append/xboxes",
+    [M_APPEND_SPHERES] = "append/spheres",
+    [M_APPEND_PLANES] = "append/planes"};
+
+/* The keys of append's object form, in the order of M_APPEND_BOXES... */
+static const char *const append_keys[] = {"boxes", "obbs", "xboxes",
+                                          "spheres", "planes"};
 
 /* Which bodies take which member, and what its value must be. */
 #define B(body) (1u << (body))
@@ -41,18 +49,33 @@ static const struct {
     [M_TMAX] = {B(RBJ_INTERSECT), "a number or null"},
     [M_MAX_HITS] = {B(RBJ_INTERSECT), "an integer"},
     [M_SET] = {B(RBJ_SCENE_PATCH), "an array"},
-    [M_APPEND] = {B(RBJ_SCENE_PATCH), "an array"},
-    [M_OBBS] = {B(RBJ_INTERSECT), "an array"},
-    [M_XBOXES] = {B(RBJ_INTERSECT), "an array"},
-    [M_SPHERES] = {B(RBJ_INTERSECT), "an array"},
-    [M_PLANES] = {B(RBJ_INTERSECT), "an array"},
+    [M_APPEND] = {B(RBJ_SCENE_PATCH), "an array or an object"},
+    [M_OBBS] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
+    [M_XBOXES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
+    [M_SPHERES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
+    [M_PLANES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
     [M_OUTPUTS] = {B(RBJ_INTERSECT), "an array of strings"},
+    /* inside "append" only (see on_map_key) */
+    [M_APPEND_BOXES] = {0, "an array"},
+    [M_APPEND_OBBS] = {0, "an array"},
+    [M_APPEND_XBOXES] = {0, "an array"},
+    [M_APPEND_SPHERES] = {0, "an array"},
+    [M_APPEND_PLANES] = {0, "an array"},
 };
 
 static int is_list(rbj_member m)
 {
     return m == M_RAYS || m == M_BOXES || m == M_SET || m == M_APPEND ||
-           RBJ_IS_SHAPE(m);
+           RBJ_IS_SHAPE(m) || RBJ_IS_APPEND_LIST(m);
+}
+
+/* The list whose elements m's elements are: an append list's kind. */
+static rbj_member element_kind(rbj_member m)
+{
+    if (RBJ_IS_APPEND_LIST(m))
+        return m == M_APPEND_BOXES ? M_BOXES
+                                   : (rbj_member)(M_OBBS + (m - M_APPEND_OBBS));
+    return m == M_APPEND ? M_BOXES : m;
 }
 
 /* ------------------------------------------------------------------------
@@ -99,11 +122,11 @@ static int fail_oom(rbj_parser *p)
 unsigned rbj_max_numbers(rbj_member m, unsigned dims)
 {
     unsigned axes = dims == 2 ? 2 : 3;
-    switch (m) {
+    switch (element_kind(m)) {
     case M_RAYS:
         return 2 * axes + 2;
-    case M_SET:
-        return 2 * axes + 1;
+    case M_SET: /* an id and the longest element: a box (2D), an xbox */
+        return dims == 2 ? 5 : 19;
     case M_OBBS:
         return 15;
     case M_XBOXES:
@@ -118,6 +141,11 @@ unsigned rbj_max_numbers(rbj_member m, unsigned dims)
 
 int rbj_arity_ok(rbj_member m, unsigned dims, unsigned arity)
 {
+    m = element_kind(m);
+    if (m == M_SET) /* the id's kind decides which of these (the store) */
+        return dims == 2 ? arity == 5
+                         : arity == 7 || arity == 11 || arity == 16 ||
+                               arity == 19 || arity == 5;
     unsigned full = rbj_max_numbers(m, dims);
     return arity == full || (m == M_RAYS && arity == full - 2) ||
            (m == M_OBBS && arity == 10);
@@ -126,12 +154,14 @@ int rbj_arity_ok(rbj_member m, unsigned dims, unsigned arity)
 const char *rbj_arity_text(rbj_member m, unsigned dims)
 {
     int d3 = dims != 2;
-    switch (m) {
+    switch (element_kind(m)) {
     case M_RAYS:
         return d3 ? "a 3D ray has 6 numbers, or 8 with its tmin and tmax"
                   : "a 2D ray has 4 numbers, or 6 with its tmin and tmax";
     case M_SET:
-        return d3 ? "a 3D set entry has 7 numbers: index, min xyz, max xyz"
+        return d3 ? "a 3D set entry has 7 numbers: index, min xyz, max xyz "
+                    "(a box), or its id and an element of its kind: 11 or "
+                    "16 (obb), 19 (xbox), 5 (sphere, plane)"
                   : "a 2D set entry has 5 numbers: index, min xy, max xy";
     case M_OBBS:
         return "an obb has 10 numbers (center, half extents, quaternion "
@@ -381,15 +411,16 @@ static int start_element(rbj_parser *p)
                             (unsigned long long)lim->max_results,
                             p->max_hits);
     } else {
-        size_t boxes = p->lists[M_BOXES].n + p->lists[M_SET].n +
-                       p->lists[M_APPEND].n + p->lists[M_OBBS].n +
-                       p->lists[M_XBOXES].n + p->lists[M_SPHERES].n +
-                       p->lists[M_PLANES].n;
+        size_t boxes = 0;
+        for (int m = 0; m < M_COUNT; m++)
+            if (m != M_RAYS && m != M_OUTPUTS)
+                boxes += p->lists[m].n;
+        rbj_member kind = element_kind(p->member);
         if (boxes >= lim->max_boxes)
             return rbj_fail(p, 413, (int)p->member, (long long)i, -1,
                             "more than %llu %s",
                             (unsigned long long)lim->max_boxes,
-                            RBJ_IS_SHAPE(p->member) ? "elements" : "boxes");
+                            RBJ_IS_SHAPE(kind) ? "elements" : "boxes");
     }
     if (list_reserve(p, l, p->member == M_RAYS ? lim->max_rays
                                                : lim->max_boxes))
@@ -546,15 +577,48 @@ static int on_string(void *ctx, const unsigned char *text, size_t len)
 static int on_start_map(void *ctx)
 {
     rbj_parser *p = ctx;
+    if (p->state == ST_VALUE && p->member == M_APPEND && !p->in_append) {
+        p->in_append = 1; /* {"boxes": [...], "obbs": [...], ...} */
+        p->append_object = 1;
+        p->state = ST_MEMBER;
+        return 1;
+    }
     if (p->state != ST_START)
         return wrong_type(p, "an object");
     p->state = ST_MEMBER;
     return 1;
 }
 
+/* A key of append's object form. */
+static int append_key(rbj_parser *p, const unsigned char *key, size_t len)
+{
+    int m = M_COUNT;
+    for (int k = 0; k < 5; k++)
+        if (strlen(append_keys[k]) == len &&
+            memcmp(append_keys[k], key, len) == 0)
+            m = M_APPEND_BOXES + k;
+    if (m == M_COUNT) {
+        rbj_fail(p, 422, M_APPEND, -1, -1,
+                 "unknown member: \"append\" takes \"boxes\", \"obbs\", "
+                 "\"xboxes\", \"spheres\" and \"planes\"");
+        rbj_pointer_append(p->err.pointer, sizeof p->err.pointer,
+                           (const char *)key, len);
+        return 0;
+    }
+    if (p->seen & (1u << m))
+        return rbj_fail(p, 422, m, -1, -1, "\"%s\" appears twice",
+                        rbj_member_names[m]);
+    p->seen |= 1u << m;
+    p->member = (rbj_member)m;
+    p->state = ST_VALUE;
+    return 1;
+}
+
 static int on_map_key(void *ctx, const unsigned char *key, size_t len)
 {
     rbj_parser *p = ctx;
+    if (p->in_append)
+        return append_key(p, key, len);
     int m;
     for (m = 0; m < M_COUNT; m++)
         if (strlen(rbj_member_names[m]) == len &&
@@ -592,7 +656,12 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
 static int on_end_map(void *ctx)
 {
     rbj_parser *p = ctx;
-    p->state = ST_DONE; /* only the root object is ever opened */
+    if (p->in_append) { /* the only object below the root */
+        p->in_append = 0;
+        p->member = M_APPEND;
+        return member_value_done(p);
+    }
+    p->state = ST_DONE;
     return 1;
 }
 
@@ -683,12 +752,17 @@ int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
         p->dims = opt->patch_dims;
     p->lists[M_RAYS].width = 8;
     p->lists[M_BOXES].width = 6;
-    p->lists[M_SET].width = 6;
+    p->lists[M_SET].width = RBJ_SET_STRIDE; /* an id's element, any kind */
     p->lists[M_APPEND].width = 6;
     p->lists[M_OBBS].width = 15;    /* an rb_obb; quaternions settle later */
     p->lists[M_XBOXES].width = 18;  /* an rb_xbox */
     p->lists[M_SPHERES].width = 4;  /* an rb_sphere */
     p->lists[M_PLANES].width = 4;   /* an rb_plane */
+    p->lists[M_APPEND_BOXES].width = 6;
+    p->lists[M_APPEND_OBBS].width = 15;
+    p->lists[M_APPEND_XBOXES].width = 18;
+    p->lists[M_APPEND_SPHERES].width = 4;
+    p->lists[M_APPEND_PLANES].width = 4;
     p->yajl = yajl_alloc(&callbacks, NULL, p);
     if (!p->yajl) {
         rbj_parser_destroy(p);

@@ -1,12 +1,13 @@
 /*
  * json_request.h - streaming parser of the JSON request bodies of SPEC
- * sections 4 and 5, for the CLI and for rayboxd.
+ * sections 4, 5 and 7, for the CLI and for rayboxd.
  *
  *   intersect     {"mode", "dims", "rays", "boxes" | "scene", "obbs",
  *                  "xboxes", "spheres", "planes", "tmin", "tmax",
  *                  "max_hits", "outputs"}
- *   scene create  {"boxes", "dims"}
- *   scene patch   {"set": [[index, minx, ..., maxz], ...], "append": [...]}
+ *   scene create  {"boxes", "obbs", "xboxes", "spheres", "planes", "dims"}
+ *   scene patch   {"set": [[id, ...element], ...],
+ *                  "append": [[box], ...] | {"boxes", "obbs", ...}}
  *
  * Contract:
  * - Feed the body in chunks of any size, as they arrive (rbj_parser_feed),
@@ -123,9 +124,25 @@ typedef struct rbj_request {
     const uint32_t *set_index;  /* patch "set": indices ... */
     void *set_boxes;            /* ... and their new boxes */
     size_t n_set;
-    void *append_boxes;         /* patch "append" */
+    void *append_boxes;         /* patch "append": its boxes (a bare list,
+                                   or "boxes" of the object form) */
     size_t n_append;
+    /* patch, every kind (SPEC section 7). A "set" entry is [id,
+     * ...element] and the parser cannot know the id's kind: set_arity[k]
+     * is the count of numbers of entry k, id included. When every entry
+     * has a box's arity, set_boxes holds the boxes packed (rb_box or
+     * rb_box2) as before; otherwise set_boxes is NULL and set_values
+     * holds entry k's element at set_values + k * RBJ_SET_STRIDE: a box,
+     * an rb_obb (quaternions converted), an rb_xbox, or 4 numbers (an
+     * rb_sphere or an rb_plane: the id's kind decides). */
+    const uint8_t *set_arity;
+    const float *set_values;
+    int append_object;          /* "append" came as an object */
+    rb_shapes append_shapes;    /* its obbs, xboxes, spheres, planes (3D) */
 } rbj_request;
+
+/* Floats per "set" entry in rbj_request.set_values. */
+#define RBJ_SET_STRIDE 18
 
 typedef struct rbj_parser rbj_parser;
 
@@ -163,8 +180,11 @@ typedef enum rbj_source {
 /* Turns a library error (rb_context_error() after the failed call) into a
  * request error. An invalid element (RB_EINPUT; a "set" index out of range)
  * becomes 422 with the pointer to the number in the body: "/rays/17/6",
- * "/boxes/3/0", "/set/2/0" (the index), "/append/0/4"; a range problem of
- * a ray that carried no range of its own points at "/tmin" or "/tmax".
+ * "/boxes/3/0", "/obbs/1/6", "/set/2/0" (the id: out of range, or of
+ * another kind than the element), "/set/2/4" (a value of any kind),
+ * "/append/0/4" (a bare list), "/append/spheres/0/3" (the object form);
+ * a range problem of a ray that carried no range of its own points at
+ * "/tmin" or "/tmax".
  * Other statuses map through rb_http_status_of, without a pointer. The
  * detail is the library's reason without its "ray 17: " prefix. */
 /* Output arrays (malloc) of the request's mode, capacity n_rays, with at

@@ -76,40 +76,91 @@ static int settle_boxes(rbj_parser *p, rbj_member m, unsigned dims)
     return 0;
 }
 
-/* The kinds beyond boxes (3D only): arity per element, and obbs given
- * by a quaternion turned into the axes form in place (the slot is an
- * rb_obb). */
-static int settle_shapes(rbj_parser *p, rbj_request *r)
+/* An obb given by a quaternion (10 numbers at v), turned into the axes
+ * form in place (the slot has room for an rb_obb). 0, or -1 when the
+ * quaternion is zero. */
+static int obb_in_place(float *v)
 {
-    for (int m = M_OBBS; m <= M_PLANES; m++) {
+    float q[10];
+    memcpy(q, v, sizeof q);
+    rb_obb obb;
+    if (rb_obb_from_quaternion(q, q + 3, q + 6, &obb) != RB_OK)
+        return -1;
+    memcpy(v, &obb, sizeof obb);
+    return 0;
+}
+
+/* The kinds beyond boxes (3D only) of the lists first..first+3 (obbs,
+ * xboxes, spheres, planes of a query or create, or of append's object
+ * form): arity per element, quaternions turned into axes. */
+static int settle_shapes(rbj_parser *p, rbj_request *r, int first,
+                         rb_shapes *out)
+{
+    for (int m = first; m < first + 4; m++) {
         rbj_list *l = &p->lists[m];
         if (l->n && r->dims != 3)
             return FAIL(422, m, -1, -1,
-                        "2D requests take boxes only; \"%s\" are 3D",
-                        rbj_member_names[m]);
+                        "2D %s take boxes only; \"%s\" are 3D",
+                        r->body == RBJ_INTERSECT ? "requests" : "scenes",
+                        rbj_member_names[m - first + M_OBBS]);
         for (size_t i = 0; i < l->n; i++) {
             unsigned arity = l->arity[i];
             if (!rbj_arity_ok((rbj_member)m, 3, arity))
                 return FAIL(422, m, (long long)i, -1, "%u numbers: %s", arity,
                             rbj_arity_text((rbj_member)m, 3));
-            if (m != M_OBBS || arity != 10)
-                continue;
-            float v[10];
-            rb_obb *obb = (rb_obb *)(void *)(l->slots + i * l->width);
-            memcpy(v, obb, sizeof v);
-            if (rb_obb_from_quaternion(v, v + 3, v + 6, obb) != RB_OK)
-                return FAIL(422, M_OBBS, (long long)i, 6,
+            if (m == first && arity == 10 &&
+                obb_in_place(l->slots + i * l->width))
+                return FAIL(422, m, (long long)i, 6,
                             "the quaternion is zero");
         }
     }
-    r->shapes.obbs = (const rb_obb *)(void *)p->lists[M_OBBS].slots;
-    r->shapes.n_obbs = p->lists[M_OBBS].n;
-    r->shapes.xboxes = (const rb_xbox *)(void *)p->lists[M_XBOXES].slots;
-    r->shapes.n_xboxes = p->lists[M_XBOXES].n;
-    r->shapes.spheres = (const rb_sphere *)(void *)p->lists[M_SPHERES].slots;
-    r->shapes.n_spheres = p->lists[M_SPHERES].n;
-    r->shapes.planes = (const rb_plane *)(void *)p->lists[M_PLANES].slots;
-    r->shapes.n_planes = p->lists[M_PLANES].n;
+    out->obbs = (const rb_obb *)(void *)p->lists[first].slots;
+    out->n_obbs = p->lists[first].n;
+    out->xboxes = (const rb_xbox *)(void *)p->lists[first + 1].slots;
+    out->n_xboxes = p->lists[first + 1].n;
+    out->spheres = (const rb_sphere *)(void *)p->lists[first + 2].slots;
+    out->n_spheres = p->lists[first + 2].n;
+    out->planes = (const rb_plane *)(void *)p->lists[first + 3].slots;
+    out->n_planes = p->lists[first + 3].n;
+    return 0;
+}
+
+/* "set": [id, ...element] entries. The id's kind is the scene's to know;
+ * here the arity (checked as the entries ended) and quaternions; boxes
+ * are packed as before when every entry is one. */
+static int settle_set(rbj_parser *p, rbj_request *r)
+{
+    rbj_list *l = &p->lists[M_SET];
+    unsigned box_arity = 2 * r->dims + 1;
+    int all_boxes = 1;
+    for (size_t i = 0; i < l->n; i++) {
+        if (l->arity[i] != box_arity)
+            all_boxes = 0;
+        if (r->dims == 3 && l->arity[i] == 11 &&
+            obb_in_place(l->slots + i * l->width))
+            return FAIL(422, M_SET, (long long)i, 7,
+                        "the quaternion is zero");
+    }
+    r->set_index = l->index;
+    r->set_arity = l->arity;
+    r->n_set = l->n;
+    if (!all_boxes) {
+        r->set_values = l->slots;
+        return 0;
+    }
+    /* A box record is smaller than a slot: record i never reaches slot
+     * i + 1. */
+    for (size_t i = 0; i < l->n; i++) {
+        const float *v = l->slots + i * l->width;
+        if (r->dims == 3) {
+            rb_box b = {{v[0], v[1], v[2]}, {v[3], v[4], v[5]}};
+            memcpy((rb_box *)(void *)l->slots + i, &b, sizeof b);
+        } else {
+            rb_box2 b2 = {{v[0], v[1]}, {v[2], v[3]}};
+            memcpy((rb_box2 *)(void *)l->slots + i, &b2, sizeof b2);
+        }
+    }
+    r->set_boxes = l->slots;
     return 0;
 }
 
@@ -174,7 +225,7 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
         return FAIL(422, M_TMIN, -1, -1, "tmin (%s) > tmax (%s)", lo, hi);
     }
     if (settle_rays(p, r) || settle_boxes(p, M_BOXES, r->dims) ||
-        settle_shapes(p, r))
+        settle_shapes(p, r, M_OBBS, &r->shapes))
         return -1;
     r->outputs = p->outputs;
     r->boxes = p->lists[M_BOXES].slots;
@@ -211,25 +262,34 @@ int rbj_settle(rbj_parser *p)
     switch (p->opt.body) {
     case RBJ_INTERSECT:
         return settle_intersect(p, r);
-    case RBJ_SCENE_CREATE:
-        if (!(p->seen & (1u << M_BOXES))) {
-            return FAIL(422, M_COUNT, -1, -1, "missing \"boxes\"");
+    case RBJ_SCENE_CREATE: {
+        unsigned lists = (1u << M_BOXES) | (1u << M_OBBS) |
+                         (1u << M_XBOXES) | (1u << M_SPHERES) |
+                         (1u << M_PLANES);
+        if (!(p->seen & lists)) {
+            return FAIL(422, M_COUNT, -1, -1,
+                        "missing \"boxes\" (or \"obbs\", \"xboxes\", "
+                        "\"spheres\", \"planes\")");
         }
-        if (settle_boxes(p, M_BOXES, r->dims))
+        if (settle_boxes(p, M_BOXES, r->dims) ||
+            settle_shapes(p, r, M_OBBS, &r->shapes))
             return -1;
         r->boxes = p->lists[M_BOXES].slots;
         r->n_boxes = p->lists[M_BOXES].n;
         return 0;
-    case RBJ_SCENE_PATCH:
-        if (settle_boxes(p, M_SET, r->dims) ||
-            settle_boxes(p, M_APPEND, r->dims))
+    }
+    case RBJ_SCENE_PATCH: {
+        /* "append" is a bare list of boxes, or an object of lists. */
+        int object = p->append_object;
+        rbj_member boxes = object ? M_APPEND_BOXES : M_APPEND;
+        if (settle_set(p, r) || settle_boxes(p, boxes, r->dims) ||
+            settle_shapes(p, r, M_APPEND_OBBS, &r->append_shapes))
             return -1;
-        r->set_index = p->lists[M_SET].index;
-        r->set_boxes = p->lists[M_SET].slots;
-        r->n_set = p->lists[M_SET].n;
-        r->append_boxes = p->lists[M_APPEND].slots;
-        r->n_append = p->lists[M_APPEND].n;
+        r->append_object = object;
+        r->append_boxes = p->lists[boxes].slots;
+        r->n_append = p->lists[boxes].n;
         return 0;
+    }
     }
     return -1;
 }
@@ -242,7 +302,11 @@ void rbj_error_from_library(const rbj_request *req, rbj_source source,
 {
     memset(out, 0, sizeof *out);
     int is_box = lib->element == RB_ELEMENT_BOX;
-    int set_index = source == RBJ_FROM_SET && is_box &&
+    int is_shape = lib->element >= RB_ELEMENT_OBB &&
+                   lib->element <= RB_ELEMENT_PLANE;
+    /* A set entry's id out of range, or of another kind than the
+     * element: the pointer names the id. */
+    int set_index = source == RBJ_FROM_SET && (is_box || is_shape) &&
                     lib->status == RB_EINVAL && lib->field < 0;
     int named = lib->element != RB_ELEMENT_NONE &&
                 (lib->status == RB_EINPUT || set_index);
@@ -267,16 +331,19 @@ void rbj_error_from_library(const rbj_request *req, rbj_source source,
     static const char *const shape_lists[] = {
         [RB_ELEMENT_OBB] = "obbs", [RB_ELEMENT_XBOX] = "xboxes",
         [RB_ELEMENT_SPHERE] = "spheres", [RB_ELEMENT_PLANE] = "planes"};
-    if (lib->element >= RB_ELEMENT_OBB && lib->element <= RB_ELEMENT_PLANE) {
+    if (is_shape && source != RBJ_FROM_SET) {
+        /* A query's or create's list, or append's object form. */
         list = shape_lists[lib->element];
-        snprintf(out->pointer, sizeof out->pointer, "/%s/%llu/%d", list, i,
+        snprintf(out->pointer, sizeof out->pointer, "%s/%s/%llu/%d",
+                 source == RBJ_FROM_APPEND ? "/append" : "", list, i,
                  f < 0 ? 0 : f);
         return;
     }
-    if (is_box)
-        list = source == RBJ_FROM_SET      ? "set"
-               : source == RBJ_FROM_APPEND ? "append"
-                                           : "boxes";
+    if (is_box || is_shape)
+        list = source == RBJ_FROM_SET ? "set"
+               : source == RBJ_FROM_APPEND
+                   ? (req->append_object ? "append/boxes" : "append")
+                   : "boxes";
     if (source == RBJ_FROM_SET)
         f = set_index ? 0 : f + 1; /* the index comes first */
     if (!is_box && f >= 0 && (unsigned)f >= 2 * req->dims && req->ray_arity &&

@@ -27,8 +27,19 @@ typedef enum rbj_member {
     M_SPHERES,
     M_PLANES,
     M_OUTPUTS,
+    /* The lists of "append" in its object form ({"boxes": ..., "obbs":
+     * ...}): named "append/boxes" and so on, which makes their pointers
+     * "/append/obbs/3/2"; never root keys. */
+    M_APPEND_BOXES,
+    M_APPEND_OBBS,
+    M_APPEND_XBOXES,
+    M_APPEND_SPHERES,
+    M_APPEND_PLANES,
     M_COUNT
 } rbj_member;
+
+/* A list of append's object form. */
+#define RBJ_IS_APPEND_LIST(m) ((m) >= M_APPEND_BOXES && (m) <= M_APPEND_PLANES)
 
 /* The element lists of the kinds beyond boxes, in id order. */
 #define RBJ_IS_SHAPE(m) ((m) >= M_OBBS && (m) <= M_PLANES)
@@ -72,6 +83,8 @@ struct rbj_parser {
     rbj_state state;
     rbj_member member;     /* the member being read */
     unsigned seen;         /* bit per member already read */
+    int in_append;         /* inside the object form of "append" */
+    int append_object;     /* "append" came in its object form */
     size_t index;          /* element of the list being read */
     unsigned field;        /* numbers read in that element */
     uint64_t numbers;      /* numbers read in lists */

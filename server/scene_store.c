@@ -117,6 +117,7 @@ const rb_scene *scene_ver_scene(const scene_ver *v) { return v->scene; }
 uint64_t scene_ver_version(const scene_ver *v) { return v->version; }
 unsigned scene_ver_dims(const scene_ver *v) { return v->stats.dims; }
 uint64_t scene_ver_boxes(const scene_ver *v) { return v->stats.boxes; }
+uint64_t scene_ver_elements(const scene_ver *v) { return v->stats.elements; }
 
 /* Store lock held. */
 static entry *find(scene_store *s, const char *id)
@@ -280,6 +281,99 @@ static int lib_error(const rbj_request *body, rbj_source src,
     return err->status;
 }
 
+static const char *const arity_of_kind[RB_KIND_COUNT] = {
+    "6 numbers: min xyz, max xyz", "10 numbers (center, half extents, "
+    "quaternion) or 15 (center, half extents, axes)",
+    "18 numbers: min xyz, max xyz, 3x4 matrix by rows",
+    "4 numbers: center xyz, radius", "4 numbers: normal xyz, d"};
+
+/* The kind a "set" entry's arity stands for in a 3D scene; 4 numbers are
+ * a sphere or a plane: the id's kind says which. */
+static rb_kind kind_of_arity(unsigned numbers, int id_kind)
+{
+    switch (numbers) {
+    case 10:
+    case 15:
+        return RB_KIND_OBB;
+    case 18:
+        return RB_KIND_XBOX;
+    case 4:
+        return id_kind == RB_KIND_PLANE ? RB_KIND_PLANE : RB_KIND_SPHERE;
+    default:
+        return RB_KIND_BOX;
+    }
+}
+
+/* 422 at "/set/k": entry k's element is not of its id's kind `have`. */
+static int arity_mismatch(rbj_error *err, size_t k, uint32_t id, int have,
+                          unsigned numbers)
+{
+    memset(err, 0, sizeof *err);
+    err->status = 422;
+    err->has_pointer = 1;
+    snprintf(err->pointer, sizeof err->pointer, "/set/%zu", k);
+    snprintf(err->detail, sizeof err->detail,
+             "id %u is %s %s: its element has %s (the entry has %u after the "
+             "id)",
+             id, have == RB_KIND_OBB ? "an" : "a", rb_kind_name(have),
+             arity_of_kind[have], numbers);
+    return 422;
+}
+
+/* "set" of boxes alone in a scene that holds other kinds: every id must
+ * be a box's. */
+static int check_box_ids(const rb_scene *scene, const rbj_request *body,
+                         rbj_error *err)
+{
+    for (size_t k = 0; k < body->n_set; k++) {
+        int have = rb_scene_element_kind(scene, body->set_index[k], NULL);
+        if (have > RB_KIND_BOX)
+            return arity_mismatch(err, k, body->set_index[k], have,
+                                  body->set_arity[k] - 1u);
+    }
+    return 0;
+}
+
+/* "set" with entries beyond boxes (body->set_values): each entry's
+ * element read as its arity says, checked against its id's kind (422 at
+ * "/set/k" when they differ), then set in one call, all or nothing.
+ * Returns 0 or the HTTP status with err filled. */
+static int set_elements(rb_context *ctx, rb_scene *scene,
+                        const rbj_request *body, rbj_error *err)
+{
+    size_t n = body->n_set;
+    rb_element *e = calloc(n ? n : 1, sizeof *e);
+    if (!e) {
+        memset(err, 0, sizeof *err);
+        err->status = 503;
+        snprintf(err->detail, sizeof err->detail, "out of memory");
+        return 503;
+    }
+    int rc = 0;
+    for (size_t k = 0; k < n && !rc; k++) {
+        unsigned numbers = body->set_arity[k] - 1u;
+        int have = rb_scene_element_kind(scene, body->set_index[k], NULL);
+        rb_kind kind = kind_of_arity(numbers, have);
+        if (have >= 0 && have != (int)kind) {
+            rc = arity_mismatch(err, k, body->set_index[k], have, numbers);
+            break;
+        }
+        e[k].kind = kind;
+        const float *v = body->set_values + k * RBJ_SET_STRIDE;
+        size_t bytes = kind == RB_KIND_BOX      ? sizeof(rb_box)
+                       : kind == RB_KIND_OBB    ? sizeof(rb_obb)
+                       : kind == RB_KIND_XBOX   ? sizeof(rb_xbox)
+                       : kind == RB_KIND_SPHERE ? sizeof(rb_sphere)
+                                                : sizeof(rb_plane);
+        memcpy(&e[k].as, v, bytes);
+    }
+    if (!rc && rb_scene_set_elements(ctx, scene, body->set_index, e, n) !=
+                   RB_OK)
+        rc = lib_error(body, RBJ_FROM_SET, ctx, err);
+    free(e);
+    return rc;
+}
+
 static int not_found(const char *id, rbj_error *err)
 {
     memset(err, 0, sizeof *err);
@@ -301,16 +395,31 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
     double t0 = now_ms();
     rb_scene *copy = NULL;
     int rc = 0;
+    size_t n_append_shapes = body->append_shapes.n_obbs +
+                             body->append_shapes.n_xboxes +
+                             body->append_shapes.n_spheres +
+                             body->append_shapes.n_planes;
     if (rb_scene_clone(ctx, cur->scene, &copy) != RB_OK)
         rc = lib_error(body, RBJ_FROM_SET, ctx, err);
-    else if (body->n_set &&
+    else if (body->n_set && body->set_boxes &&
+             (rc = check_box_ids(copy, body, err)) == 0 &&
              rb_scene_set(ctx, copy, body->set_index, body->set_boxes,
                           body->n_set) != RB_OK)
         rc = lib_error(body, RBJ_FROM_SET, ctx, err);
-    else if (body->n_append &&
-             rb_scene_append(ctx, copy, body->append_boxes,
-                             body->n_append) != RB_OK)
+    else if (body->n_set && !body->set_boxes)
+        rc = set_elements(ctx, copy, body, err);
+    if (rc) {
+        /* refused: nothing of the PATCH applies */
+    } else if (n_append_shapes &&
+               rb_scene_append_shapes(ctx, copy, body->append_boxes,
+                                      body->n_append,
+                                      &body->append_shapes) != RB_OK) {
         rc = lib_error(body, RBJ_FROM_APPEND, ctx, err);
+    } else if (!n_append_shapes && body->n_append &&
+               rb_scene_append(ctx, copy, body->append_boxes,
+                               body->n_append) != RB_OK) {
+        rc = lib_error(body, RBJ_FROM_APPEND, ctx, err);
+    }
     if (!rc && !(*made = ver_new(copy, cur->version + 1, now_ms() - t0))) {
         memset(err, 0, sizeof *err);
         err->status = rc = 503;
@@ -324,7 +433,7 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
 
 int store_patch(scene_store *s, rb_context *ctx, const char *id,
                 const rbj_request *body, uint64_t *version_out,
-                uint64_t *boxes_out, rbj_error *err)
+                rb_scene_stats *stats_out, rbj_error *err)
 {
     pthread_mutex_lock(&s->lock);
     entry *e = find(s, id);
@@ -353,7 +462,7 @@ int store_patch(scene_store *s, rb_context *ctx, const char *id,
             s->bytes += made->stats.host_bytes - old->stats.host_bytes;
             e->cur = made;
             *version_out = made->version;
-            *boxes_out = made->stats.boxes;
+            *stats_out = made->stats;
             made = NULL;
         }
         pthread_mutex_unlock(&s->lock);
@@ -385,6 +494,20 @@ void store_usage(scene_store *s, uint64_t *scenes, uint64_t *bytes)
     pthread_mutex_unlock(&s->lock);
 }
 
+void store_kinds_json(const rb_scene_stats *st, sbuf *out)
+{
+    if (st->elements == st->boxes)
+        return;
+    sbuf_printf(out,
+                ",\"elements\":%llu,\"obbs\":%llu,\"xboxes\":%llu,"
+                "\"spheres\":%llu,\"planes\":%llu",
+                (unsigned long long)st->elements,
+                (unsigned long long)st->kinds[RB_KIND_OBB],
+                (unsigned long long)st->kinds[RB_KIND_XBOX],
+                (unsigned long long)st->kinds[RB_KIND_SPHERE],
+                (unsigned long long)st->kinds[RB_KIND_PLANE]);
+}
+
 void store_list_json(scene_store *s, sbuf *out)
 {
     sbuf_add(out, "{\"scenes\":[");
@@ -393,10 +516,10 @@ void store_list_json(scene_store *s, sbuf *out)
         const scene_ver *v = e->cur;
         sbuf_add(out, e == s->first ? "{\"id\":" : ",{\"id\":");
         sbuf_json_str(out, e->id);
-        sbuf_printf(out,
-                    ",\"dims\":%u,\"boxes\":%llu,\"version\":%llu,"
-                    "\"host_bytes\":%llu}",
-                    v->stats.dims, (unsigned long long)v->stats.boxes,
+        sbuf_printf(out, ",\"dims\":%u,\"boxes\":%llu", v->stats.dims,
+                    (unsigned long long)v->stats.boxes);
+        store_kinds_json(&v->stats, out);
+        sbuf_printf(out, ",\"version\":%llu,\"host_bytes\":%llu}",
                     (unsigned long long)v->version,
                     (unsigned long long)v->stats.host_bytes);
     }
@@ -416,9 +539,10 @@ static void stats_json(const char *id, const scene_ver *v, sbuf *out)
     const rb_scene_stats *st = &v->stats;
     sbuf_add(out, "{\"id\":");
     sbuf_json_str(out, id);
-    sbuf_printf(out, ",\"dims\":%u,\"boxes\":%llu,\"version\":%llu", st->dims,
-                (unsigned long long)st->boxes,
-                (unsigned long long)v->version);
+    sbuf_printf(out, ",\"dims\":%u,\"boxes\":%llu", st->dims,
+                (unsigned long long)st->boxes);
+    store_kinds_json(st, out);
+    sbuf_printf(out, ",\"version\":%llu", (unsigned long long)v->version);
     if (!st->boxes) {
         sbuf_add(out, ",\"bounds\":null");
     } else {
@@ -441,7 +565,7 @@ static void stats_json(const char *id, const scene_ver *v, sbuf *out)
                 "\"build\":{\"structure\":\"%s\",\"ms\":%.3f,"
                 "\"hierarchy_ms\":%.3f,\"nodes\":%llu,\"depth\":%u,"
                 "\"sah\":%.6g,\"sah_at_build\":%.6g,\"refits\":%llu,"
-                "\"rebuilds\":%llu,\"hierarchy_bytes\":%llu}}",
+                "\"rebuilds\":%llu,\"hierarchy_bytes\":%llu",
                 (unsigned long long)st->host_bytes, st->bytes_per_box,
                 st->bvh_nodes ? "bvh8" : "none", v->build_ms,
                 st->bvh_build_ms, (unsigned long long)st->bvh_nodes,
@@ -449,6 +573,11 @@ static void stats_json(const char *id, const scene_ver *v, sbuf *out)
                 (unsigned long long)st->bvh_refits,
                 (unsigned long long)st->bvh_rebuilds,
                 (unsigned long long)st->bvh_bytes);
+    /* The shape hierarchy, after the box figures. */
+    if (st->elements != st->boxes)
+        sbuf_printf(out, ",\"shape_nodes\":%llu",
+                    (unsigned long long)st->shape_nodes);
+    sbuf_add(out, "}}");
 }
 
 int store_describe_json(scene_store *s, const char *id, sbuf *out)

@@ -40,6 +40,9 @@ const rb_scene *scene_ver_scene(const scene_ver *v);
 uint64_t scene_ver_version(const scene_ver *v);
 unsigned scene_ver_dims(const scene_ver *v);
 uint64_t scene_ver_boxes(const scene_ver *v);
+/* Elements of every kind; more than the boxes when the scene holds other
+ * kinds (SPEC section 7). */
+uint64_t scene_ver_elements(const scene_ver *v);
 
 /* 0 when a scene of n boxes may fit now, else 507 with the reason. A
  * cheap early answer; store_insert decides. */
@@ -54,12 +57,18 @@ int store_insert(scene_store *s, rb_scene *scene, double build_ms,
 
 /* Applies a PATCH body (set, then append) to a copy of the current
  * version with ctx, and makes it current. Returns 0 (*version_out, the
- * new version, and *boxes_out), or an HTTP status with err filled: 404
- * no such scene (or deleted meanwhile), 422 from the library (pointer
+ * new version, and *stats_out, its statistics), or an HTTP status with
+ * err filled: 404 no such scene (or deleted meanwhile), 422 from the
+ * library or a "set" entry whose arity is not its id's kind (pointer
  * into the body), 507 over the memory limit, 503 out of memory. */
 int store_patch(scene_store *s, rb_context *ctx, const char *id,
                 const rbj_request *body, uint64_t *version_out,
-                uint64_t *boxes_out, rbj_error *err);
+                rb_scene_stats *stats_out, rbj_error *err);
+
+/* The counts of the kinds beyond boxes for a scene's JSON bodies:
+ * ',"elements":N,"obbs":n,"xboxes":n,"spheres":n,"planes":n', nothing for
+ * a scene that holds boxes alone (its bodies stay as they were). */
+void store_kinds_json(const rb_scene_stats *st, sbuf *out);
 
 /* Removes a scene: 0, or 404. Queries running on it finish. */
 int store_delete(scene_store *s, const char *id);

@@ -1244,8 +1244,11 @@ START_TEST(test_shape_errors)
     expect_error(RBJ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[],\"outputs\":[[1]]}",
                  422, "/outputs/0", "expected a string");
-    expect_error(RBJ_SCENE_CREATE, "{\"spheres\":[[0,0,0,1]]}", 422, "/spheres",
-                 "unknown member");
+    /* Scenes take every kind, in 3D. */
+    expect_error(RBJ_SCENE_CREATE, "{\"dims\":2,\"spheres\":[[0,0,0,1]]}",
+                 422, "/spheres", "2D scenes take boxes only");
+    expect_error(RBJ_SCENE_CREATE, "{\"boxes\":[],\"outputs\":[]}", 422,
+                 "/outputs", "unknown member");
     rbj_options opt;
     rbj_options_init(&opt, RBJ_INTERSECT);
     opt.limits.max_boxes = 2;
@@ -1271,6 +1274,93 @@ START_TEST(test_shape_library_errors)
     ck_assert_int_eq(e.status, 422);
     ck_assert_str_eq(e.pointer, "/planes/0/0");
     ck_assert_str_eq(e.detail, "the normal is zero");
+    rbj_parser_destroy(p);
+}
+END_TEST
+
+/* Scene bodies with every kind (SPEC section 7): a create's lists, "set"
+ * entries [id, ...element] of any arity, "append" as an object. */
+START_TEST(test_scene_kind_bodies)
+{
+    rbj_parser *p = parse(RBJ_SCENE_CREATE,
+                          "{\"spheres\":[[1,2,3,4]],\"obbs\":[[0,0,0,1,1,1,"
+                          "1,0,0,0]],\"boxes\":[[0,0,0,1,1,1]]}");
+    const rbj_request *r = rbj_parser_request(p);
+    ck_assert_uint_eq(r->n_boxes, 1);
+    ck_assert_uint_eq(r->shapes.n_spheres, 1);
+    ck_assert_uint_eq(r->shapes.n_obbs, 1);
+    ck_assert(r->shapes.obbs[0].axes[0][0] == 1.0f); /* the quaternion's */
+    ck_assert(r->shapes.spheres[0].radius == 4.0f);
+    rbj_parser_destroy(p);
+
+    p = parse(RBJ_SCENE_PATCH,
+              "{\"set\":[[3,0,0,0,1,1,1],[7,1,2,3,4],[9,0,0,0,1,1,1,1,0,0,0],"
+              "[2,0,0,0,1,1,1,1,0,0,0,1,0,0,0,1]],"
+              "\"append\":{\"planes\":[[0,1,0,5]],\"boxes\":[[5,5,5,6,6,6]]}}");
+    r = rbj_parser_request(p);
+    ck_assert_uint_eq(r->n_set, 4);
+    ck_assert_ptr_null(r->set_boxes);
+    ck_assert_ptr_nonnull(r->set_values);
+    ck_assert_uint_eq(r->set_arity[0], 7);
+    ck_assert_uint_eq(r->set_arity[1], 5);
+    ck_assert_uint_eq(r->set_arity[2], 11);
+    ck_assert_uint_eq(r->set_arity[3], 16);
+    ck_assert_uint_eq(r->set_index[3], 2);
+    const float *v = r->set_values + 1 * RBJ_SET_STRIDE;
+    ck_assert(v[0] == 1 && v[3] == 4);
+    const rb_obb *o = (const rb_obb *)(const void *)(r->set_values +
+                                                    2 * RBJ_SET_STRIDE);
+    ck_assert(o->half[0] == 1 && o->axes[2][2] == 1); /* converted */
+    ck_assert_int_eq(r->append_object, 1);
+    ck_assert_uint_eq(r->n_append, 1);
+    ck_assert_uint_eq(r->append_shapes.n_planes, 1);
+    ck_assert(r->append_shapes.planes[0].d == 5);
+    rbj_parser_destroy(p);
+
+    /* A bare list is boxes, as before; boxes alone keep set_boxes. */
+    p = parse(RBJ_SCENE_PATCH, "{\"append\":[],\"set\":[[1,0,0,0,1,1,1]]}");
+    r = rbj_parser_request(p);
+    ck_assert_int_eq(r->append_object, 0);
+    ck_assert_ptr_nonnull(r->set_boxes);
+    rbj_parser_destroy(p);
+
+    expect_error(RBJ_SCENE_PATCH, "{\"append\":{\"rays\":[]}}", 422,
+                 "/append/rays", "unknown member");
+    expect_error(RBJ_SCENE_PATCH, "{\"append\":{\"obbs\":[[0,0,0,1,1,1,0,0,"
+                 "0,0]]}}", 422, "/append/obbs/0/6", "the quaternion is zero");
+    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1,0,0,0,0]]}", 422,
+                 "/set/0/7", "the quaternion is zero");
+    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1,0]]}", 422,
+                 "/set/0", "8 numbers: a 3D set entry has 7");
+    expect_error(RBJ_SCENE_PATCH, "{\"append\":{\"spheres\":{}}}", 422,
+                 "/append/spheres", "expected an array");
+    expect_error(RBJ_SCENE_PATCH, "{\"append\":5}", 422, "/append",
+                 "expected an array or an object");
+    rbj_options opt;
+    rbj_options_init(&opt, RBJ_SCENE_PATCH);
+    opt.patch_dims = 2;
+    const char *b = "{\"append\":{\"spheres\":[[0,0,0,1]]}}";
+    expect_error_opt(&opt, b, strlen(b), 422, "/append/spheres",
+                     "2D scenes take boxes only");
+    b = "{\"set\":[[0,0,0,1]]}";
+    expect_error_opt(&opt, b, strlen(b), 422, "/set/0",
+                     "4 numbers: a 2D set entry");
+
+    /* Library errors of such bodies point into them. */
+    p = parse(RBJ_SCENE_PATCH, "{\"append\":{\"boxes\":[[0,0,0,1,1,1]]}}");
+    r = rbj_parser_request(p);
+    lib_error_to(r, RBJ_FROM_APPEND, RB_ELEMENT_BOX, 0, 4, RB_EINPUT,
+                 "box 0: x", "/append/boxes/0/4");
+    lib_error_to(r, RBJ_FROM_APPEND, RB_ELEMENT_SPHERE, 2, 3, RB_EINPUT,
+                 "sphere 2: x", "/append/spheres/2/3");
+    lib_error_to(r, RBJ_FROM_SET, RB_ELEMENT_XBOX, 1, 6, RB_EINPUT,
+                 "xbox 1: x", "/set/1/7");
+    lib_error_to(r, RBJ_FROM_SET, RB_ELEMENT_SPHERE, 1, -1, RB_EINVAL,
+                 "set 1: id 4 is of kind box, the element given is of kind "
+                 "sphere",
+                 "/set/1/0");
+    lib_error_to(r, RBJ_FROM_CREATE, RB_ELEMENT_PLANE, 0, 0, RB_EINPUT,
+                 "plane 0: x", "/planes/0/0");
     rbj_parser_destroy(p);
 }
 END_TEST
@@ -1311,9 +1401,11 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_shape_lists);
     tcase_add_test(tc, test_shape_errors);
     tcase_add_test(tc, test_shape_library_errors);
+    tcase_add_test(tc, test_scene_kind_bodies);
     suite_add_tcase(s, tc);
     return s;
 }
+
 
 int main(void)
 {
