@@ -365,9 +365,10 @@ int rb_devices_list(rb_device_desc *out, size_t cap, size_t *count,
                     char *why, size_t why_len);
 
 /* ------------------------------------------------------------------------
- * Scenes: a stored, validated box set and its hierarchy (a BVH built at
+ * Scenes: a stored, validated set of boxes (and, in 3D, elements of the
+ * other kinds, rb_scene_create_shapes) with its hierarchies (BVHs built at
  * creation with the context's threads), so that repeated queries neither
- * resend nor re-prepare it and cost about log(boxes) per ray. A scene is
+ * resend nor re-prepare it and cost about log(elements) per ray. A scene is
  * owned by the caller, not by a context, and can be queried from any
  * context.
  */
