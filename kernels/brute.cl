@@ -18,11 +18,10 @@
  * ors, nearest keeps the earlier chunk on equal t, all keeps merging its
  * sorted list. The result is then the same as one pass over all boxes.
  *
- * Every-box kernel arguments, in order:
- *   0 rays  1 dims  2 n_rays  3 boxes  4 stride  5 nb  6 box_base
- *   7 tile (__local, 6 * RB_PITCH(tile_n) floats)  8 tile_n  9 first
- *   10.. outputs, then ray_base (the chunk's first ray) and bad (R6, see
- *   rb_note_bad in slab.cl). Pairs: rays boxes dims n base hits bad.
+ * Arguments: exact.h's enum rb_scan_arg for the every-box kernels (tile is
+ * __local, 6 * RB_PITCH(tile_n) floats; ray_base is the chunk's first ray;
+ * bad the R6 word, see rb_note_bad in slab.cl) and enum rb_pairs_arg for
+ * pairs.
  *
  * This file is the "tiled" variant, for GPUs; brute_wide.cl has the same
  * kernels for CPU devices (RB_WIDE). Exactly one of the two is compiled.
@@ -85,6 +84,17 @@ static inline void rb_nearest_finish(const rb_ray_prep *r,
     }
 }
 
+/* The every-box kernels of both variants take the same arguments, in the
+ * order of exact.h's enum rb_scan_arg (the host sets them by name; the
+ * unused ones of a mode are null or 0). */
+enum { RB_SCAN_NEAREST, RB_SCAN_ANY, RB_SCAN_COUNT, RB_SCAN_ALL };
+#define RB_SCAN_PARAMS                                                         \
+    __global const float *rays, uint dims, uint n_rays,                        \
+        __global const float *boxes, uint stride, uint nb, uint box_base,      \
+        __local float *tile, uint tile_n, int first, uint max_hits,            \
+        __global rb_hit *hits, __global uchar *any_hit, __global uint *counts, \
+        __global rb_list_hit *lists, uint ray_base, __global uint *bad
+
 #ifndef RB_WIDE
 /* Ray i against box i. No barriers, so items past n simply return. */
 __kernel void rb_pairs(__global const float *rays,
@@ -108,113 +118,69 @@ __kernel void rb_pairs(__global const float *rays,
     hits[i] = h;
 }
 
-__kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
-                       __global const float *boxes, uint stride, uint nb,
-                       uint box_base, __local float *tile, uint tile_n,
-                       int first, __global uint *counts,
-    uint ray_base, __global uint *bad)
+/* The every-box modes, one template: the mode is a compile-time constant
+ * of each kernel (RB_SCAN_KERNEL), so each compiles to its own loop.
+ * Items past the last ray still load tiles and reach every barrier. */
+static inline void rb_scan_tiled(const int mode, __global const float *rays,
+                                 uint dims, uint n_rays,
+                                 __global const float *boxes, uint stride,
+                                 uint nb, uint box_base, __local float *tile,
+                                 uint tile_n, int first, uint max_hits,
+                                 __global rb_hit *hits,
+                                 __global uchar *any_hit,
+                                 __global uint *counts,
+                                 __global rb_list_hit *lists, uint ray_base,
+                                 __global uint *bad, __local int *open_items)
 {
-    (void)box_base; /* same arguments as the other every-box kernels */
+    /* any: a group stops walking the boxes once every live item has a
+     * hit; the decision is taken from a __local flag (the kernel's: OpenCL
+     * has __local variables only at kernel scope) so that it is the same
+     * for every item and no barrier is skipped by some. */
     size_t i = get_global_id(0);
     int live = i < n_rays;
     rb_ray_prep r;
     uint near[3], far[3];
+    uint count = 0, stored = 0;
+    int done = 1;
+    float best_t = INFINITY;
+    int best = -1;
+    __global rb_list_hit *list = lists + (live && mode == RB_SCAN_ALL
+                                              ? i * max_hits
+                                              : 0);
     if (live) {
         if (!rb_ray_ok(rays, dims, i))
             rb_note_bad(bad, (ray_base + (uint)i) * 2);
         r = rb_load_ray(rays, dims, i);
         rb_tile_planes(&r, tile_n, near, far);
+        if (mode == RB_SCAN_ANY)
+            done = first ? 0 : any_hit[i];
+        if (mode == RB_SCAN_ALL && !first) {
+            count = counts[i];
+            stored = min(count, max_hits);
+        }
     }
-    uint c = 0;
     for (uint base = 0; base < nb; base += tile_n) {
         uint m = min(tile_n, nb - base);
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous tile is consumed */
+        if (mode == RB_SCAN_ANY && get_local_id(0) == 0)
+            *open_items = 0;
         rb_tile_load(tile, tile_n, boxes, stride, base, m);
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (live) {
-            float te, tx;
+        float te, tx;
+        if (mode == RB_SCAN_COUNT && live) {
             for (uint k = 0; k < m; k++)
-                c += (uint)rb_tile_hit(&r, tile, near, far, k, &te, &tx);
-        }
-    }
-    if (live)
-        counts[i] = first ? c : counts[i] + c;
-}
-
-/* any: a group stops walking the boxes once every live item has a hit;
- * the decision is taken from a __local flag so that it is the same for
- * every item and no barrier is skipped by some. */
-__kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
-                     __global const float *boxes, uint stride, uint nb,
-                     uint box_base, __local float *tile, uint tile_n,
-                     int first, __global uchar *any,
-    uint ray_base, __global uint *bad)
-{
-    __local int open_items;
-    (void)box_base;
-    size_t i = get_global_id(0);
-    int live = i < n_rays;
-    rb_ray_prep r;
-    uint near[3], far[3];
-    int done = 1;
-    if (live) {
-        done = first ? 0 : any[i];
-        if (!rb_ray_ok(rays, dims, i))
-            rb_note_bad(bad, (ray_base + (uint)i) * 2);
-        r = rb_load_ray(rays, dims, i);
-        rb_tile_planes(&r, tile_n, near, far);
-    }
-    for (uint base = 0; base < nb; base += tile_n) {
-        uint m = min(tile_n, nb - base);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (get_local_id(0) == 0)
-            open_items = 0;
-        rb_tile_load(tile, tile_n, boxes, stride, base, m);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (!done) {
-            float te, tx;
+                count += (uint)rb_tile_hit(&r, tile, near, far, k, &te, &tx);
+        } else if (mode == RB_SCAN_ANY) {
             for (uint k = 0; k < m && !done; k++)
                 done = rb_tile_hit(&r, tile, near, far, k, &te, &tx);
-        }
-        if (!done)
-            atomic_or(&open_items, 1);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (open_items == 0)
-            break;
-    }
-    if (live)
-        any[i] = (uchar)done;
-}
-
-/* nearest: least t_enter, ties to the lowest index (strict <, boxes in
- * ascending order). The winner's faces and exit come from rb_slab_full on
- * the box, as on the host. */
-__kernel void rb_nearest(__global const float *rays, uint dims,
-                         uint n_rays, __global const float *boxes,
-                         uint stride, uint nb, uint box_base,
-                         __local float *tile, uint tile_n, int first,
-                         __global rb_hit *hits,
-    uint ray_base, __global uint *bad)
-{
-    size_t i = get_global_id(0);
-    int live = i < n_rays;
-    rb_ray_prep r;
-    uint near[3], far[3];
-    if (live) {
-        if (!rb_ray_ok(rays, dims, i))
-            rb_note_bad(bad, (ray_base + (uint)i) * 2);
-        r = rb_load_ray(rays, dims, i);
-        rb_tile_planes(&r, tile_n, near, far);
-    }
-    float best_t = INFINITY;
-    int best = -1;
-    for (uint base = 0; base < nb; base += tile_n) {
-        uint m = min(tile_n, nb - base);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        rb_tile_load(tile, tile_n, boxes, stride, base, m);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (live) {
-            float te, tx;
+            if (!done)
+                atomic_or(open_items, 1);
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (*open_items == 0)
+                break;
+        } else if (mode == RB_SCAN_NEAREST && live) {
+            /* least t_enter, ties to the lowest index (strict <, boxes in
+             * ascending order) */
             for (uint k = 0; k < m; k++) {
                 if (rb_tile_hit(&r, tile, near, far, k, &te, &tx) &&
                     te < best_t) {
@@ -222,46 +188,7 @@ __kernel void rb_nearest(__global const float *rays, uint dims,
                     best = (int)(base + k);
                 }
             }
-        }
-    }
-    if (!live)
-        return;
-    rb_nearest_finish(&r, boxes, stride, box_base, first, best, best_t,
-                      &hits[i]);
-}
-
-/* all: every hit into the ray's max_hits slots, sorted; counts = every hit
- * (may exceed max_hits). t values are rb_slab_hit's, as on the host. */
-__kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
-                     __global const float *boxes, uint stride, uint nb,
-                     uint box_base, __local float *tile, uint tile_n,
-                     int first, uint max_hits, __global uint *counts,
-                     __global rb_list_hit *lists,
-    uint ray_base, __global uint *bad)
-{
-    size_t i = get_global_id(0);
-    int live = i < n_rays;
-    rb_ray_prep r;
-    uint near[3], far[3];
-    uint count = 0, stored = 0;
-    __global rb_list_hit *list = lists + (live ? i * max_hits : 0);
-    if (live) {
-        if (!rb_ray_ok(rays, dims, i))
-            rb_note_bad(bad, (ray_base + (uint)i) * 2);
-        r = rb_load_ray(rays, dims, i);
-        rb_tile_planes(&r, tile_n, near, far);
-        if (!first) {
-            count = counts[i];
-            stored = min(count, max_hits);
-        }
-    }
-    for (uint base = 0; base < nb; base += tile_n) {
-        uint m = min(tile_n, nb - base);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        rb_tile_load(tile, tile_n, boxes, stride, base, m);
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (live) {
-            float te, tx;
+        } else if (mode == RB_SCAN_ALL && live) {
             for (uint k = 0; k < m; k++) {
                 if (rb_tile_hit(&r, tile, near, far, k, &te, &tx)) {
                     rb_list_insert(list, &stored, max_hits,
@@ -271,7 +198,30 @@ __kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
             }
         }
     }
-    if (live)
+    if (!live)
+        return;
+    if (mode == RB_SCAN_COUNT)
+        counts[i] = first ? count : counts[i] + count;
+    else if (mode == RB_SCAN_ANY)
+        any_hit[i] = (uchar)done;
+    else if (mode == RB_SCAN_NEAREST)
+        rb_nearest_finish(&r, boxes, stride, box_base, first, best, best_t,
+                          &hits[i]);
+    else
         counts[i] = count;
 }
+
+#define RB_SCAN_KERNEL(name, mode)                                             \
+    __kernel void name(RB_SCAN_PARAMS)                                         \
+    {                                                                          \
+        __local int open_items;                                                \
+        rb_scan_tiled(mode, rays, dims, n_rays, boxes, stride, nb, box_base,   \
+                      tile, tile_n, first, max_hits, hits, any_hit, counts,    \
+                      lists, ray_base, bad, &open_items);                      \
+    }
+
+RB_SCAN_KERNEL(rb_count, RB_SCAN_COUNT)
+RB_SCAN_KERNEL(rb_any, RB_SCAN_ANY)
+RB_SCAN_KERNEL(rb_nearest, RB_SCAN_NEAREST)
+RB_SCAN_KERNEL(rb_all, RB_SCAN_ALL)
 #endif /* !RB_WIDE */

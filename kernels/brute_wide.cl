@@ -195,156 +195,128 @@ __kernel void rb_pairs(__global const float *rays,
     vstore8(shuffle2(q2, q3, (uint8)(4, 5, 6, 7, 12, 13, 14, 15)), 3, dst);
 }
 
-__kernel void rb_count(__global const float *rays, uint dims, uint n_rays,
-                       __global const float *boxes, uint stride, uint nb,
-                       uint box_base, __local float *tile, uint tile_n,
-                       int first, __global uint *counts,
-    uint ray_base, __global uint *bad)
+/* The every-box modes, one template: the mode is a compile-time constant
+ * of each kernel below (RB_SCAN_KERNEL), so every kernel compiles to its
+ * own loop. Arguments as exact.h's enum rb_scan_arg. */
+static inline void rb_scan_wide(const int mode, __global const float *rays,
+                                uint dims, uint n_rays,
+                                __global const float *boxes, uint stride,
+                                uint nb, uint box_base, int first,
+                                uint max_hits, __global rb_hit *hits,
+                                __global uchar *any_hit,
+                                __global uint *counts,
+                                __global rb_list_hit *lists, uint ray_base,
+                                __global uint *bad)
 {
     size_t i = get_global_id(0);
     if (i >= n_rays)
         return;
     if (!rb_ray_ok(rays, dims, i))
         rb_note_bad(bad, (ray_base + (uint)i) * 2);
+    if (mode == RB_SCAN_ANY && !first && any_hit[i])
+        return; /* an earlier chunk found a hit */
     rb_ray_prep r = rb_load_ray(rays, dims, i);
     rb_planes p = rb_wide_planes(&r, boxes, stride);
-    int8 acc = (int8)(0);
     uint j = 0;
     float8 e, x;
-    for (; j + 8 <= nb; j += 8)
-        acc -= rb_hit8(&r, &p, j, &e, &x);
-    uint c = (uint)(acc.s0 + acc.s1 + acc.s2 + acc.s3 + acc.s4 + acc.s5 +
-                    acc.s6 + acc.s7);
     float te, tx;
-    for (; j < nb; j++)
-        c += (uint)rb_hit1(&r, &p, j, &te, &tx);
-    counts[i] = first ? c : counts[i] + c;
-}
-
-__kernel void rb_any(__global const float *rays, uint dims, uint n_rays,
-                     __global const float *boxes, uint stride, uint nb,
-                     uint box_base, __local float *tile, uint tile_n,
-                     int first, __global uchar *any_hit,
-    uint ray_base, __global uint *bad)
-{
-    size_t i = get_global_id(0);
-    if (i >= n_rays)
-        return;
-    if (!rb_ray_ok(rays, dims, i))
-        rb_note_bad(bad, (ray_base + (uint)i) * 2);
-    int done = first ? 0 : any_hit[i];
-    if (!done) {
-        rb_ray_prep r = rb_load_ray(rays, dims, i);
-        rb_planes p = rb_wide_planes(&r, boxes, stride);
-        uint j = 0;
-        float8 e, x;
+    if (mode == RB_SCAN_COUNT) {
+        int8 acc = (int8)(0);
+        for (; j + 8 <= nb; j += 8)
+            acc -= rb_hit8(&r, &p, j, &e, &x);
+        uint c = (uint)(acc.s0 + acc.s1 + acc.s2 + acc.s3 + acc.s4 + acc.s5 +
+                        acc.s6 + acc.s7);
+        for (; j < nb; j++)
+            c += (uint)rb_hit1(&r, &p, j, &te, &tx);
+        counts[i] = first ? c : counts[i] + c;
+    } else if (mode == RB_SCAN_ANY) {
+        int done = 0;
         for (; j + 8 <= nb && !done; j += 8)
             done = any(rb_hit8(&r, &p, j, &e, &x));
-        float te, tx;
         for (; j < nb && !done; j++)
             done = rb_hit1(&r, &p, j, &te, &tx);
-    }
-    any_hit[i] = (uchar)done;
-}
-
-/* nearest: per lane the least t_enter and its box (a lane sees its boxes
- * in ascending order, so "<" keeps the lowest index), then the lanes
- * reduced with the same rule, then the scalar tail (higher indices). */
-__kernel void rb_nearest(__global const float *rays, uint dims,
-                         uint n_rays, __global const float *boxes,
-                         uint stride, uint nb, uint box_base,
-                         __local float *tile, uint tile_n, int first,
-                         __global rb_hit *hits,
-    uint ray_base, __global uint *bad)
-{
-    size_t i = get_global_id(0);
-    if (i >= n_rays)
-        return;
-    if (!rb_ray_ok(rays, dims, i))
-        rb_note_bad(bad, (ray_base + (uint)i) * 2);
-    rb_ray_prep r = rb_load_ray(rays, dims, i);
-    rb_planes p = rb_wide_planes(&r, boxes, stride);
-    float8 bt = (float8)(INFINITY);
-    int8 bi = (int8)(-1), idx = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
-    uint j = 0;
-    float8 e, x;
-    for (; j + 8 <= nb; j += 8) {
-        int8 better = rb_hit8(&r, &p, j, &e, &x) & (e < bt);
-        bt = select(bt, e, better);
-        bi = select(bi, idx, better);
-        idx += 8;
-    }
-    float lt[8];
-    int li[8];
-    vstore8(bt, 0, lt);
-    vstore8(bi, 0, li);
-    float best_t = INFINITY;
-    int best = -1;
-    for (int l = 0; l < 8; l++) {
-        if (li[l] >= 0 &&
-            (lt[l] < best_t || (lt[l] == best_t && li[l] < best))) {
-            best_t = lt[l];
-            best = li[l];
+        any_hit[i] = (uchar)done;
+    } else if (mode == RB_SCAN_NEAREST) {
+        /* Per lane the least t_enter and its box (a lane sees its boxes
+         * in ascending order, so "<" keeps the lowest index), then the
+         * lanes reduced with the same rule, then the scalar tail. */
+        float8 bt = (float8)(INFINITY);
+        int8 bi = (int8)(-1), idx = (int8)(0, 1, 2, 3, 4, 5, 6, 7);
+        for (; j + 8 <= nb; j += 8) {
+            int8 better = rb_hit8(&r, &p, j, &e, &x) & (e < bt);
+            bt = select(bt, e, better);
+            bi = select(bi, idx, better);
+            idx += 8;
         }
-    }
-    float te, tx;
-    for (; j < nb; j++) {
-        if (rb_hit1(&r, &p, j, &te, &tx) && te < best_t) {
-            best_t = te;
-            best = (int)j;
-        }
-    }
-    rb_nearest_finish(&r, boxes, stride, box_base, first, best, best_t,
-                      &hits[i]);
-}
-
-/* all: the hits of each step of eight, in ascending box order, into the
- * ray's sorted slots (rb_list_insert of brute.cl's helpers). */
-__kernel void rb_all(__global const float *rays, uint dims, uint n_rays,
-                     __global const float *boxes, uint stride, uint nb,
-                     uint box_base, __local float *tile, uint tile_n,
-                     int first, uint max_hits, __global uint *counts,
-                     __global rb_list_hit *lists,
-    uint ray_base, __global uint *bad)
-{
-    size_t i = get_global_id(0);
-    if (i >= n_rays)
-        return;
-    if (!rb_ray_ok(rays, dims, i))
-        rb_note_bad(bad, (ray_base + (uint)i) * 2);
-    rb_ray_prep r = rb_load_ray(rays, dims, i);
-    rb_planes p = rb_wide_planes(&r, boxes, stride);
-    __global rb_list_hit *list = lists + i * max_hits;
-    uint count = first ? 0 : counts[i];
-    uint stored = min(count, max_hits);
-    uint j = 0;
-    float8 e, x;
-    for (; j + 8 <= nb; j += 8) {
-        int8 hit = rb_hit8(&r, &p, j, &e, &x);
-        if (!any(hit))
-            continue;
-        int hv[8];
-        float ev[8], xv[8];
-        vstore8(hit, 0, hv);
-        vstore8(e, 0, ev);
-        vstore8(x, 0, xv);
+        float lt[8];
+        int li[8];
+        vstore8(bt, 0, lt);
+        vstore8(bi, 0, li);
+        float best_t = INFINITY;
+        int best = -1;
         for (int l = 0; l < 8; l++) {
-            if (hv[l]) {
-                rb_list_insert(list, &stored, max_hits,
-                               (int)(box_base + j + (uint)l), ev[l], xv[l]);
+            if (li[l] >= 0 &&
+                (lt[l] < best_t || (lt[l] == best_t && li[l] < best))) {
+                best_t = lt[l];
+                best = li[l];
+            }
+        }
+        for (; j < nb; j++) {
+            if (rb_hit1(&r, &p, j, &te, &tx) && te < best_t) {
+                best_t = te;
+                best = (int)j;
+            }
+        }
+        rb_nearest_finish(&r, boxes, stride, box_base, first, best, best_t,
+                          &hits[i]);
+    } else {
+        /* all: the hits of each step of eight, in ascending box order,
+         * into the ray's sorted slots. */
+        __global rb_list_hit *list = lists + i * max_hits;
+        uint count = first ? 0 : counts[i];
+        uint stored = min(count, max_hits);
+        for (; j + 8 <= nb; j += 8) {
+            int8 hit = rb_hit8(&r, &p, j, &e, &x);
+            if (!any(hit))
+                continue;
+            int hv[8];
+            float ev[8], xv[8];
+            vstore8(hit, 0, hv);
+            vstore8(e, 0, ev);
+            vstore8(x, 0, xv);
+            for (int l = 0; l < 8; l++) {
+                if (hv[l]) {
+                    rb_list_insert(list, &stored, max_hits,
+                                   (int)(box_base + j + (uint)l), ev[l],
+                                   xv[l]);
+                    count++;
+                }
+            }
+        }
+        for (; j < nb; j++) {
+            if (rb_hit1(&r, &p, j, &te, &tx)) {
+                rb_list_insert(list, &stored, max_hits, (int)(box_base + j),
+                               te, tx);
                 count++;
             }
         }
+        counts[i] = count;
     }
-    float te, tx;
-    for (; j < nb; j++) {
-        if (rb_hit1(&r, &p, j, &te, &tx)) {
-            rb_list_insert(list, &stored, max_hits, (int)(box_base + j), te,
-                           tx);
-            count++;
-        }
-    }
-    counts[i] = count;
 }
+
+#define RB_SCAN_KERNEL(name, mode)                                             \
+    __kernel void name(RB_SCAN_PARAMS)                                         \
+    {                                                                          \
+        (void)tile;                                                            \
+        (void)tile_n;                                                          \
+        rb_scan_wide(mode, rays, dims, n_rays, boxes, stride, nb, box_base,    \
+                     first, max_hits, hits, any_hit, counts, lists, ray_base,  \
+                     bad);                                                     \
+    }
+
+RB_SCAN_KERNEL(rb_count, RB_SCAN_COUNT)
+RB_SCAN_KERNEL(rb_any, RB_SCAN_ANY)
+RB_SCAN_KERNEL(rb_nearest, RB_SCAN_NEAREST)
+RB_SCAN_KERNEL(rb_all, RB_SCAN_ALL)
 
 #endif /* RB_WIDE */

@@ -45,11 +45,11 @@
  * the tiled variant (GPUs) tests two halves of float4, which keeps loads
  * 16 bytes wide without asking a GPU for eight-wide registers.
  *
- * Kernel arguments:
- *   rays dims n_rays nodes order, then (all) max_hits, the outputs,
- *   ray_base and bad (R6 as in brute.cl: rb_ray_ok, the lowest bad element
- *   with atomic_min). order (may be NULL) is a permutation of the chunk's
- *   rays: item k walks ray order[k] and writes that ray's answer.
+ * Kernel arguments: exact.h's enum rb_walk_arg, the same for the four
+ * (a mode's unused outputs are null); bad is R6 as in brute.cl (rb_ray_ok,
+ * the lowest bad element with atomic_min). order (may be NULL) is a
+ * permutation of the chunk's rays: item k walks ray order[k] and writes
+ * that ray's answer.
  */
 #ifndef RB_BVH_STACK
 #error "RB_BVH_STACK must be defined by the host (host/bvh/bvh.h)"
@@ -350,59 +350,62 @@ static inline rb_walk rb_walk_init(void)
     rb_wray w = rb_wray_load(rays, dims, i);                                   \
     rb_walk s = rb_walk_init()
 
-__kernel void rb_bvh_nearest(__global const float *rays, uint dims,
-                             uint n_rays, __global const float *nodes,
-                             __global const uint *order,
-                             __global rb_hit *hits, uint ray_base,
-                             __global uint *bad)
+/* The four walks, one template (the mode a compile-time constant), with
+ * the arguments of exact.h's enum rb_walk_arg. */
+static inline void rb_bvh_kernel(const int mode, __global const float *rays,
+                                 uint dims, uint n_rays,
+                                 __global const float *nodes,
+                                 __global const uint *order, uint max_hits,
+                                 __global rb_hit *hits,
+                                 __global uchar *any_hit,
+                                 __global uint *counts,
+                                 __global rb_list_hit *lists, uint ray_base,
+                                 __global uint *bad)
 {
     RB_BVH_PROLOGUE();
-    rb_walk_tree(&w, nodes, RB_WALK_NEAREST, &s, 0, 0);
-    rb_hit h;
-    if (s.found) {
-        __global const float *n = nodes + (size_t)s.best_node * RB_NODE_WORDS;
-        float lo[3], hi[3];
-        for (int a = 0; a < 3; a++) {
-            lo[a] = n[RB_NODE_LO + 8 * a + s.best_slot];
-            hi[a] = n[RB_NODE_HI + 8 * a + s.best_slot];
+    if (mode == RB_WALK_NEAREST) {
+        rb_walk_tree(&w, nodes, RB_WALK_NEAREST, &s, 0, 0);
+        rb_hit h;
+        if (s.found) {
+            __global const float *n =
+                nodes + (size_t)s.best_node * RB_NODE_WORDS;
+            float lo[3], hi[3];
+            for (int a = 0; a < 3; a++) {
+                lo[a] = n[RB_NODE_LO + 8 * a + s.best_slot];
+                hi[a] = n[RB_NODE_HI + 8 * a + s.best_slot];
+            }
+            rb_slab_full(&w.r, lo, hi, &h);
+            h.box = (int)s.best_i;
+        } else {
+            rb_hit_miss(&h);
         }
-        rb_slab_full(&w.r, lo, hi, &h);
-        h.box = (int)s.best_i;
+        hits[i] = h;
+    } else if (mode == RB_WALK_ANY) {
+        rb_walk_tree(&w, nodes, RB_WALK_ANY, &s, 0, 0);
+        any_hit[i] = (uchar)s.found;
+    } else if (mode == RB_WALK_COUNT) {
+        rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0);
+        counts[i] = s.count;
     } else {
-        rb_hit_miss(&h);
+        rb_walk_tree(&w, nodes, RB_WALK_ALL, &s, lists + i * max_hits,
+                     max_hits);
+        counts[i] = s.count;
     }
-    hits[i] = h;
 }
 
-__kernel void rb_bvh_any(__global const float *rays, uint dims, uint n_rays,
-                         __global const float *nodes,
-                         __global const uint *order, __global uchar *any_hit,
-                         uint ray_base, __global uint *bad)
-{
-    RB_BVH_PROLOGUE();
-    rb_walk_tree(&w, nodes, RB_WALK_ANY, &s, 0, 0);
-    any_hit[i] = (uchar)s.found;
-}
+#define RB_BVH_KERNEL(name, mode)                                              \
+    __kernel void name(__global const float *rays, uint dims, uint n_rays,     \
+                       __global const float *nodes,                            \
+                       __global const uint *order, uint max_hits,              \
+                       __global rb_hit *hits, __global uchar *any_hit,         \
+                       __global uint *counts, __global rb_list_hit *lists,     \
+                       uint ray_base, __global uint *bad)                      \
+    {                                                                          \
+        rb_bvh_kernel(mode, rays, dims, n_rays, nodes, order, max_hits, hits,  \
+                      any_hit, counts, lists, ray_base, bad);                  \
+    }
 
-__kernel void rb_bvh_count(__global const float *rays, uint dims,
-                           uint n_rays, __global const float *nodes,
-                           __global const uint *order,
-                           __global uint *counts, uint ray_base,
-                           __global uint *bad)
-{
-    RB_BVH_PROLOGUE();
-    rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0);
-    counts[i] = s.count;
-}
-
-__kernel void rb_bvh_all(__global const float *rays, uint dims, uint n_rays,
-                         __global const float *nodes,
-                         __global const uint *order, uint max_hits,
-                         __global uint *counts, __global rb_list_hit *lists,
-                         uint ray_base, __global uint *bad)
-{
-    RB_BVH_PROLOGUE();
-    rb_walk_tree(&w, nodes, RB_WALK_ALL, &s, lists + i * max_hits,
-                 max_hits);
-    counts[i] = s.count;
-}
+RB_BVH_KERNEL(rb_bvh_nearest, RB_WALK_NEAREST)
+RB_BVH_KERNEL(rb_bvh_any, RB_WALK_ANY)
+RB_BVH_KERNEL(rb_bvh_count, RB_WALK_COUNT)
+RB_BVH_KERNEL(rb_bvh_all, RB_WALK_ALL)

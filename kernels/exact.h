@@ -664,8 +664,71 @@ static inline rb_u32 rb_shape_scan_all(const rb_shape_view *v, rb_u32 j0,
     return n;
 }
 
-/* The arguments of the shape-pass kernels (kernels/shapes.cl), by
- * position: the kernels and host/opencl/cl_shapes.c both use these. */
+/* Kernel arguments by position, named once: the kernels' parameter lists
+ * follow these orders and the host (host/opencl/cl_run.c, cl_shapes.c)
+ * sets arguments by these names. */
+
+/* brute.cl and brute_wide.cl, rb_nearest/any/count/all (RB_SCAN_PARAMS);
+ * a mode's unused outputs are null. */
+enum rb_scan_arg {
+    RB_SCARG_RAYS,
+    RB_SCARG_DIMS,
+    RB_SCARG_N_RAYS,
+    RB_SCARG_BOXES,    /* six arrays of stride floats */
+    RB_SCARG_STRIDE,
+    RB_SCARG_NB,       /* boxes in this chunk */
+    RB_SCARG_BOX_BASE, /* the chunk's first box */
+    RB_SCARG_TILE,     /* __local */
+    RB_SCARG_TILE_N,
+    RB_SCARG_FIRST,    /* this chunk starts the answer */
+    RB_SCARG_MAX_HITS,
+    RB_SCARG_HITS,
+    RB_SCARG_ANY,
+    RB_SCARG_COUNTS,
+    RB_SCARG_LISTS,
+    RB_SCARG_RAY_BASE,
+    RB_SCARG_BAD,
+    RB_SCARG_COUNT
+};
+
+/* rb_pairs of both variants. */
+enum rb_pairs_arg {
+    RB_PAARG_RAYS,
+    RB_PAARG_BOXES,
+    RB_PAARG_DIMS,
+    RB_PAARG_N,
+    RB_PAARG_BASE,
+    RB_PAARG_HITS,
+    RB_PAARG_BAD,
+    RB_PAARG_COUNT
+};
+
+/* bvh.cl, rb_bvh_nearest/any/count/all. */
+enum rb_walk_arg {
+    RB_WAARG_RAYS,
+    RB_WAARG_DIMS,
+    RB_WAARG_N_RAYS,
+    RB_WAARG_NODES,
+    RB_WAARG_ORDER,
+    RB_WAARG_MAX_HITS,
+    RB_WAARG_HITS,
+    RB_WAARG_ANY,
+    RB_WAARG_COUNTS,
+    RB_WAARG_LISTS,
+    RB_WAARG_RAY_BASE,
+    RB_WAARG_BAD,
+    RB_WAARG_COUNT
+};
+
+RB_LAYOUT(RB_SCARG_ANY == RB_SCARG_HITS + 1 &&
+              RB_SCARG_COUNTS == RB_SCARG_HITS + 2 &&
+              RB_SCARG_LISTS == RB_SCARG_HITS + 3 &&
+              RB_WAARG_ANY == RB_WAARG_HITS + 1 &&
+              RB_WAARG_COUNTS == RB_WAARG_HITS + 2 &&
+              RB_WAARG_LISTS == RB_WAARG_HITS + 3,
+          rb_outputs_follow_each_other);
+
+/* shapes.cl, rb_shapes_*. */
 enum rb_shape_arg {
     RB_SHARG_RAYS,     /* rb_ray records of the chunk */
     RB_SHARG_N_RAYS,

@@ -276,6 +276,27 @@ static int bind_chunk(run_state *st, size_t r0, size_t nr)
 
 #define ARG(k, i, v) RB_CL(&be->env, clSetKernelArg, k, i, sizeof(v), &(v))
 
+/* The four output arguments of an every-box kernel, which follow each
+ * other from `hits` on (hits, any, counts, lists, in exact.h's enums):
+ * the mode's answer buffer where its answers go, null elsewhere. */
+static int set_outputs(rb_cl_backend *be, cl_kernel k, rb_mode mode,
+                       cl_mem out, cl_mem list, cl_uint hits)
+{
+    cl_mem none = NULL;
+    cl_mem h = mode == RB_MODE_NEAREST ? out : none;
+    cl_mem a = mode == RB_MODE_ANY ? out : none;
+    cl_mem c = mode == RB_MODE_COUNT || mode == RB_MODE_ALL ? out : none;
+    cl_mem l = mode == RB_MODE_ALL ? list : none;
+    int rc = ARG(k, hits, h);
+    if (!rc)
+        rc = ARG(k, hits + 1, a);
+    if (!rc)
+        rc = ARG(k, hits + 2, c);
+    if (!rc)
+        rc = ARG(k, hits + 3, l);
+    return rc;
+}
+
 static int run_pairs(run_state *st, size_t r0, size_t nr)
 {
     rb_cl_backend *be = st->be;
@@ -290,19 +311,19 @@ static int run_pairs(run_state *st, size_t r0, size_t nr)
                  : write_buf(be, RB_CLB_PAIR_BOXES, 0, nr * box_rec,
                              (const char *)job->pair_boxes + r0 * box_rec);
     if (!rc)
-        rc = ARG(k, 0, rays);
+        rc = ARG(k, RB_PAARG_RAYS, rays);
     if (!rc)
-        rc = ARG(k, 1, boxes);
+        rc = ARG(k, RB_PAARG_BOXES, boxes);
     if (!rc)
-        rc = ARG(k, 2, dims);
+        rc = ARG(k, RB_PAARG_DIMS, dims);
     if (!rc)
-        rc = ARG(k, 3, n);
+        rc = ARG(k, RB_PAARG_N, n);
     if (!rc)
-        rc = ARG(k, 4, base);
+        rc = ARG(k, RB_PAARG_BASE, base);
     if (!rc)
-        rc = ARG(k, 5, out);
+        rc = ARG(k, RB_PAARG_HITS, out);
     if (!rc)
-        rc = ARG(k, 6, be->bufs[RB_CLB_BAD].mem);
+        rc = ARG(k, RB_PAARG_BAD, be->bufs[RB_CLB_BAD].mem);
     /* The wide kernel answers eight pairs per item. */
     if (!rc)
         rc = launch(st, k, be->wide ? (nr + 7) / 8 : nr);
@@ -397,43 +418,34 @@ static int run_scan(run_state *st, size_t r0, size_t nr)
         cl_int first = b0 == 0;
         rc = upload_boxes(st, b0, b1);
         if (!rc)
-            rc = ARG(k, 0, rays);
+            rc = ARG(k, RB_SCARG_RAYS, rays);
         if (!rc)
-            rc = ARG(k, 1, dims);
+            rc = ARG(k, RB_SCARG_DIMS, dims);
         if (!rc)
-            rc = ARG(k, 2, n);
+            rc = ARG(k, RB_SCARG_N_RAYS, n);
         if (!rc)
-            rc = ARG(k, 3, be->bufs[RB_CLB_BOXES].mem);
+            rc = ARG(k, RB_SCARG_BOXES, be->bufs[RB_CLB_BOXES].mem);
         if (!rc)
-            rc = ARG(k, 4, stride);
+            rc = ARG(k, RB_SCARG_STRIDE, stride);
         if (!rc)
-            rc = ARG(k, 5, nb);
+            rc = ARG(k, RB_SCARG_NB, nb);
         if (!rc)
-            rc = ARG(k, 6, box_base);
+            rc = ARG(k, RB_SCARG_BOX_BASE, box_base);
         if (!rc)
-            rc = RB_CL(&be->env, clSetKernelArg, k, 7,
+            rc = RB_CL(&be->env, clSetKernelArg, k, RB_SCARG_TILE,
                        rb_cl_tile_bytes(be->tile), NULL);
         if (!rc)
-            rc = ARG(k, 8, tile_n);
+            rc = ARG(k, RB_SCARG_TILE_N, tile_n);
         if (!rc)
-            rc = ARG(k, 9, first);
-        if (!rc && job->mode == RB_MODE_ALL) {
-            rc = ARG(k, 10, max_hits);
-            if (!rc)
-                rc = ARG(k, 11, out);
-            if (!rc)
-                rc = ARG(k, 12, list);
-            if (!rc)
-                rc = ARG(k, 13, ray_base);
-            if (!rc)
-                rc = ARG(k, 14, bad);
-        } else if (!rc) {
-            rc = ARG(k, 10, out);
-            if (!rc)
-                rc = ARG(k, 11, ray_base);
-            if (!rc)
-                rc = ARG(k, 12, bad);
-        }
+            rc = ARG(k, RB_SCARG_FIRST, first);
+        if (!rc)
+            rc = ARG(k, RB_SCARG_MAX_HITS, max_hits);
+        if (!rc)
+            rc = set_outputs(be, k, job->mode, out, list, RB_SCARG_HITS);
+        if (!rc)
+            rc = ARG(k, RB_SCARG_RAY_BASE, ray_base);
+        if (!rc)
+            rc = ARG(k, RB_SCARG_BAD, bad);
         if (!rc)
             rc = launch(st, k, nr);
         b0 = b1;
@@ -497,30 +509,24 @@ static int run_walk(run_state *st, size_t r0, size_t nr)
     cl_mem rays = buf(st, RB_CLB_RAYS), out = buf(st, RB_CLB_OUT);
     cl_mem list = buf(st, RB_CLB_LIST), bad = be->bufs[RB_CLB_BAD].mem;
     cl_mem nodes = be->bufs[RB_CLB_NODES].mem;
-    cl_uint arg = 0;
     if (!rc)
-        rc = ARG(k, arg++, rays);
+        rc = ARG(k, RB_WAARG_RAYS, rays);
     if (!rc)
-        rc = ARG(k, arg++, dims);
+        rc = ARG(k, RB_WAARG_DIMS, dims);
     if (!rc)
-        rc = ARG(k, arg++, n);
+        rc = ARG(k, RB_WAARG_N_RAYS, n);
     if (!rc)
-        rc = ARG(k, arg++, nodes);
+        rc = ARG(k, RB_WAARG_NODES, nodes);
     if (!rc)
-        rc = ARG(k, arg++, order);
-    if (!rc && job->mode == RB_MODE_ALL) {
-        rc = ARG(k, arg++, max_hits);
-        if (!rc)
-            rc = ARG(k, arg++, out);
-        if (!rc)
-            rc = ARG(k, arg++, list);
-    } else if (!rc) {
-        rc = ARG(k, arg++, out);
-    }
+        rc = ARG(k, RB_WAARG_ORDER, order);
     if (!rc)
-        rc = ARG(k, arg++, ray_base);
+        rc = ARG(k, RB_WAARG_MAX_HITS, max_hits);
     if (!rc)
-        rc = ARG(k, arg++, bad);
+        rc = set_outputs(be, k, job->mode, out, list, RB_WAARG_HITS);
+    if (!rc)
+        rc = ARG(k, RB_WAARG_RAY_BASE, ray_base);
+    if (!rc)
+        rc = ARG(k, RB_WAARG_BAD, bad);
     if (!rc)
         rc = launch(st, k, nr);
     if (!rc) {
