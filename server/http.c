@@ -298,7 +298,7 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
         return respond_problem(r, 415, NULL, detail);
     }
     if (r->route == ROUTE_SCENE || r->route == ROUTE_SCENE_INTERSECT) {
-        scene_ver *v = store_acquire(s->store, r->scene_id);
+        scene_ver *v = store_acquire(s->store, r->scene_id, r->owner);
         if (!v) {
             snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
             return respond_problem(r, 404, NULL, detail);

@@ -219,8 +219,8 @@ void job_scene_create(rbd_job *job, rb_context *ctx)
         return;
     }
     char id[RBD_SCENE_ID_MAX + 1], why[256];
-    int rc = store_insert(r->srv->store, scene, rbd_now_ms() - t0, id, why,
-                          sizeof why);
+    int rc = store_insert(r->srv->store, scene, rbd_now_ms() - t0, r->owner,
+                          id, why, sizeof why);
     if (rc) {
         set_error(r, rc, why);
         return;
@@ -241,8 +241,8 @@ void job_scene_patch(rbd_job *job, rb_context *ctx)
 {
     rbd_request *r = (rbd_request *)job;
     uint64_t version = 0, boxes = 0;
-    int rc = store_patch(r->srv->store, ctx, r->scene_id, r->body, &version,
-                         &boxes, &r->reply.err);
+    int rc = store_patch(r->srv->store, ctx, r->scene_id, r->owner, r->body,
+                         &version, &boxes, &r->reply.err);
     if (rc) {
         r->reply.status = rc;
         return;
