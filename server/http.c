@@ -272,7 +272,10 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
             r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
         r->owner = auth_check(s->auth, h);
         if (!r->owner) {
-            r->token_offered = h != NULL;
+            /* RFC 6750 3.1: error="invalid_token" only for a bearer
+             * token, not for none or another scheme. */
+            const char *t = h ? h + strspn(h, " \t") : NULL;
+            r->token_offered = t && strncasecmp(t, "Bearer", 6) == 0;
             return refuse(r, 401, h ? "the bearer token is not valid"
                                     : "this route needs Authorization: "
                                       "Bearer <token>");

@@ -412,7 +412,7 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
     if (parse_bind(s->cfg.bind, (uint16_t)s->cfg.port, &addr, &addr_len)) {
         snprintf(why, why_len, "--bind '%s' is not an IPv4 or IPv6 address",
                  s->cfg.bind);
-        return -2;
+        return -1; /* exit 1, as it always was */
     }
     if (access_prepare(s, &addr, why, why_len)) {
         access_free(s);
