@@ -276,9 +276,10 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
              * token, not for none or another scheme. */
             const char *t = h ? h + strspn(h, " \t") : NULL;
             r->token_offered = t && strncasecmp(t, "Bearer", 6) == 0;
-            return refuse(r, 401, h ? "the bearer token is not valid"
-                                    : "this route needs Authorization: "
-                                      "Bearer <token>");
+            return refuse(r, 401, r->token_offered
+                                      ? "the bearer token is not valid"
+                                      : "this route needs Authorization: "
+                                        "Bearer <token>");
         }
     }
     if (r->route == ROUTE_NONE) {

@@ -182,6 +182,7 @@ START_TEST(test_tokens)
     const char *basic[] = {"Authorization: Basic " TOK_A, NULL};
     rbt_http(NULL, "GET", url, NULL, NULL, 0, NULL, basic, &r);
     expect_401(&r, 0, "Basic"); /* RFC 6750 3.1: not a bearer token */
+    ck_assert_ptr_nonnull(strstr(r.body, "needs Authorization: Bearer"));
     rbt_resp_free(&r);
 
     /* Each valid token: 200 on every route (the scheme is
