@@ -17,9 +17,10 @@ endif
 # Debian 12 packages the build and the tests need.
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
-       libmicrohttpd-dev libcurl4-openssl-dev python3 gnuplot-nox
+       libmicrohttpd-dev libcurl4-openssl-dev python3 gnuplot-nox openssl
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
-# draw one, so it is a test dependency too.
+# draw one, so it is a test dependency too. openssl makes the self-signed
+# certificate of test_http_access's HTTPS tests.
 BENCH_DEPS = libembree-dev
 LOAD_DEPS = wrk curl
 # libFuzzer comes with clang's runtime libraries in Debian 12.

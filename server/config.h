@@ -20,6 +20,23 @@
       "address to listen on: an IPv4 or IPv6 literal")                         \
     X(port, "port", "RAYBOX_PORT", U64, "8080", 0, 65535,                      \
       "TCP port; 0 picks a free one (the first log line names it)")            \
+    X(auth_token_file, "auth-token-file", "RAYBOX_AUTH_TOKEN_FILE", STR, "",  \
+      0, 0, "file of bearer tokens, one a line (# comments); then every "     \
+      "route but /v1/health needs Authorization: Bearer TOKEN (else 401) "    \
+      "and scenes belong to the token that made them; read at start and on " \
+      "SIGHUP")                                                                \
+    X(metrics_public, "metrics-public", "RAYBOX_METRICS_PUBLIC", BOOL, "0", 0, \
+      1, "with --auth-token-file, GET /metrics without a token")              \
+    X(tls_cert, "tls-cert", "RAYBOX_TLS_CERT", STR, "", 0, 0,                  \
+      "PEM certificate chain: serve HTTPS only (with --tls-key)")              \
+    X(tls_key, "tls-key", "RAYBOX_TLS_KEY", STR, "", 0, 0,                     \
+      "PEM private key of --tls-cert (unencrypted)")                           \
+    X(allowed_hosts, "allowed-hosts", "RAYBOX_ALLOWED_HOSTS", STR, "", 0, 0,   \
+      "Host names a request may carry, comma-separated, port optional, * = "  \
+      "any (else 421); empty: localhost, 127.0.0.1 and ::1 when bound to "    \
+      "loopback, else any")                                                    \
+    X(insecure, "insecure", "RAYBOX_INSECURE", BOOL, "0", 0, 1,                \
+      "allow --bind to a non-loopback address without --auth-token-file")     \
     X(backend, "backend", "RAYBOX_BACKEND", BACKEND, "auto", 0, 0,             \
       "auto (an OpenCL GPU if any, else cpu), cpu or opencl")                  \
     X(device, "device", "RAYBOX_DEVICE", STR, "", 0, 0,                        \

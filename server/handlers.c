@@ -88,7 +88,7 @@ static enum MHD_Result scene_get(rbd_request *r)
 {
     sbuf o;
     sbuf_init(&o);
-    if (store_describe_json(r->srv->store, r->scene_id, &o)) {
+    if (store_describe_json(r->srv->store, r->scene_id, r->owner, &o)) {
         sbuf_free(&o);
         char detail[200];
         snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
@@ -99,7 +99,7 @@ static enum MHD_Result scene_get(rbd_request *r)
 
 static enum MHD_Result scene_delete(rbd_request *r)
 {
-    if (store_delete(r->srv->store, r->scene_id)) {
+    if (store_delete(r->srv->store, r->scene_id, r->owner)) {
         char detail[200];
         snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
         return respond_problem(r, 404, NULL, detail);
@@ -111,7 +111,7 @@ static enum MHD_Result scene_list(rbd_request *r)
 {
     sbuf o;
     sbuf_init(&o);
-    store_list_json(r->srv->store, &o);
+    store_list_json(r->srv->store, r->owner, &o);
     return respond_sbuf(r, 200, &o, NULL);
 }
 
@@ -145,7 +145,7 @@ static enum MHD_Result intersect(rbd_request *r)
     const char *id = r->route == ROUTE_SCENE_INTERSECT ? r->scene_id
                                                         : b->scene;
     if (id) {
-        r->ver = store_acquire(r->srv->store, id);
+        r->ver = store_acquire(r->srv->store, id, r->owner);
         if (!r->ver) {
             snprintf(detail, sizeof detail, "no scene '%.128s'", id);
             return respond_problem(

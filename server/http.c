@@ -18,6 +18,8 @@
 #include <strings.h>
 
 #include "access_log.h"
+#include "allowed_hosts.h"
+#include "auth.h"
 #include "deadline.h"
 #include "listener.h"
 #include "request.h"
@@ -256,6 +258,30 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
         r->must_close = 1;
         return respond_problem(r, bad, NULL, detail);
     }
+    /* Access (SPEC 11): a Host not ours (DNS rebinding), then the token;
+     * both before anything about the path is said. */
+    bad = hosts_check(s->hosts,
+                      MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
+                                                  MHD_HTTP_HEADER_HOST),
+                      detail, sizeof detail);
+    if (bad)
+        return refuse(r, bad, detail);
+    if (s->auth && r->route != ROUTE_HEALTH &&
+        !(r->route == ROUTE_METRICS && s->cfg.metrics_public)) {
+        const char *h = MHD_lookup_connection_value(
+            r->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+        r->owner = auth_check(s->auth, h);
+        if (!r->owner) {
+            /* RFC 6750 3.1: error="invalid_token" only for a bearer
+             * token, not for none or another scheme. */
+            const char *t = h ? h + strspn(h, " \t") : NULL;
+            r->token_offered = t && strncasecmp(t, "Bearer", 6) == 0;
+            return refuse(r, 401, r->token_offered
+                                      ? "the bearer token is not valid"
+                                      : "this route needs Authorization: "
+                                        "Bearer <token>");
+        }
+    }
     if (r->route == ROUTE_NONE) {
         snprintf(detail, sizeof detail, "no such path '%.128s'", r->path);
         return refuse(r, 404, detail);
@@ -298,7 +324,7 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
         return respond_problem(r, 415, NULL, detail);
     }
     if (r->route == ROUTE_SCENE || r->route == ROUTE_SCENE_INTERSECT) {
-        scene_ver *v = store_acquire(s->store, r->scene_id);
+        scene_ver *v = store_acquire(s->store, r->scene_id, r->owner);
         if (!v) {
             snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
             return respond_problem(r, 404, NULL, detail);
@@ -534,6 +560,16 @@ struct MHD_Daemon *http_start(rbd_server *s)
                      MHD_USE_NO_LISTEN_SOCKET;
     /* A pool of 1 is no pool: the polling thread serves alone. */
     unsigned pool = c->io_threads > 1 ? (unsigned)c->io_threads : 0;
+    /* HTTPS: libmicrohttpd does the handshake on each connection handed
+     * over by the listener, as on one it accepted itself. */
+    struct MHD_OptionItem tls[] = {
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, s->tls_cert},
+        {MHD_OPTION_HTTPS_MEM_KEY, 0, s->tls_key},
+        {MHD_OPTION_END, 0, NULL}};
+    if (s->tls_cert)
+        flags |= MHD_USE_TLS;
+    else
+        tls[0].option = MHD_OPTION_END;
     return MHD_start_daemon(
         flags, 0, accept_policy, s, access_handler, s,
         MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, /* first: catches all */
@@ -546,5 +582,6 @@ struct MHD_Daemon *http_start(rbd_server *s)
         MHD_OPTION_NOTIFY_COMPLETED, completed, s,
         MHD_OPTION_URI_LOG_CALLBACK, request_begin, s,
         MHD_OPTION_UNESCAPE_CALLBACK, strict_unescape, s,
+        MHD_OPTION_ARRAY, tls,
         MHD_OPTION_END);
 }

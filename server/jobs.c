@@ -284,8 +284,8 @@ void job_scene_create(rbd_job *job, rb_context *ctx)
     rb_scene_stats st;
     rb_scene_stats_get(scene, &st);
     char id[RBD_SCENE_ID_MAX + 1], why[256];
-    int rc = store_insert(r->srv->store, scene, rbd_now_ms() - t0, id, why,
-                          sizeof why);
+    int rc = store_insert(r->srv->store, scene, rbd_now_ms() - t0, r->owner,
+                          id, why, sizeof why);
     if (rc) {
         set_error(r, rc, why);
         return;
@@ -308,8 +308,8 @@ void job_scene_patch(rbd_job *job, rb_context *ctx)
     rbd_request *r = (rbd_request *)job;
     uint64_t version = 0;
     rb_scene_stats st;
-    int rc = store_patch(r->srv->store, ctx, r->scene_id, r->body, &version,
-                         &st, &r->reply.err);
+    int rc = store_patch(r->srv->store, ctx, r->scene_id, r->owner, r->body,
+                         &version, &st, &r->reply.err);
     if (rc) {
         r->reply.status = rc;
         return;

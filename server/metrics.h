@@ -14,8 +14,8 @@
 
 /* HTTP statuses counted one by one; anything else counts as "other". */
 #define RBD_STATUSES(X)                                                        \
-    X(200) X(201) X(204) X(400) X(404) X(405) X(406) X(413) X(415) X(422)      \
-    X(500) X(503) X(507)
+    X(200) X(201) X(204) X(400) X(401) X(404) X(405) X(406) X(413) X(415)      \
+    X(421) X(422) X(500) X(503) X(507)
 enum {
 #define RBD_X(code) RBD_S_##code,
     RBD_STATUSES(RBD_X)

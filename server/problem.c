@@ -14,6 +14,7 @@ const char *rb_http_reason(int http_status)
     case 201: return "Created";
     case 204: return "No Content";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 406: return "Not Acceptable";
@@ -22,6 +23,7 @@ const char *rb_http_reason(int http_status)
     case 411: return "Length Required";
     case 413: return "Content Too Large";
     case 415: return "Unsupported Media Type";
+    case 421: return "Misdirected Request";
     case 422: return "Unprocessable Content";
     case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";

@@ -82,6 +82,8 @@ typedef struct rbd_request {
     double t_start;
     size_t target_len;           /* the raw target's strlen (strict.h) */
     int must_close;              /* the answer ends the connection */
+    uint64_t owner;              /* the token's (auth.h); 0: no tokens */
+    int token_offered;           /* a 401 for a wrong token, not none */
 
     /* body */
     rbd_body_kind in;

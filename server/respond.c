@@ -59,6 +59,12 @@ enum MHD_Result respond_problem(rbd_request *r, int status,
     if (status == 405)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW,
                                 route_allow(r->route));
+    if (status == 401) /* RFC 6750 section 3 */
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                r->token_offered
+                                    ? "Bearer realm=\"rayboxd\", "
+                                      "error=\"invalid_token\""
+                                    : "Bearer realm=\"rayboxd\"");
     if (status == 503) {
         char s[24];
         snprintf(s, sizeof s, "%llu",

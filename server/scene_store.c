@@ -8,13 +8,14 @@
  */
 #include "scene_store.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
-#include <unistd.h>
 
 struct scene_ver {
     _Atomic long refs;
@@ -26,6 +27,7 @@ struct scene_ver {
 
 typedef struct entry {
     char id[RBD_SCENE_ID_MAX + 1];
+    uint64_t owner;          /* auth.h; 0: no tokens */
     scene_ver *cur;          /* store lock */
     int deleted;             /* store lock */
     long refs;               /* store lock: the map's and patchers' */
@@ -42,7 +44,6 @@ struct scene_store {
     entry *first, *last;
     uint64_t count, bytes;
     uint64_t max_scenes, max_bytes;
-    uint64_t next_id, seed;
 };
 
 static double now_ms(void)
@@ -52,12 +53,28 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static uint64_t splitmix(uint64_t x)
+/* 128 bits from the OS as 32 lowercase hex digits into id (33 bytes).
+ * getrandom blocks only until the kernel's pool is first seeded, early
+ * at boot. Returns 0, or -1 when the OS gives none. */
+static int random_id(char *id)
 {
-    x += 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
+    unsigned char b[16];
+    size_t got = 0;
+    while (got < sizeof b) {
+        ssize_t n = getrandom(b + got, sizeof b - got, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return -1;
+        got += (size_t)n;
+    }
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        id[2 * i] = hex[b[i] >> 4];
+        id[2 * i + 1] = hex[b[i] & 15];
+    }
+    id[32] = '\0';
+    return 0;
 }
 
 static unsigned hash(const char *s)
@@ -76,12 +93,6 @@ int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_store **out)
     pthread_mutex_init(&s->lock, NULL);
     s->max_scenes = max_scenes;
     s->max_bytes = max_bytes;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    /* Ids are unique (splitmix64 is a bijection of the counter) and hard
-     * to guess across restarts. */
-    s->seed = splitmix((uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^
-                       ((uint64_t)getpid() << 40));
     *out = s;
     return RB_OK;
 }
@@ -119,12 +130,12 @@ unsigned scene_ver_dims(const scene_ver *v) { return v->stats.dims; }
 uint64_t scene_ver_boxes(const scene_ver *v) { return v->stats.boxes; }
 uint64_t scene_ver_elements(const scene_ver *v) { return v->stats.elements; }
 
-/* Store lock held. */
-static entry *find(scene_store *s, const char *id)
+/* Store lock held. Another owner's scene is no scene. */
+static entry *find(scene_store *s, const char *id, uint64_t owner)
 {
     for (entry *e = s->bucket[hash(id)]; e; e = e->hnext)
         if (strcmp(e->id, id) == 0)
-            return e;
+            return e->owner == owner ? e : NULL;
     return NULL;
 }
 
@@ -182,10 +193,10 @@ void store_destroy(scene_store *s)
     free(s);
 }
 
-scene_ver *store_acquire(scene_store *s, const char *id)
+scene_ver *store_acquire(scene_store *s, const char *id, uint64_t owner)
 {
     pthread_mutex_lock(&s->lock);
-    entry *e = find(s, id);
+    entry *e = find(s, id, owner);
     scene_ver *v = e ? ver_ref(e->cur) : NULL;
     pthread_mutex_unlock(&s->lock);
     return v;
@@ -231,10 +242,17 @@ int store_precheck(scene_store *s, uint64_t n_boxes, char *why,
 }
 
 int store_insert(scene_store *s, rb_scene *scene, double build_ms,
-                 char *id_out, char *why, size_t why_len)
+                 uint64_t owner, char *id_out, char *why, size_t why_len)
 {
     scene_ver *v = ver_new(scene, 1, build_ms);
     entry *e = calloc(1, sizeof *e);
+    if (v && e && random_id(e->id)) {
+        snprintf(why, why_len, "no random bytes from the OS for a scene "
+                 "id: %s", strerror(errno));
+        scene_ver_release(v);
+        free(e);
+        return 500;
+    }
     if (!v || !e) {
         if (v)
             scene_ver_release(v);
@@ -247,8 +265,16 @@ int store_insert(scene_store *s, rb_scene *scene, double build_ms,
     pthread_mutex_init(&e->patch, NULL);
     e->cur = v;
     e->refs = 1;
+    e->owner = owner;
     pthread_mutex_lock(&s->lock);
+    /* Two equal draws of 128 bits do not happen; were they to, the id
+     * would be refused rather than shared. */
     int rc = over_limits_locked(s, 1, 0, v->stats.host_bytes, why, why_len);
+    for (entry *o = s->bucket[hash(e->id)]; !rc && o; o = o->hnext)
+        if (strcmp(o->id, e->id) == 0) {
+            snprintf(why, why_len, "scene id collision");
+            rc = 500;
+        }
     if (rc) {
         pthread_mutex_unlock(&s->lock);
         pthread_mutex_destroy(&e->patch);
@@ -256,8 +282,6 @@ int store_insert(scene_store *s, rb_scene *scene, double build_ms,
         scene_ver_release(v);
         return rc;
     }
-    snprintf(e->id, sizeof e->id, "%016llx",
-             (unsigned long long)splitmix(s->seed + s->next_id++));
     unsigned h = hash(e->id);
     e->hnext = s->bucket[h];
     s->bucket[h] = e;
@@ -432,11 +456,12 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
 }
 
 int store_patch(scene_store *s, rb_context *ctx, const char *id,
-                const rbj_request *body, uint64_t *version_out,
-                rb_scene_stats *stats_out, rbj_error *err)
+                uint64_t owner, const rbj_request *body,
+                uint64_t *version_out, rb_scene_stats *stats_out,
+                rbj_error *err)
 {
     pthread_mutex_lock(&s->lock);
-    entry *e = find(s, id);
+    entry *e = find(s, id, owner);
     if (e)
         e->refs++;
     pthread_mutex_unlock(&s->lock);
@@ -474,10 +499,10 @@ int store_patch(scene_store *s, rb_context *ctx, const char *id,
     return rc;
 }
 
-int store_delete(scene_store *s, const char *id)
+int store_delete(scene_store *s, const char *id, uint64_t owner)
 {
     pthread_mutex_lock(&s->lock);
-    entry *e = find(s, id);
+    entry *e = find(s, id, owner);
     scene_ver *v = e ? unlink_locked(s, e) : NULL;
     pthread_mutex_unlock(&s->lock);
     if (!v)
@@ -508,13 +533,17 @@ void store_kinds_json(const rb_scene_stats *st, sbuf *out)
                 (unsigned long long)st->kinds[RB_KIND_PLANE]);
 }
 
-void store_list_json(scene_store *s, sbuf *out)
+void store_list_json(scene_store *s, uint64_t owner, sbuf *out)
 {
     sbuf_add(out, "{\"scenes\":[");
+    uint64_t count = 0, bytes = 0;
     pthread_mutex_lock(&s->lock);
     for (entry *e = s->first; e; e = e->next) {
+        if (e->owner != owner)
+            continue;
         const scene_ver *v = e->cur;
-        sbuf_add(out, e == s->first ? "{\"id\":" : ",{\"id\":");
+        sbuf_add(out, count++ ? ",{\"id\":" : "{\"id\":");
+        bytes += v->stats.host_bytes;
         sbuf_json_str(out, e->id);
         sbuf_printf(out, ",\"dims\":%u,\"boxes\":%llu", v->stats.dims,
                     (unsigned long long)v->stats.boxes);
@@ -526,7 +555,7 @@ void store_list_json(scene_store *s, sbuf *out)
     sbuf_printf(out,
                 "],\"count\":%llu,\"host_bytes\":%llu,\"max_scenes\":%llu,"
                 "\"max_scene_bytes\":%llu}",
-                (unsigned long long)s->count, (unsigned long long)s->bytes,
+                (unsigned long long)count, (unsigned long long)bytes,
                 (unsigned long long)s->max_scenes,
                 (unsigned long long)s->max_bytes);
     pthread_mutex_unlock(&s->lock);
@@ -580,10 +609,11 @@ static void stats_json(const char *id, const scene_ver *v, sbuf *out)
     sbuf_add(out, "}}");
 }
 
-int store_describe_json(scene_store *s, const char *id, sbuf *out)
+int store_describe_json(scene_store *s, const char *id, uint64_t owner,
+                        sbuf *out)
 {
     pthread_mutex_lock(&s->lock);
-    entry *e = find(s, id);
+    entry *e = find(s, id, owner);
     scene_ver *v = e ? ver_ref(e->cur) : NULL;
     pthread_mutex_unlock(&s->lock);
     if (!v)

@@ -13,6 +13,15 @@
  * over the current versions (an old version still read by a running query
  * is not counted; it goes away with that query). Over a limit: 507.
  *
+ * Owners (SPEC 11 "Access"): every scene carries the owner id of the
+ * token that created it (auth.h; 0 when the server has no tokens), and
+ * every lookup names the caller's owner: a scene of another owner is
+ * answered exactly as one that does not exist (404), and listings show
+ * the caller's scenes only. The limits are the store's, over all owners.
+ *
+ * Ids: 128 bits from getrandom(2), as 32 lowercase hex digits: knowing
+ * some ids tells nothing about others.
+ *
  * Threads: every function may be called from any thread.
  */
 #ifndef RBD_SCENE_STORE_H
@@ -32,9 +41,9 @@ int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_store **out);
 /* Every version must have been released. */
 void store_destroy(scene_store *s);
 
-/* The current version of a scene, with a reference the caller releases;
- * NULL when there is no such scene. */
-scene_ver *store_acquire(scene_store *s, const char *id);
+/* The current version of owner's scene id, with a reference the caller
+ * releases; NULL when owner has no such scene. */
+scene_ver *store_acquire(scene_store *s, const char *id, uint64_t owner);
 void scene_ver_release(scene_ver *v);
 const rb_scene *scene_ver_scene(const scene_ver *v);
 uint64_t scene_ver_version(const scene_ver *v);
@@ -49,11 +58,12 @@ uint64_t scene_ver_elements(const scene_ver *v);
 int store_precheck(scene_store *s, uint64_t n_boxes, char *why,
                    size_t why_len);
 
-/* Stores a new scene (ownership of `scene` passes to the store, even on
- * failure) as version 1 and writes its id (RBD_SCENE_ID_MAX + 1 bytes).
- * Returns 0, 507 over a limit (why says which), 500 out of memory. */
+/* Stores a new scene of owner (ownership of `scene` passes to the store,
+ * even on failure) as version 1 and writes its id (RBD_SCENE_ID_MAX + 1
+ * bytes). Returns 0, 507 over a limit (why says which), 500 out of memory
+ * or without randomness from the OS. */
 int store_insert(scene_store *s, rb_scene *scene, double build_ms,
-                 char *id_out, char *why, size_t why_len);
+                 uint64_t owner, char *id_out, char *why, size_t why_len);
 
 /* Applies a PATCH body (set, then append) to a copy of the current
  * version with ctx, and makes it current. Returns 0 (*version_out, the
@@ -62,7 +72,7 @@ int store_insert(scene_store *s, rb_scene *scene, double build_ms,
  * library or a "set" entry whose arity is not its id's kind (pointer
  * into the body), 507 over the memory limit, 503 out of memory. */
 int store_patch(scene_store *s, rb_context *ctx, const char *id,
-                const rbj_request *body, uint64_t *version_out,
+                uint64_t owner, const rbj_request *body, uint64_t *version_out,
                 rb_scene_stats *stats_out, rbj_error *err);
 
 /* The counts of the kinds beyond boxes for a scene's JSON bodies:
@@ -70,12 +80,14 @@ int store_patch(scene_store *s, rb_context *ctx, const char *id,
  * a scene that holds boxes alone (its bodies stay as they were). */
 void store_kinds_json(const rb_scene_stats *st, sbuf *out);
 
-/* Removes a scene: 0, or 404. Queries running on it finish. */
-int store_delete(scene_store *s, const char *id);
+/* Removes owner's scene: 0, or 404. Queries running on it finish. */
+int store_delete(scene_store *s, const char *id, uint64_t owner);
 
-/* JSON bodies of GET /v1/scenes and GET /v1/scenes/{id} (0, or 404). */
-void store_list_json(scene_store *s, sbuf *out);
-int store_describe_json(scene_store *s, const char *id, sbuf *out);
+/* JSON bodies of GET /v1/scenes (owner's scenes; "count" and
+ * "host_bytes" are theirs too) and GET /v1/scenes/{id} (0, or 404). */
+void store_list_json(scene_store *s, uint64_t owner, sbuf *out);
+int store_describe_json(scene_store *s, const char *id, uint64_t owner,
+                        sbuf *out);
 
 void store_usage(scene_store *s, uint64_t *scenes, uint64_t *bytes);
 

@@ -22,6 +22,8 @@
 #include <unistd.h>
 
 #include "access_log.h"
+#include "allowed_hosts.h"
+#include "auth.h"
 #include "block_cache.h"
 #include "deadline.h"
 #include "listener.h"
@@ -173,6 +175,131 @@ static int parse_bind(const char *text, uint16_t port,
     return -1;
 }
 
+/* 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104. */
+static int is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *v4 = (const struct sockaddr_in *)ss;
+        return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+    }
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)ss;
+    if (IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr))
+        return 1;
+    return IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr) &&
+           v6->sin6_addr.s6_addr[12] == 127;
+}
+
+/* A PEM file, whole (malloc'ed), or NULL with why. */
+static char *read_pem(const char *flag, const char *path, char *why,
+                      size_t why_len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(why, why_len, "cannot read --%s '%s': %s", flag, path,
+                 strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1u << 20, n = 0;
+    char *buf = malloc(cap + 1);
+    if (buf)
+        n = fread(buf, 1, cap + 1, f);
+    int err = ferror(f) ? errno : 0;
+    fclose(f);
+    if (!buf || err || n > cap) {
+        snprintf(why, why_len, "cannot read --%s '%s': %s", flag, path,
+                 !buf ? "out of memory" : err ? strerror(err)
+                                              : "larger than 1 MiB");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    if (!strstr(buf, "-----BEGIN ")) {
+        snprintf(why, why_len, "--%s '%s' is not a PEM file (no -----BEGIN "
+                 "line)", flag, path);
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+static void free_secret(char *p)
+{
+    if (!p)
+        return;
+    volatile char *v = p;
+    for (size_t i = 0; p[i]; i++)
+        v[i] = 0;
+    free(p);
+}
+
+/* Tokens, TLS, the Host list and the bind rule (SPEC 11 "Access"), all
+ * before anything is started. Returns 0 or -1 with why. */
+static int access_prepare(rbd_server *s, const struct sockaddr_storage *addr,
+                          char *why, size_t why_len)
+{
+    const rbd_config *c = &s->cfg;
+    int loopback = is_loopback(addr);
+    if (!loopback && !c->auth_token_file[0] && !c->insecure) {
+        snprintf(why, why_len, "refusing to listen on %s without "
+                 "--auth-token-file: anyone who can reach it could use it "
+                 "(give --insecure to do so anyway)", c->bind);
+        return -1;
+    }
+    if (c->auth_token_file[0] &&
+        !(s->auth = auth_load(c->auth_token_file, why, why_len)))
+        return -1;
+    if (!c->tls_cert[0] != !c->tls_key[0]) {
+        snprintf(why, why_len, "--tls-cert and --tls-key come together: "
+                 "%s is missing", c->tls_cert[0] ? "--tls-key" : "--tls-cert");
+        return -1;
+    }
+    if (c->tls_cert[0]) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(why, why_len, "--tls-cert: this libmicrohttpd was built "
+                     "without TLS (GnuTLS); HTTPS is not available");
+            return -1;
+        }
+        if (!(s->tls_cert = read_pem("tls-cert", c->tls_cert, why, why_len)) ||
+            !(s->tls_key = read_pem("tls-key", c->tls_key, why, why_len)))
+            return -1;
+    }
+    return hosts_parse(c->allowed_hosts, loopback, &s->hosts, why, why_len);
+}
+
+static void access_free(rbd_server *s)
+{
+    auth_destroy(s->auth);
+    hosts_destroy(s->hosts);
+    free_secret(s->tls_cert);
+    free_secret(s->tls_key);
+    s->auth = NULL;
+    s->hosts = NULL;
+    s->tls_cert = s->tls_key = NULL;
+}
+
+void server_reload(rbd_server *s)
+{
+    char why[512], fields[640];
+    if (!s->auth) {
+        log_event("info", "SIGHUP: nothing to reload (no --auth-token-file)",
+                  NULL);
+        return;
+    }
+    int n = auth_reload(s->auth, why, sizeof why);
+    if (n < 0) {
+        sbuf f;
+        sbuf_init(&f);
+        sbuf_add(&f, "\"detail\":");
+        sbuf_json_str(&f, why);
+        log_event("warn", "tokens not reloaded; the old ones stay",
+                  sbuf_failed(&f) ? NULL : f.data);
+        sbuf_free(&f);
+        return;
+    }
+    snprintf(fields, sizeof fields, "\"tokens\":%d", n);
+    log_event("info", "tokens reloaded", fields);
+}
+
 static void context_options(const rbd_config *c, rb_context_options *o)
 {
     rb_context_options_init(o);
@@ -201,6 +328,11 @@ static void accept_failed(void *cls, int err)
  * connection limits before closing it. */
 static void refusal_build(rbd_server *s)
 {
+    if (s->tls_cert) {
+        /* Plain bytes on a TLS connection read as garbage: close only. */
+        s->refusal[0] = '\0';
+        return;
+    }
     char body[512]; /* rb_problem_write cuts the detail short to fit */
     size_t n = rb_problem_write(
         body, sizeof body, 503,
@@ -244,6 +376,12 @@ static int deadlines_start(rbd_server *s)
         .header_answer_len = strlen(s->header_cut),
         .body_answer = s->body_cut,
         .body_answer_len = strlen(s->body_cut)};
+    if (s->tls_cert) {
+        /* The 408 would be plain text inside a TLS stream: with TLS a
+         * connection past its deadline is only shut down. */
+        dc.header_answer = dc.body_answer = NULL;
+        dc.header_answer_len = dc.body_answer_len = 0;
+    }
     s->deadlines = deadlines_create(&dc);
     if (!s->deadlines)
         return -1;
@@ -274,7 +412,11 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
     if (parse_bind(s->cfg.bind, (uint16_t)s->cfg.port, &addr, &addr_len)) {
         snprintf(why, why_len, "--bind '%s' is not an IPv4 or IPv6 address",
                  s->cfg.bind);
-        return -1;
+        return -1; /* exit 1, as it always was */
+    }
+    if (access_prepare(s, &addr, why, why_len)) {
+        access_free(s);
+        return -2;
     }
 
     rbd_executor_options eo = {.workers = (unsigned)s->cfg.workers,
@@ -298,7 +440,7 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
     rbd_listener_limits ll = {
         .max_connections = (unsigned)s->cfg.max_connections,
         .max_per_address = (unsigned)s->cfg.max_connections_per_address,
-        .refusal = s->refusal,
+        .refusal = s->refusal[0] ? s->refusal : NULL,
         .refusal_len = strlen(s->refusal)};
     s->listener = listener_open((const struct sockaddr *)&addr, addr_len,
                                 1024, &ll);
@@ -339,6 +481,7 @@ fail:
     s->ex = NULL;
     s->store = NULL;
     s->devices_json = NULL;
+    access_free(s);
     return -1;
 }
 
@@ -409,6 +552,7 @@ void server_stop(rbd_server *s)
     executor_destroy(s->ex);
     store_destroy(s->store);
     free(s->devices_json);
+    access_free(s);
     rbc_block_cache_limit(0); /* frees what it kept */
 }
 

@@ -15,6 +15,8 @@
 #include "scene_store.h"
 
 struct MHD_Daemon;
+struct rbd_auth;
+struct rbd_hosts;
 
 typedef struct rbd_server {
     rbd_config cfg;
@@ -35,11 +37,24 @@ typedef struct rbd_server {
     _Atomic long suspended;     /* connections suspended and not yet back */
     _Atomic uint64_t requests;  /* request ids */
     uint64_t id_seed;
+    /* Access (SPEC 11): tokens (NULL: none, scenes shared), the Host
+     * allow list (NULL: any), the PEM texts of --tls-cert/--tls-key (NULL:
+     * plain HTTP), kept for the daemon's life. */
+    struct rbd_auth *auth;
+    struct rbd_hosts *hosts;
+    char *tls_cert, *tls_key;
 } rbd_server;
 
-/* Creates everything and starts listening. Returns 0, or -1 with why. */
+/* Creates everything and starts listening. Returns 0, -1 with why when
+ * the server could not start (backend, address, memory), or -2 with why
+ * when the configuration is refused (a token, TLS or host option, or a
+ * non-loopback --bind without tokens or --insecure). */
 int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  size_t why_len);
+
+/* SIGHUP: reads --auth-token-file again (auth.h) and logs the outcome; a
+ * bad file keeps the tokens in force. Nothing else is reloaded. */
+void server_reload(rbd_server *s);
 
 /* The shutdown sequence: stop accepting (the listening socket is
  * closed), let open connections finish (until the drain timeout), answer

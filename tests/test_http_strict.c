@@ -72,7 +72,7 @@ static void make_scene(const rbt_server *s, char id[64])
     static const char body[] = "{\"dims\":3,\"boxes\":[[0,0,0,1,1,1]]}";
     char req[512];
     int n = snprintf(req, sizeof req,
-                     "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+                     "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
                      "Content-Type: application/json\r\nContent-Length: %zu"
                      "\r\nConnection: close\r\n\r\n%s",
                      sizeof body - 1, body);
@@ -208,19 +208,19 @@ START_TEST(test_duplicate_content_length)
     rbt_server_start(&s, quiet_args);
     answer a;
     /* A 2-byte body for us, a scene for whoever reads 35. */
-    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Type: application/json\r\n"
              "Content-Length: 35\r\nContent-Length: 2\r\n\r\n"
              "{\"dims\":3,\"boxes\":[[0,0,0,1,1,1]]}\n", &a);
     refused(&a, 400, "Content-Length 35 and 2");
     ck_assert_ptr_nonnull(strstr(a.text, "Content-Length"));
-    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Type: application/json\r\n"
              "Content-Length: 35\r\ncontent-length: 35\r\n\r\n"
              "{\"dims\":3,\"boxes\":[[0,0,0,1,1,1]]}\n", &a);
     refused(&a, 400, "Content-Length 35 twice");
     /* On a route without a body too. */
-    SEND(&s, "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Length: 0\r\nContent-Length: 5\r\n\r\n", &a);
     refused(&a, 400, "GET with two lengths");
     ck_assert_int_eq(scene_count(&s), 0);
@@ -236,29 +236,29 @@ START_TEST(test_transfer_encoding)
     rbt_server s;
     rbt_server_start(&s, quiet_args);
     answer a;
-    SEND(&s, "POST /v1/intersect HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "POST /v1/intersect HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Type: application/json\r\n"
              "Transfer-Encoding: gzip\r\n\r\n{}", &a);
     refused(&a, 400, "Transfer-Encoding: gzip");
-    SEND(&s, "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n"
              "Transfer-Encoding: identity\r\n\r\n", &a);
     refused(&a, 400, "GET with Transfer-Encoding: identity");
-    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Type: application/json\r\n"
              "Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n", &a);
     refused(&a, 501, "Transfer-Encoding: gzip, chunked");
-    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Type: application/json\r\n"
              "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n"
              "0\r\n\r\n", &a);
     refused(&a, 400, "Transfer-Encoding twice");
-    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Type: application/json\r\n"
              "Transfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
              "0\r\n\r\n", &a);
     refused(&a, 400, "Transfer-Encoding and Content-Length");
     /* chunked alone still works. */
-    static const char ok[] = "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+    static const char ok[] = "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
                              "Content-Type: application/json\r\n"
                              "Transfer-Encoding: chunked\r\n"
                              "Connection: close\r\n\r\n"
@@ -312,11 +312,11 @@ START_TEST(test_unreadable_content_length)
     for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
         char req[1024];
         int n = snprintf(req, sizeof req,
-                         "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+                         "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
                          "Content-Type: application/json\r\n"
                          "Content-Length: %s\r\n\r\n"
                          "{\"dims\":3,\"boxes\":[[0,0,0,1,1,1]]}"
-                         "DELETE /v1/scenes/%s HTTP/1.1\r\nHost: x\r\n\r\n",
+                         "DELETE /v1/scenes/%s HTTP/1.1\r\nHost: localhost\r\n\r\n",
                          lengths[i], id);
         answer a;
         send_raw(&s, req, (size_t)n, &a);
@@ -351,7 +351,7 @@ START_TEST(test_ids_exact)
 
     /* %00 in the path: not decoded, so no id. */
     n = snprintf(req, sizeof req, "DELETE /v1/scenes/%s%%00x HTTP/1.1\r\n"
-                 "Host: x\r\n\r\n", id);
+                 "Host: localhost\r\n\r\n", id);
     send_raw(&s, req, (size_t)n, &a);
     ck_assert_msg(a.status == 404 && strstr(a.text, "%00x"),
                   "DELETE <id>%%00x: %.300s", a.text);
@@ -359,7 +359,7 @@ START_TEST(test_ids_exact)
 
     /* A NUL sent raw in the path. */
     n = snprintf(req, sizeof req, "DELETE /v1/scenes/%s", id);
-    static const char tail[] = "\0x HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char tail[] = "\0x HTTP/1.1\r\nHost: localhost\r\n\r\n";
     memcpy(req + n, tail, sizeof tail - 1);
     send_raw(&s, req, (size_t)n + sizeof tail - 1, &a);
     refused(&a, 400, "DELETE <id><NUL>x");
@@ -370,7 +370,7 @@ START_TEST(test_ids_exact)
     static const char query[] = "{\"mode\":\"nearest\","
                                 "\"rays\":[[0,0,0,1,0,0]]}";
     n = snprintf(req, sizeof req, "POST /v1/scenes/%s%%2Fintersect "
-                 "HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
                  "Content-Length: %zu\r\n\r\n%s", id, sizeof query - 1,
                  query);
     send_raw(&s, req, (size_t)n, &a);
@@ -378,15 +378,15 @@ START_TEST(test_ids_exact)
 
     /* Escapes of plain characters still mean them (RFC 3986 6.2.2.2). */
     n = snprintf(req, sizeof req, "GET /v1/scene%%73/%s HTTP/1.1\r\n"
-                 "Host: x\r\nConnection: close\r\n\r\n", id);
+                 "Host: localhost\r\nConnection: close\r\n\r\n", id);
     send_raw(&s, req, (size_t)n, &a);
     ck_assert_msg(a.status == 200, "/v1/scene%%73/<id>: %.300s", a.text);
 
     /* Bytes that are not ASCII: raw (400) or escaped (404). */
-    SEND(&s, "GET /v1/scenes/\xff\xfe HTTP/1.1\r\nHost: x\r\n\r\n", &a);
+    SEND(&s, "GET /v1/scenes/\xff\xfe HTTP/1.1\r\nHost: localhost\r\n\r\n", &a);
     refused(&a, 400, "raw 0xff in the path");
     body_is_json(&a);
-    SEND(&s, "GET /v1/scenes/%ff%c3%28 HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "GET /v1/scenes/%ff%c3%28 HTTP/1.1\r\nHost: localhost\r\n"
              "Connection: close\r\n\r\n", &a);
     ck_assert_msg(a.status == 404, "%%ff in the path: %.300s", a.text);
     body_is_json(&a);
@@ -396,7 +396,7 @@ START_TEST(test_ids_exact)
                  "[[0,0,0,1,0,0]],\"scene\":\"%s\\u0000x\"}", id);
     char full[2048];
     int m = snprintf(full, sizeof full, "POST /v1/intersect HTTP/1.1\r\n"
-                     "Host: x\r\nContent-Type: application/json\r\n"
+                     "Host: localhost\r\nContent-Type: application/json\r\n"
                      "Connection: close\r\nContent-Length: %d\r\n\r\n%s", n,
                      req);
     send_raw(&s, full, (size_t)m, &a);
@@ -417,23 +417,23 @@ START_TEST(test_echoed_headers)
     rbt_server s;
     rbt_server_start(&s, quiet_args);
     answer a;
-    SEND(&s, "POST /v1/intersect HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "POST /v1/intersect HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Type: application/json\r\nAccept: text/\xff\xfe\r\n"
              "Content-Length: 2\r\n\r\n{}", &a);
     refused(&a, 400, "Accept with 0xff");
     body_is_json(&a);
-    SEND(&s, "POST /v1/intersect HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "POST /v1/intersect HTTP/1.1\r\nHost: localhost\r\n"
              "Content-Type: text/\xc3\x28\r\nContent-Length: 2\r\n\r\n{}", &a);
     refused(&a, 400, "Content-Type with a broken sequence");
     body_is_json(&a);
     /* A request id that is not a token is replaced, not echoed. */
-    SEND(&s, "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n"
              "X-Request-Id: a\xff\r\nConnection: close\r\n\r\n", &a);
     ck_assert_int_eq(a.status, 200);
     ck_assert_ptr_null(strstr(a.text, "a\xff"));
     /* A method with stray bytes, and a valid UTF-8 one: the log line
      * carries both as valid UTF-8. */
-    SEND(&s, "G\xe9T /v1/health HTTP/1.1\r\nHost: x\r\n"
+    SEND(&s, "G\xe9T /v1/health HTTP/1.1\r\nHost: localhost\r\n"
              "Connection: close\r\n\r\n", &a);
     ck_assert_int_eq(a.status, 405);
     body_is_json(&a);
@@ -460,7 +460,7 @@ static int connect_port(int port)
 static int health_status(int port, int ms)
 {
     int fd = connect_port(port);
-    static const char req[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+    static const char req[] = "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n"
                               "Connection: close\r\n\r\n";
     send(fd, req, sizeof req - 1, MSG_NOSIGNAL);
     char buf[2048];
@@ -495,10 +495,10 @@ static void slow_clients(int body)
                                 "--connection-timeout", "30", NULL};
     rbt_server s;
     rbt_server_start(&s, args);
-    static const char head[] = "POST /v1/scenes HTTP/1.1\r\nHost: x\r\n"
+    static const char head[] = "POST /v1/scenes HTTP/1.1\r\nHost: localhost\r\n"
                                "Content-Type: application/json\r\n"
                                "Content-Length: 100000\r\n\r\n";
-    static const char drip[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+    static const char drip[] = "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n"
                                "X-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     int fds[SLOW], ended[SLOW] = {0}, got408 = 0;
     for (int i = 0; i < SLOW; i++) {
@@ -599,7 +599,7 @@ START_TEST(test_steady_clients_pass)
     len += snprintf(body + len, sizeof body - (size_t)len, "]}");
     char head[256];
     int hn = snprintf(head, sizeof head, "POST /v1/scenes HTTP/1.1\r\n"
-                      "Host: x\r\nContent-Type: application/json\r\n"
+                      "Host: localhost\r\nContent-Type: application/json\r\n"
                       "Content-Length: %d\r\n\r\n", len);
     int fd = connect_port(s.port);
     ck_assert_int_eq(send(fd, head, (size_t)hn, MSG_NOSIGNAL), hn);
@@ -619,7 +619,7 @@ START_TEST(test_steady_clients_pass)
                   buf);
     /* Keep-alive: the next request 1 s later, on the same connection. */
     sleep_ms(1000);
-    static const char again[] = "GET /v1/health HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char again[] = "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n";
     ck_assert_int_eq(send(fd, again, sizeof again - 1, MSG_NOSIGNAL),
                      (ssize_t)sizeof again - 1);
     ck_assert_int_eq(poll(&p, 1, 2000), 1);
