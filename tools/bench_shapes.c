@@ -1,0 +1,923 @@
+/* bench_shapes.c - raybox-bench-shapes: scenes of obbs, xboxes, spheres,
+ * boxes and an equal mix of the four against Embree 3 given the same
+ * elements, the same rays in the same order and the same threads (the
+ * shapes benchmark of SPEC section 7's issue).
+ *
+ *   raybox-bench-shapes [--elements N[,N...]] [--rays N] [--threads N]
+ *                       [--repeat R] [--kinds K[,K...]] [--fill F]
+ *                       [--embree-quality Q[,Q...]] [--no-embree]
+ *                       [--opencl] [--cl-rays N] [--sort-rays]
+ *                       [--seed S] [--json]
+ *
+ * Scenes: N random elements of one kind (box, obb, xbox, sphere) or N/4
+ * of each (mixed; ids boxes ++ obbs ++ xboxes ++ spheres) in the unit
+ * cube. Element sizes follow the scene size so that a ray path of unit
+ * length crosses about --fill elements (default 2): most rays, which
+ * start inside the cube, hit something, and not all of them. Per axis an
+ * element spans side * (0.2 .. 1.0), side = sqrt(fill / (0.54 N)) (0.54
+ * side^2 is a box's mean projected area); an obb has those sides turned
+ * by a uniform random rotation, an xbox is the local box [-0.5, 0.5]^3
+ * under A = R * diag(sides) * shear (one off-diagonal in -0.25..0.25)
+ * and a translation, a sphere has the radius side * (0.15 .. 0.68).
+ * Rays: uniform origins in the cube, directions uniform in [-1, 1]^3,
+ * t in [0, inf) (raybox-bench-bvh's rays).
+ *
+ * raybox: rb_scene_create_shapes, then rb_intersect (nearest, any) on the
+ * CPU backend; --opencl adds a second context on the first OpenCL device,
+ * queried with the first --cl-rays rays (the OpenCL shape pass tests
+ * every shape, so whole batches would take minutes) and checked equal to
+ * the CPU's answers. Embree (bench_shapes_embree.c): native primitives
+ * (quads, 12 triangles per obb/xbox, RTC_GEOMETRY_TYPE_SPHERE_POINT) and
+ * user geometry running raybox's exact tests, each at every build quality
+ * of --embree-quality (default medium,high; scene flags none), keeping
+ * the fastest per figure. Times are medians of --repeat runs (default 3).
+ * The fastest Embree setup of each figure is the yardstick of the ratio.
+ *
+ * Cross-checks: user geometry must give raybox's answers exactly (nearest
+ * ids, any flags); native primitives follow other rules (a ray that
+ * starts inside an element reports its exit surface; edges), so the
+ * fraction that agrees is reported.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench_shapes.h"
+#include "cpu/ray_order.h"
+#include "internal.h"
+
+#define MAX_SIZES 8
+#define PI 3.14159265358979323846
+#define MAX_QUALITIES 3
+#define MAX_REPEAT 64
+
+enum { K_BOX, K_OBB, K_XBOX, K_SPHERE, K_MIXED, K_KINDS };
+static const char *const kind_names[K_KINDS] = {"box", "obb", "xbox",
+                                                "sphere", "mixed"};
+static const char *const setup_names[EM_SETUPS] = {"native", "user"};
+static const char *const quality_names[3] = {"low", "medium", "high"};
+
+typedef struct figure {
+    int kind;
+    size_t elements;
+    /* raybox, CPU */
+    double build_ms, nearest_ms, any_ms;
+    uint64_t nearest_hits, any_hits, shape_nodes;
+    double bytes_per_element;
+    /* Embree, per setup: the fastest quality per mode */
+    int have_em[EM_SETUPS];
+    char em_error[EM_SETUPS][160];
+    double em_build_ms[EM_SETUPS], em_nearest_ms[EM_SETUPS],
+        em_any_ms[EM_SETUPS], em_bytes[EM_SETUPS];
+    int em_q_nearest[EM_SETUPS], em_q_any[EM_SETUPS];
+    uint64_t em_nearest_hits[EM_SETUPS], em_any_hits[EM_SETUPS];
+    double agree_nearest[EM_SETUPS], agree_any[EM_SETUPS];
+    /* OpenCL */
+    int have_cl;
+    size_t cl_rays;
+    double cl_nearest_ms, cl_any_ms;
+    int cl_same;
+} figure;
+
+double bench_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, int n)
+{
+    if (n <= 0)
+        return 0;
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static float uniform(uint64_t *s)
+{
+    return (float)((double)(rng_next(s) >> 40) / 16777216.0);
+}
+
+/* ---- scenes ------------------------------------------------------------ */
+
+typedef struct elements {
+    rb_box *boxes;
+    rb_obb *obbs;
+    rb_xbox *xboxes;
+    rb_sphere *spheres;
+    size_t n[4];
+} elements;
+
+static void elements_free(elements *e)
+{
+    free(e->boxes);
+    free(e->obbs);
+    free(e->xboxes);
+    free(e->spheres);
+    memset(e, 0, sizeof *e);
+}
+
+/* A uniform random rotation (Shoemake), as a unit quaternion (w, x, y, z). */
+static void random_quaternion(uint64_t *s, double q[4])
+{
+    double u1 = uniform(s), u2 = uniform(s), u3 = uniform(s);
+    double a = sqrt(1 - u1), b = sqrt(u1);
+    q[0] = b * cos(2 * PI * u3);
+    q[1] = a * sin(2 * PI * u2);
+    q[2] = a * cos(2 * PI * u2);
+    q[3] = b * sin(2 * PI * u3);
+}
+
+static void rotation(const double q[4], double r[3][3])
+{
+    double w = q[0], x = q[1], y = q[2], z = q[3];
+    double m[3][3] = {
+        {1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)},
+        {2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)},
+        {2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)}};
+    memcpy(r, m, sizeof m);
+}
+
+static void sides(uint64_t *s, float side, float w[3])
+{
+    for (int a = 0; a < 3; a++)
+        w[a] = side * (0.2f + 0.8f * uniform(s));
+}
+
+static int make_elements(int kind, size_t n, float fill, uint64_t seed,
+                         elements *e)
+{
+    memset(e, 0, sizeof *e);
+    if (kind == K_MIXED) {
+        for (int k = 0; k < 4; k++)
+            e->n[k] = n / 4;
+        e->n[0] += n - 4 * (n / 4);
+    } else {
+        e->n[kind] = n;
+    }
+    float side = sqrtf(fill / (0.54f * (float)(n ? n : 1)));
+    e->boxes = malloc((e->n[0] ? e->n[0] : 1) * sizeof *e->boxes);
+    e->obbs = malloc((e->n[1] ? e->n[1] : 1) * sizeof *e->obbs);
+    e->xboxes = malloc((e->n[2] ? e->n[2] : 1) * sizeof *e->xboxes);
+    e->spheres = malloc((e->n[3] ? e->n[3] : 1) * sizeof *e->spheres);
+    if (!e->boxes || !e->obbs || !e->xboxes || !e->spheres)
+        return -1;
+    uint64_t s = seed;
+    for (size_t i = 0; i < e->n[0]; i++) {
+        float w[3];
+        sides(&s, side, w);
+        for (int a = 0; a < 3; a++) {
+            e->boxes[i].min[a] = uniform(&s) * (1 - w[a]);
+            e->boxes[i].max[a] = e->boxes[i].min[a] + w[a];
+        }
+    }
+    for (size_t i = 0; i < e->n[1]; i++) {
+        float w[3], c[3], h[3], qf[4];
+        double q[4];
+        sides(&s, side, w);
+        for (int a = 0; a < 3; a++) {
+            c[a] = uniform(&s);
+            h[a] = 0.5f * w[a];
+        }
+        random_quaternion(&s, q);
+        for (int k = 0; k < 4; k++)
+            qf[k] = (float)q[k];
+        if (rb_obb_from_quaternion(c, h, qf, &e->obbs[i]) != RB_OK)
+            return -1;
+    }
+    for (size_t i = 0; i < e->n[2]; i++) {
+        float w[3];
+        double q[4], r[3][3];
+        sides(&s, side, w);
+        random_quaternion(&s, q);
+        rotation(q, r);
+        double shear = 0.5 * uniform(&s) - 0.25;
+        /* A = R * diag(w) * [[1, shear, 0], [0, 1, 0], [0, 0, 1]] */
+        rb_xbox *x = &e->xboxes[i];
+        for (int a = 0; a < 3; a++) {
+            x->min[a] = -0.5f;
+            x->max[a] = 0.5f;
+        }
+        for (int row = 0; row < 3; row++) {
+            double c0 = r[row][0] * w[0], c1 = r[row][1] * w[1],
+                   c2 = r[row][2] * w[2];
+            x->a[row][0] = (float)c0;
+            x->a[row][1] = (float)(c0 * shear + c1);
+            x->a[row][2] = (float)c2;
+            x->a[row][3] = uniform(&s);
+        }
+    }
+    for (size_t i = 0; i < e->n[3]; i++) {
+        for (int a = 0; a < 3; a++)
+            e->spheres[i].center[a] = uniform(&s);
+        e->spheres[i].radius = side * (0.15f + 0.53f * uniform(&s));
+    }
+    return 0;
+}
+
+static rb_shapes shapes_of(const elements *e)
+{
+    rb_shapes sh = {.obbs = e->obbs, .n_obbs = e->n[1],
+                    .xboxes = e->xboxes, .n_xboxes = e->n[2],
+                    .spheres = e->spheres, .n_spheres = e->n[3]};
+    return sh;
+}
+
+static void make_rays(uint64_t *s, rb_ray *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (int a = 0; a < 3; a++) {
+            r[i].origin[a] = uniform(s);
+            r[i].dir[a] = uniform(s) * 2 - 1;
+        }
+        r[i].tmin = 0;
+        r[i].tmax = INFINITY;
+    }
+}
+
+/* ---- raybox --------------------------------------------------------------- */
+
+static int fail(const char *what, rb_context *ctx, int rc)
+{
+    fprintf(stderr, "raybox-bench-shapes: %s: %s (%s)\n", what,
+            rb_status_name(rc), ctx ? rb_context_error(ctx)->message : "");
+    return 1;
+}
+
+/* One mode on the scene: the median of `repeat` runs. */
+static int query(rb_context *ctx, const rb_scene *scene, rb_mode mode,
+                 const rb_ray *rays, size_t n, int repeat, rb_results *res,
+                 double *ms)
+{
+    rb_query q = {.mode = mode, .dims = 3, .rays = rays, .n_rays = n,
+                  .scene = scene, .max_hits = 1};
+    double t[MAX_REPEAT];
+    for (int k = 0; k < repeat; k++) {
+        double t0 = bench_now_ms();
+        int rc = rb_intersect(ctx, &q, res);
+        t[k] = bench_now_ms() - t0;
+        if (rc)
+            return fail(rb_mode_name(mode), ctx, rc);
+    }
+    *ms = bench_median(t, repeat);
+    return 0;
+}
+
+typedef struct options {
+    size_t sizes[MAX_SIZES];
+    size_t n_sizes, n_rays, cl_rays;
+    unsigned threads;
+    int repeat, json, embree, opencl, sort_rays;
+    int kinds[K_KINDS];
+    int qualities[MAX_QUALITIES], n_qualities;
+    float fill;
+    uint64_t seed;
+} options;
+
+/* The OpenCL rates on the first cl_rays rays, checked against the CPU's
+ * answers (res holds the CPU's nearest hits, any_cpu its any flags). */
+static int bench_opencl(rb_context *cl, const rb_scene *scene,
+                        const rb_ray *rays, const options *o,
+                        const rb_hit *hits_cpu, const uint8_t *any_cpu,
+                        figure *f)
+{
+    size_t n = o->cl_rays < o->n_rays ? o->cl_rays : o->n_rays;
+    rb_results res = {.capacity = n};
+    res.hits = malloc((n ? n : 1) * sizeof *res.hits);
+    res.any = malloc(n ? n : 1);
+    int rc = 1;
+    if (!res.hits || !res.any)
+        goto done;
+    /* A few rays first: PoCL compiles a kernel at its first launch. */
+    rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                  .n_rays = n < 64 ? n : 64, .scene = scene, .max_hits = 1};
+    int st = rb_intersect(cl, &q, &res);
+    q.mode = RB_MODE_ANY;
+    if (!st)
+        st = rb_intersect(cl, &q, &res);
+    if (st) {
+        rc = fail("opencl warm-up", cl, st);
+        goto done;
+    }
+    if (query(cl, scene, RB_MODE_NEAREST, rays, n, o->repeat, &res,
+              &f->cl_nearest_ms))
+        goto done;
+    f->cl_same = strcmp(res.info.backend, "opencl") == 0;
+    for (size_t i = 0; i < n; i++)
+        f->cl_same &= res.hits[i].box == hits_cpu[i].box &&
+                      res.hits[i].t_enter == hits_cpu[i].t_enter;
+    if (query(cl, scene, RB_MODE_ANY, rays, n, o->repeat, &res,
+              &f->cl_any_ms))
+        goto done;
+    f->cl_same &= strcmp(res.info.backend, "opencl") == 0;
+    for (size_t i = 0; i < n; i++)
+        f->cl_same &= res.any[i] == any_cpu[i];
+    f->cl_rays = n;
+    f->have_cl = 1;
+    rc = 0;
+done:
+    free(res.hits);
+    free(res.any);
+    return rc;
+}
+
+static int bench_figure(rb_context *ctx, rb_context *cl, const options *o,
+                        const elements *e, const rb_ray *rays, figure *f)
+{
+    size_t nr = o->n_rays;
+    rb_results res = {.capacity = nr};
+    res.hits = malloc((nr ? nr : 1) * sizeof *res.hits);
+    res.any = malloc(nr ? nr : 1);
+    em_result em = {0};
+    em.nearest_id = malloc((nr ? nr : 1) * sizeof *em.nearest_id);
+    em.any = malloc(nr ? nr : 1);
+    rb_scene *scene = NULL;
+    rb_shapeset prep = {0};
+    int have_prep = 0, rc = 1;
+    if (!res.hits || !res.any || !em.nearest_id || !em.any) {
+        fprintf(stderr, "raybox-bench-shapes: out of memory\n");
+        goto done;
+    }
+    rb_shapes sh = shapes_of(e);
+    double t0 = bench_now_ms();
+    int st = rb_scene_create_shapes(ctx, 3, e->boxes, e->n[0], &sh, &scene);
+    f->build_ms = bench_now_ms() - t0;
+    if (st) {
+        rc = fail("rb_scene_create_shapes", ctx, st);
+        goto done;
+    }
+    rb_scene_stats stats;
+    rb_scene_stats_get(scene, &stats);
+    f->shape_nodes = stats.shape_nodes;
+    f->bytes_per_element = stats.bytes_per_box;
+
+    if (query(ctx, scene, RB_MODE_NEAREST, rays, nr, o->repeat, &res,
+              &f->nearest_ms))
+        goto done;
+    /* Keep the nearest answers: any reuses res.any only. */
+    if (query(ctx, scene, RB_MODE_ANY, rays, nr, o->repeat, &res,
+              &f->any_ms))
+        goto done;
+    for (size_t i = 0; i < nr; i++) {
+        f->nearest_hits += res.hits[i].hit;
+        f->any_hits += res.any[i];
+    }
+    if (cl && bench_opencl(cl, scene, rays, o, res.hits, res.any, f))
+        goto done;
+
+    if (o->embree) {
+        /* The records raybox prepares, and the bounds of its shape tree,
+         * for the user geometries. */
+        if (rb_shapes_count(&sh)) {
+            st = rb_shapeset_build(ctx, &prep, &sh, (uint32_t)e->n[0]);
+            have_prep = st == RB_OK;
+            if (!st)
+                st = rb_shape_tree_build(ctx, &prep);
+            if (!st && !prep.tree)
+                st = RB_ENOMEM;
+            if (st) {
+                rc = fail("rb_shapeset_build", ctx, st);
+                goto done;
+            }
+        }
+        bench_scene bs = {.boxes = e->boxes, .n_boxes = e->n[0],
+                          .shapes = sh, .prep = &prep};
+        for (int s = 0; s < EM_SETUPS; s++) {
+            for (int qi = 0; qi < o->n_qualities; qi++) {
+                int qual = o->qualities[qi];
+                if (bench_embree_shapes(ctx->pool, o->threads, o->repeat, s,
+                                        qual, &bs, rays, nr, &em)) {
+                    snprintf(f->em_error[s], sizeof f->em_error[s], "%s",
+                             em.error);
+                    continue;
+                }
+                if (!f->have_em[s] || em.nearest_ms < f->em_nearest_ms[s]) {
+                    f->em_nearest_ms[s] = em.nearest_ms;
+                    f->em_q_nearest[s] = qual;
+                    f->em_build_ms[s] = em.build_ms;
+                    f->em_bytes[s] = em.bytes_per_element;
+                }
+                if (!f->have_em[s] || em.any_ms < f->em_any_ms[s]) {
+                    f->em_any_ms[s] = em.any_ms;
+                    f->em_q_any[s] = qual;
+                }
+                uint64_t nh = 0, ah = 0, same_n = 0, same_a = 0;
+                for (size_t i = 0; i < nr; i++) {
+                    nh += em.nearest_id[i] >= 0;
+                    ah += em.any[i];
+                    same_n += em.nearest_id[i] == res.hits[i].box;
+                    same_a += em.any[i] == res.any[i];
+                }
+                /* The agreement of the worst quality tried. */
+                double an = nr ? (double)same_n / (double)nr : 1,
+                       aa = nr ? (double)same_a / (double)nr : 1;
+                if (!f->have_em[s] || an < f->agree_nearest[s])
+                    f->agree_nearest[s] = an;
+                if (!f->have_em[s] || aa < f->agree_any[s])
+                    f->agree_any[s] = aa;
+                f->em_nearest_hits[s] = nh;
+                f->em_any_hits[s] = ah;
+                f->have_em[s] = 1;
+            }
+        }
+    }
+    rc = 0;
+done:
+    if (have_prep) {
+        rb_shape_tree_free(&ctx->alloc, &prep);
+        rb_shapeset_free(&ctx->alloc, &prep);
+    }
+    rb_scene_destroy(scene);
+    free(res.hits);
+    free(res.any);
+    free(em.nearest_id);
+    free(em.any);
+    return rc;
+}
+
+/* ---- reports ---------------------------------------------------------- */
+
+static double rate(double n, double ms)
+{
+    return ms > 0 ? n / ms / 1e3 : 0; /* millions per second */
+}
+
+/* The fastest Embree setup of a mode (0 nearest, 1 any): its index, or -1. */
+static int fastest(const figure *f, int mode)
+{
+    int best = -1;
+    for (int s = 0; s < EM_SETUPS; s++) {
+        if (!f->have_em[s])
+            continue;
+        double ms = mode ? f->em_any_ms[s] : f->em_nearest_ms[s];
+        double bm = best < 0 ? 0 : mode ? f->em_any_ms[best]
+                                        : f->em_nearest_ms[best];
+        if (best < 0 || ms < bm)
+            best = s;
+    }
+    return best;
+}
+
+static double ratio_vs_embree(const figure *f, int mode)
+{
+    int s = fastest(f, mode);
+    if (s < 0)
+        return 0;
+    return mode ? f->em_any_ms[s] / f->any_ms
+                : f->em_nearest_ms[s] / f->nearest_ms;
+}
+
+static const figure *find(const figure *fs, size_t n, int kind,
+                          size_t n_elements)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fs[i].kind == kind && fs[i].elements == n_elements)
+            return &fs[i];
+    return NULL;
+}
+
+static void print_figure(const figure *f, size_t nr)
+{
+    printf("\n%s, %zu elements: raybox build %.1f ms, shape tree %llu "
+           "nodes, %.1f B/element\n",
+           kind_names[f->kind], f->elements, f->build_ms,
+           (unsigned long long)f->shape_nodes, f->bytes_per_element);
+    printf("  %-26s %10s %10s %10s %10s\n", "[M rays/s]", "nearest", "any",
+           "nearest", "any");
+    printf("  %-26s %10s %10s %10s %10s\n", "", "", "", "hits", "hits");
+    printf("  %-26s %10.3f %10.3f %10llu %10llu\n", "raybox cpu",
+           rate((double)nr, f->nearest_ms), rate((double)nr, f->any_ms),
+           (unsigned long long)f->nearest_hits,
+           (unsigned long long)f->any_hits);
+    for (int s = 0; s < EM_SETUPS; s++) {
+        char label[64];
+        if (!f->have_em[s]) {
+            if (f->em_error[s][0])
+                printf("  embree %-19s %s\n", setup_names[s], f->em_error[s]);
+            continue;
+        }
+        snprintf(label, sizeof label, "embree %s (%s/%s)", setup_names[s],
+                 quality_names[f->em_q_nearest[s]],
+                 quality_names[f->em_q_any[s]]);
+        printf("  %-26s %10.3f %10.3f %10llu %10llu\n", label,
+               rate((double)nr, f->em_nearest_ms[s]),
+               rate((double)nr, f->em_any_ms[s]),
+               (unsigned long long)f->em_nearest_hits[s],
+               (unsigned long long)f->em_any_hits[s]);
+    }
+    if (fastest(f, 0) >= 0)
+        printf("  %-26s %9.2fx %9.2fx   (vs %s / %s)\n",
+               "raybox / fastest embree", ratio_vs_embree(f, 0),
+               ratio_vs_embree(f, 1), setup_names[fastest(f, 0)],
+               setup_names[fastest(f, 1)]);
+    for (int s = 0; s < EM_SETUPS; s++)
+        if (f->have_em[s])
+            printf("  agreement with embree %-6s nearest id %.6f, any "
+                   "%.6f%s\n",
+                   setup_names[s], f->agree_nearest[s], f->agree_any[s],
+                   s == EM_USER && (f->agree_nearest[s] < 1 ||
+                                    f->agree_any[s] < 1)
+                       ? "  (EXPECTED 1: the same exact test)"
+                       : "");
+    for (int s = 0; s < EM_SETUPS; s++)
+        if (f->have_em[s])
+            printf("  embree %-6s build %.1f ms, %.1f B/element\n",
+                   setup_names[s], f->em_build_ms[s], f->em_bytes[s]);
+    if (f->have_cl)
+        printf("  %-26s %10.3f %10.3f   (%zu rays; answers %s)\n",
+               "raybox opencl", rate((double)f->cl_rays, f->cl_nearest_ms),
+               rate((double)f->cl_rays, f->cl_any_ms), f->cl_rays,
+               f->cl_same ? "equal the cpu's" : "DIFFER from the cpu's");
+}
+
+/* The issue's targets, one line each: label, measured, target, met. */
+typedef struct target {
+    char label[96];
+    double value;
+    const char *rule;
+    int met;
+} target;
+
+static size_t targets(const figure *fs, size_t n, const options *o,
+                      target *out, size_t cap)
+{
+    size_t k = 0;
+    static const char *const modes[2] = {"nearest", "any"};
+    for (size_t si = 0; si < o->n_sizes; si++) {
+        size_t ne = o->sizes[si];
+        for (int kind = K_OBB; kind <= K_SPHERE; kind++) {
+            const figure *f = find(fs, n, kind, ne);
+            if (!f || fastest(f, 0) < 0)
+                continue;
+            for (int m = 0; m < 2 && k < cap; m++) {
+                target *t = &out[k++];
+                snprintf(t->label, sizeof t->label,
+                         "%s %zu %s vs fastest embree", kind_names[kind], ne,
+                         modes[m]);
+                t->value = ratio_vs_embree(f, m);
+                t->rule = ">= 1.5x";
+                t->met = t->value >= 1.5;
+            }
+        }
+        const figure *mx = find(fs, n, K_MIXED, ne),
+                     *bx = find(fs, n, K_BOX, ne);
+        if (mx && bx) {
+            for (int m = 0; m < 2 && k < cap; m++) {
+                target *t = &out[k++];
+                snprintf(t->label, sizeof t->label,
+                         "mixed %zu %s cost / box-only cost", ne, modes[m]);
+                t->value = m ? mx->any_ms / bx->any_ms
+                             : mx->nearest_ms / bx->nearest_ms;
+                t->rule = "<= 1.5x";
+                t->met = t->value <= 1.5;
+            }
+        }
+    }
+    return k;
+}
+
+static void print_json_text(const char *t)
+{
+    putchar('"');
+    for (; *t; t++) {
+        unsigned char c = (unsigned char)*t;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void print_json(const figure *fs, size_t n, const options *o,
+                       const char *cpu, const char *cl_device,
+                       const target *ts, size_t nt)
+{
+    size_t nr = o->n_rays;
+    printf("{\"tool\": \"raybox-bench-shapes\", \"threads\": %u, "
+           "\"rays\": %zu, \"repeat\": %d, \"fill\": %.3f, "
+           "\"sorted_rays\": %s, \"cpu\": ",
+           o->threads, nr, o->repeat, (double)o->fill,
+           o->sort_rays ? "true" : "false");
+    print_json_text(cpu);
+    printf(", \"opencl_device\": ");
+    if (cl_device)
+        print_json_text(cl_device);
+    else
+        printf("null");
+    printf(",\n \"figures\": [");
+    for (size_t i = 0; i < n; i++) {
+        const figure *f = &fs[i];
+        printf("%s\n  {\"kind\": \"%s\", \"elements\": %zu, "
+               "\"raybox\": {\"build_ms\": %.3f, \"nearest_mrays_s\": %.4f, "
+               "\"any_mrays_s\": %.4f, \"nearest_hits\": %llu, "
+               "\"any_hits\": %llu, \"shape_nodes\": %llu, "
+               "\"bytes_per_element\": %.2f}",
+               i ? "," : "", kind_names[f->kind], f->elements, f->build_ms,
+               rate((double)nr, f->nearest_ms), rate((double)nr, f->any_ms),
+               (unsigned long long)f->nearest_hits,
+               (unsigned long long)f->any_hits,
+               (unsigned long long)f->shape_nodes, f->bytes_per_element);
+        for (int s = 0; s < EM_SETUPS; s++) {
+            if (!f->have_em[s])
+                continue;
+            printf(", \"embree_%s\": {\"build_ms\": %.3f, "
+                   "\"nearest_mrays_s\": %.4f, \"any_mrays_s\": %.4f, "
+                   "\"nearest_quality\": \"%s\", \"any_quality\": \"%s\", "
+                   "\"nearest_hits\": %llu, \"any_hits\": %llu, "
+                   "\"bytes_per_element\": %.2f, \"agree_nearest\": %.6f, "
+                   "\"agree_any\": %.6f}",
+                   setup_names[s], f->em_build_ms[s],
+                   rate((double)nr, f->em_nearest_ms[s]),
+                   rate((double)nr, f->em_any_ms[s]),
+                   quality_names[f->em_q_nearest[s]],
+                   quality_names[f->em_q_any[s]],
+                   (unsigned long long)f->em_nearest_hits[s],
+                   (unsigned long long)f->em_any_hits[s], f->em_bytes[s],
+                   f->agree_nearest[s], f->agree_any[s]);
+        }
+        if (fastest(f, 0) >= 0)
+            printf(", \"ratio_vs_fastest_embree\": {\"nearest\": %.3f, "
+                   "\"any\": %.3f}",
+                   ratio_vs_embree(f, 0), ratio_vs_embree(f, 1));
+        if (f->have_cl)
+            printf(", \"opencl\": {\"rays\": %zu, \"nearest_mrays_s\": %.4f, "
+                   "\"any_mrays_s\": %.4f, \"same_as_cpu\": %s}",
+                   f->cl_rays, rate((double)f->cl_rays, f->cl_nearest_ms),
+                   rate((double)f->cl_rays, f->cl_any_ms),
+                   f->cl_same ? "true" : "false");
+        printf("}");
+    }
+    printf("\n ],\n \"targets\": [");
+    for (size_t i = 0; i < nt; i++) {
+        printf("%s\n  {\"figure\": ", i ? "," : "");
+        print_json_text(ts[i].label);
+        printf(", \"value\": %.3f, \"rule\": \"%s\", \"met\": %s}",
+               ts[i].value, ts[i].rule, ts[i].met ? "true" : "false");
+    }
+    printf("\n ]}\n");
+}
+
+/* ---- options ------------------------------------------------------------ */
+
+static int usage(const char *argv0)
+{
+    fprintf(stderr,
+            "usage: %s [--elements N[,N...]] [--rays N] [--threads N] "
+            "[--repeat R] [--kinds box,obb,xbox,sphere,mixed] [--fill F] "
+            "[--embree-quality low|medium|high[,...]] [--no-embree] "
+            "[--opencl] [--cl-rays N] [--sort-rays] [--seed S] [--json]\n",
+            argv0);
+    return 2;
+}
+
+static int parse_list(char *p, int (*item)(const char *, void *), void *u)
+{
+    for (char *tok = strtok(p, ","); tok; tok = strtok(NULL, ","))
+        if (item(tok, u))
+            return -1;
+    return 0;
+}
+
+static int kind_item(const char *t, void *u)
+{
+    options *o = u;
+    for (int k = 0; k < K_KINDS; k++)
+        if (!strcmp(t, kind_names[k])) {
+            o->kinds[k] = 1;
+            return 0;
+        }
+    return -1;
+}
+
+static int quality_item(const char *t, void *u)
+{
+    options *o = u;
+    for (int q = 0; q < 3; q++)
+        if (!strcmp(t, quality_names[q]) && o->n_qualities < MAX_QUALITIES) {
+            o->qualities[o->n_qualities++] = q;
+            return 0;
+        }
+    return -1;
+}
+
+static int parse(int argc, char **argv, options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->sizes[0] = 100000;
+    o->sizes[1] = 1000000;
+    o->n_sizes = 2;
+    o->n_rays = 1000000;
+    o->cl_rays = 4096;
+    o->repeat = 3;
+    o->embree = 1;
+    o->fill = 2.0f;
+    o->seed = 1;
+    for (int k = 0; k < K_KINDS; k++)
+        o->kinds[k] = 1;
+    o->qualities[0] = 1; /* medium */
+    o->qualities[1] = 2; /* high */
+    o->n_qualities = 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--json")) {
+            o->json = 1;
+        } else if (!strcmp(a, "--no-embree")) {
+            o->embree = 0;
+        } else if (!strcmp(a, "--opencl")) {
+            o->opencl = 1;
+        } else if (!strcmp(a, "--sort-rays")) {
+            o->sort_rays = 1;
+        } else if (!v) {
+            return usage(argv[0]);
+        } else if (!strcmp(a, "--rays")) {
+            o->n_rays = strtoull(v, NULL, 10);
+            i++;
+        } else if (!strcmp(a, "--cl-rays")) {
+            o->cl_rays = strtoull(v, NULL, 10);
+            i++;
+        } else if (!strcmp(a, "--threads")) {
+            o->threads = (unsigned)strtoul(v, NULL, 10);
+            i++;
+        } else if (!strcmp(a, "--repeat")) {
+            o->repeat = atoi(v);
+            if (o->repeat < 1 || o->repeat > MAX_REPEAT)
+                return usage(argv[0]);
+            i++;
+        } else if (!strcmp(a, "--fill")) {
+            o->fill = strtof(v, NULL);
+            if (!(o->fill > 0))
+                return usage(argv[0]);
+            i++;
+        } else if (!strcmp(a, "--seed")) {
+            o->seed = strtoull(v, NULL, 10);
+            i++;
+        } else if (!strcmp(a, "--kinds")) {
+            memset(o->kinds, 0, sizeof o->kinds);
+            if (parse_list(argv[++i], kind_item, o))
+                return usage(argv[0]);
+        } else if (!strcmp(a, "--embree-quality")) {
+            o->n_qualities = 0;
+            if (parse_list(argv[++i], quality_item, o))
+                return usage(argv[0]);
+        } else if (!strcmp(a, "--elements")) {
+            o->n_sizes = 0;
+            for (char *p = argv[++i]; *p && o->n_sizes < MAX_SIZES;) {
+                o->sizes[o->n_sizes++] = strtoull(p, &p, 10);
+                if (*p == ',')
+                    p++;
+                else if (*p)
+                    return usage(argv[0]);
+            }
+        } else {
+            return usage(argv[0]);
+        }
+    }
+    return 0;
+}
+
+/* --sort-rays: the rays along raybox's own walk order (origins on a
+ * Morton curve, then direction octant), given to both sides. */
+static int sort_rays(rb_context *ctx, rb_ray *rays, size_t n)
+{
+    uint64_t *scratch = malloc(2 * (n ? n : 1) * sizeof *scratch);
+    uint32_t *order = malloc((n ? n : 1) * sizeof *order);
+    rb_ray *copy = malloc((n ? n : 1) * sizeof *copy);
+    int rc = -1;
+    if (scratch && order && copy) {
+        const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+        rb_ray_order(ctx->pool, rays, 3, n, lo, hi, 0, scratch, order);
+        for (size_t i = 0; i < n; i++)
+            copy[i] = rays[order[i]];
+        memcpy(rays, copy, n * sizeof *rays);
+        rc = 0;
+    }
+    free(scratch);
+    free(order);
+    free(copy);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int prc = parse(argc, argv, &o);
+    if (prc)
+        return prc;
+
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.backend = RB_BACKEND_CPU;
+    opt.threads = o.threads;
+    rb_context *ctx = NULL;
+    char why[256];
+    if (rb_context_create(&opt, &ctx, why, sizeof why)) {
+        fprintf(stderr, "raybox-bench-shapes: %s\n", why);
+        return 1;
+    }
+    rb_backend_info info;
+    rb_context_info(ctx, &info);
+    o.threads = info.threads;
+
+    rb_context *cl = NULL;
+    rb_backend_info cl_info;
+    char cl_why[256] = "not asked (--opencl)";
+    if (o.opencl) {
+        rb_context_options clo;
+        rb_context_options_init(&clo);
+        clo.backend = RB_BACKEND_OPENCL;
+        clo.threads = o.threads;
+        clo.cpu_fallback = 0; /* a failure is reported, never hidden */
+        if (rb_context_create(&clo, &cl, cl_why, sizeof cl_why) == RB_OK)
+            rb_context_info(cl, &cl_info);
+        else
+            cl = NULL;
+    }
+
+    rb_ray *rays = malloc((o.n_rays ? o.n_rays : 1) * sizeof *rays);
+    figure *fs = calloc(K_KINDS * MAX_SIZES, sizeof *fs);
+    if (!rays || !fs)
+        return fail("rays", NULL, RB_ENOMEM);
+    uint64_t s = o.seed;
+    make_rays(&s, rays, o.n_rays);
+    if (o.sort_rays && sort_rays(ctx, rays, o.n_rays))
+        return fail("--sort-rays", NULL, RB_ENOMEM);
+    if (!o.json) {
+        printf("raybox-bench-shapes: %u threads, %zu rays, %s (%s), "
+               "fill %.2f, medians of %d runs\n",
+               o.threads, o.n_rays, info.device, info.simd, (double)o.fill,
+               o.repeat);
+        printf("ray order: %s; raybox's box walk reorders big batches "
+               "internally along a Morton curve (host/cpu/ray_order.h), "
+               "its shape pass walks them as given\n",
+               o.sort_rays ? "both sides get the rays sorted along "
+                             "raybox's walk order (--sort-rays)"
+                           : "both sides get the rays as generated "
+                             "(random)");
+        if (cl)
+            printf("opencl: %s (%s, %u compute units), first %zu rays\n",
+                   cl_info.device, cl_info.platform, cl_info.compute_units,
+                   o.cl_rays < o.n_rays ? o.cl_rays : o.n_rays);
+        else if (o.opencl)
+            printf("opencl: skipped (%s)\n", cl_why);
+        fflush(stdout);
+    }
+    size_t nf = 0;
+    for (size_t si = 0; si < o.n_sizes; si++) {
+        for (int kind = 0; kind < K_KINDS; kind++) {
+            if (!o.kinds[kind])
+                continue;
+            elements e;
+            if (make_elements(kind, o.sizes[si], o.fill,
+                              o.seed * 1000 + si * 10 + (uint64_t)kind, &e))
+                return fail("elements", NULL, RB_ENOMEM);
+            figure *f = &fs[nf++];
+            f->kind = kind;
+            f->elements = o.sizes[si];
+            int rc = bench_figure(ctx, cl, &o, &e, rays, f);
+            elements_free(&e);
+            if (rc)
+                return 1;
+            if (!o.json) {
+                print_figure(f, o.n_rays);
+                fflush(stdout);
+            }
+        }
+    }
+    target ts[64];
+    size_t nt = targets(fs, nf, &o, ts, 64);
+    if (o.json) {
+        print_json(fs, nf, &o, info.device, cl ? cl_info.device : NULL, ts,
+                   nt);
+    } else if (nt) {
+        printf("\ntargets (ratios of medians measured in this run):\n");
+        for (size_t i = 0; i < nt; i++)
+            printf("  %-44s %7.2fx  %-8s %s\n", ts[i].label, ts[i].value,
+                   ts[i].rule, ts[i].met ? "met" : "MISSED");
+    }
+    free(fs);
+    free(rays);
+    rb_context_destroy(cl);
+    rb_context_destroy(ctx);
+    return 0;
+}

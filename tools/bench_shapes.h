@@ -1,0 +1,61 @@
+/* bench_shapes.h - what raybox-bench-shapes' two halves (raybox, Embree)
+ * share: one scene of every kind in id order, the rays, and what each
+ * Embree setup reports. */
+#ifndef RB_BENCH_SHAPES_H
+#define RB_BENCH_SHAPES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "raybox.h"
+
+struct rb_pool;
+struct rb_shapeset;
+
+/* A scene's elements: ids follow boxes ++ obbs ++ xboxes ++ spheres (the
+ * concatenation of SPEC section 7). prep holds the same obbs, xboxes and
+ * spheres as raybox prepares them (host/shapes.c's rb_shapeset_build) and
+ * their conservative world boxes (the shape hierarchy's bounds), which the
+ * Embree user geometries test and bound with. */
+typedef struct bench_scene {
+    const rb_box *boxes;
+    size_t n_boxes;
+    rb_shapes shapes;
+    const struct rb_shapeset *prep;
+} bench_scene;
+
+/* The Embree setups of a figure. */
+enum {
+    EM_NATIVE = 0, /* boxes as 6 quads, obbs and xboxes as 12 triangles,
+                      spheres as RTC_GEOMETRY_TYPE_SPHERE_POINT */
+    EM_USER = 1,   /* one user geometry per kind whose callbacks run
+                      kernels/exact.h's tests on the prepared records */
+    EM_SETUPS = 2
+};
+
+typedef struct em_result {
+    int ok;
+    char error[160];
+    int quality;            /* RTC_BUILD_QUALITY_* of the figures below */
+    double build_ms;        /* rtcCommitScene */
+    double nearest_ms, any_ms; /* medians of `repeat` runs */
+    /* Per ray: the nearest element's id (-1: none) and any (0/1). */
+    int32_t *nearest_id;
+    uint8_t *any;
+    double bytes_per_element; /* Embree's allocations (memory monitor) */
+} em_result;
+
+/* Builds the scene in Embree 3 as `setup` (EM_NATIVE, EM_USER) with build
+ * quality `quality` (RTC_BUILD_QUALITY_*), scene flags NONE and `threads`
+ * build threads, then traces every ray with rtcIntersect1 / rtcOccluded1
+ * on the pool (the threads raybox uses), `repeat` times per mode; the
+ * answers of the last run go to out->nearest_id / out->any (arrays of
+ * n_rays the caller owns). Returns 0, or -1 with out->error. */
+int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
+                        int setup, int quality, const bench_scene *sc,
+                        const rb_ray *rays, size_t n_rays, em_result *out);
+
+double bench_now_ms(void);
+double bench_median(double *v, int n);
+
+#endif
