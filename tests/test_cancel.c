@@ -20,7 +20,7 @@ static int stop_cb(void *user)
     return atomic_fetch_add(&s->calls, 1) >= s->stop_after;
 }
 
-enum { RAYS = 200000, BOXES = 2000 };
+enum { RAYS = 50000, BOXES = 2000 };
 
 static void fill(rb_ray *rays, rb_box *boxes, rb_sphere *spheres)
 {
@@ -50,7 +50,7 @@ static void check(int backend, int hierarchy, int with_spheres)
     o.cpu_fallback = 0;
     o.backend = backend == RBT_CPU ? RB_BACKEND_CPU : RB_BACKEND_OPENCL;
     /* OpenCL asks between launches: small buffers make several. */
-    o.max_buffer_bytes = 1 << 20;
+    o.max_buffer_bytes = 256 << 10;
     rb_context *ctx = rbt_context_opts(backend, &o);
     rb_ray *rays = malloc(RAYS * sizeof *rays);
     rb_box *boxes = malloc(BOXES * sizeof *boxes);
