@@ -94,7 +94,7 @@ fuzz: fuzz-deps
 	@for t in json_request binary_request; do \
 	  mkdir -p build-fuzz/corpus/$$t; \
 	  echo "fuzz_$$t for $(FUZZ_SECONDS) s"; \
-	  build-fuzz/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	  build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
 	    -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	    build-fuzz/corpus/$$t tests/fuzz/seeds/$$t || exit 1; \
 	done
