@@ -3,11 +3,13 @@
 #   make test   install what is missing, build, run every test
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
+#   make install  build, then install into PREFIX (and DESTDIR)
 # CI=1 builds into build-ci with -Werror, ASan/LSan and UBSan.
 
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS  ?=
+PREFIX ?= /usr/local
 
 ifeq ($(CI),1)
 BUILD := build-ci
@@ -30,7 +32,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
-        run test bench load gpu-check-fetch fuzz clean
+        run test install bench load gpu-check-fetch fuzz clean
 
 all: build
 
@@ -72,6 +74,11 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 1200 -j 2
 
+# The header, libraybox.a/.so, raybox.pc, the CMake package and the
+# programs under PREFIX (raybox.pc is written for it when installed).
+install: build
+	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
+
 # raybox-bench (devices, brute force), then raybox-bench-bvh (hierarchies
 # against Embree 3, and the OpenCL walk; BVH_ARGS are its options).
 BVH_ARGS ?=
@@ -95,7 +102,7 @@ fuzz: fuzz-deps
 	@for t in json_request binary_request; do \
 	  mkdir -p build-fuzz/corpus/$$t; \
 	  echo "fuzz_$$t for $(FUZZ_SECONDS) s"; \
-	  build-fuzz/bin/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+	  build-fuzz/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
 	    -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	    build-fuzz/corpus/$$t tests/fuzz/seeds/$$t || exit 1; \
 	done

@@ -36,6 +36,16 @@ extern "C" {
 #define RB_VERSION_PATCH 0
 #define RB_VERSION_STRING "0.1.0"
 
+/* RB_API marks the calls libraybox exports. The shared library is built
+ * with hidden visibility, so these are its only symbols. */
+#ifndef RB_API
+#if defined(__GNUC__) || defined(__clang__)
+#define RB_API __attribute__((visibility("default")))
+#else
+#define RB_API
+#endif
+#endif
+
 /* ------------------------------------------------------------------------
  * Status codes: X(name, value, short_name, description)
  */
@@ -65,8 +75,8 @@ typedef enum rb_status {
 
 /* Short machine name ("invalid_input") and one-line description of a status.
  * Unknown values give "unknown" / "unknown status". Never NULL. */
-const char *rb_status_name(int status);
-const char *rb_status_str(int status);
+RB_API const char *rb_status_name(int status);
+RB_API const char *rb_status_str(int status);
 
 /* ------------------------------------------------------------------------
  * Plain records. Their layout matches the OpenCL kernels byte for byte.
@@ -114,7 +124,7 @@ typedef enum rb_face {
 
 /* "-x", "+x", ..., "surface" for a face, NULL for RB_FACE_NONE or an
  * unknown value. */
-const char *rb_face_name(int face);
+RB_API const char *rb_face_name(int face);
 
 /* ------------------------------------------------------------------------
  * Shapes beyond boxes (SPEC R11-R16). A query or scene holds any mix of
@@ -135,7 +145,7 @@ typedef enum rb_kind {
 #define RB_KIND_NONE 255 /* rb_results.kinds of a miss */
 
 /* "box", "obb", "xbox", "sphere", "plane"; NULL for an unknown value. */
-const char *rb_kind_name(int kind);
+RB_API const char *rb_kind_name(int kind);
 
 /* An oriented box: half extents `half` (>= 0) about `center`, along the
  * unit axes u = axes[0], v = axes[1], w = axes[2] (world directions of the
@@ -152,8 +162,8 @@ typedef struct rb_obb {
  * R(q / |q|), computed in double and rounded once (SPEC R12). Returns
  * RB_EINPUT when q is zero or not finite (the other fields are copied and
  * checked by rb_intersect like any obb), RB_EINVAL for NULL. */
-int rb_obb_from_quaternion(const float center[3], const float half[3],
-                           const float q[4], rb_obb *out);
+RB_API int rb_obb_from_quaternion(const float center[3], const float half[3],
+                                  const float q[4], rb_obb *out);
 
 /* A box [min, max] in its local frame under the affine local->world map
  * p = A q + t, A = a[i][0..2], t = a[i][3] (3x4, row-major, column
@@ -221,9 +231,9 @@ typedef enum rb_backend_kind {
 } rb_backend_kind;
 
 /* "auto", "cpu", "opencl"; NULL for an unknown value. */
-const char *rb_backend_kind_name(int kind);
+RB_API const char *rb_backend_kind_name(int kind);
 /* Parses "auto", "cpu" or "opencl"; returns RB_EINVAL for anything else. */
-int rb_backend_kind_parse(const char *text, rb_backend_kind *out);
+RB_API int rb_backend_kind_parse(const char *text, rb_backend_kind *out);
 
 /* Host memory hooks. alloc returns memory aligned to at least `align` (a
  * power of two, at most 4096) or NULL; free accepts NULL. Every host
@@ -277,7 +287,7 @@ enum {
 typedef struct rb_context rb_context;
 
 /* Fills defaults: AUTO backend, device -1, all threads, fallback on. */
-void rb_context_options_init(rb_context_options *opt);
+RB_API void rb_context_options_init(rb_context_options *opt);
 
 /* Creates a context. opt may be NULL for defaults. With RB_BACKEND_AUTO a
  * context is always created (the CPU backend cannot fail to exist) and the
@@ -285,9 +295,9 @@ void rb_context_options_init(rb_context_options *opt);
  * RB_BACKEND_OPENCL it fails with RB_ENODEV or RB_EBUILD when no device can
  * serve; *out is then NULL and, if err_text is not NULL, a message is copied
  * there (err_len bytes at most, NUL-terminated). */
-int rb_context_create(const rb_context_options *opt, rb_context **out,
-                      char *err_text, size_t err_len);
-void rb_context_destroy(rb_context *ctx);
+RB_API int rb_context_create(const rb_context_options *opt, rb_context **out,
+                             char *err_text, size_t err_len);
+RB_API void rb_context_destroy(rb_context *ctx);
 
 typedef struct rb_backend_info {
     char backend[16];   /* "cpu" or "opencl" */
@@ -305,7 +315,7 @@ typedef struct rb_backend_info {
     char skipped[256];  /* auto: why OpenCL was not used; "" otherwise */
 } rb_backend_info;
 
-int rb_context_info(const rb_context *ctx, rb_backend_info *out);
+RB_API int rb_context_info(const rb_context *ctx, rb_backend_info *out);
 
 /* Where a rejected input is. field is the index within the element's JSON
  * array form: ray [ox,oy,oz,dx,dy,dz,tmin,tmax] (2D [ox,oy,dx,dy,tmin,tmax]),
@@ -335,9 +345,9 @@ typedef struct rb_error {
 
 /* The error of the last failed call on ctx (status RB_OK if none). Valid
  * until the next call on ctx. Never NULL for a non-NULL ctx. */
-const rb_error *rb_context_error(const rb_context *ctx);
+RB_API const rb_error *rb_context_error(const rb_context *ctx);
 /* The OpenCL build log of the last failed build, "" if none. */
-const char *rb_context_build_log(const rb_context *ctx);
+RB_API const char *rb_context_build_log(const rb_context *ctx);
 
 /* ------------------------------------------------------------------------
  * Devices.
@@ -361,8 +371,8 @@ typedef struct rb_device_desc {
  * entries to out (out may be NULL when cap is 0) and the total to *count.
  * No OpenCL platform is not an error: *count is 0 and, when why is not
  * NULL, the reason is copied there. */
-int rb_devices_list(rb_device_desc *out, size_t cap, size_t *count,
-                    char *why, size_t why_len);
+RB_API int rb_devices_list(rb_device_desc *out, size_t cap, size_t *count,
+                           char *why, size_t why_len);
 
 /* ------------------------------------------------------------------------
  * Scenes: a stored, validated set of boxes (and, in 3D, elements of the
@@ -406,37 +416,38 @@ typedef struct rb_scene_stats {
 /* Creates a scene from n boxes (rb_box when dims == 3, rb_box2 when 2),
  * validated (R6: an invalid box returns RB_EINPUT and names it through
  * ctx) and flushed (R7). ctx supplies the allocator and error slot. */
-int rb_scene_create(rb_context *ctx, unsigned dims, const void *boxes,
-                    size_t n, rb_scene **out);
+RB_API int rb_scene_create(rb_context *ctx, unsigned dims, const void *boxes,
+                           size_t n, rb_scene **out);
 /* The same with elements of the other kinds (shapes may be NULL; with any
  * shape dims must be 3). Ids follow boxes ++ obbs ++ xboxes ++ spheres ++
  * planes. Everything is validated before anything is built (boxes first,
  * then the other kinds in id order; the error names the kind, the index
  * within it and the field, as rb_intersect does); the box hierarchy and
  * the shape hierarchy are built here. */
-int rb_scene_create_shapes(rb_context *ctx, unsigned dims, const void *boxes,
-                           size_t n_boxes, const rb_shapes *shapes,
-                           rb_scene **out);
-void rb_scene_destroy(rb_scene *scene);
+RB_API int rb_scene_create_shapes(rb_context *ctx, unsigned dims,
+                                  const void *boxes, size_t n_boxes,
+                                  const rb_shapes *shapes, rb_scene **out);
+RB_API void rb_scene_destroy(rb_scene *scene);
 /* A deep copy (version kept), for copy-on-write updates. */
-int rb_scene_clone(rb_context *ctx, const rb_scene *scene, rb_scene **out);
+RB_API int rb_scene_clone(rb_context *ctx, const rb_scene *scene,
+                          rb_scene **out);
 /* Replaces the box of id indices[k] with boxes[k] for k < n (in a scene
  * that has only ever held boxes, box i is id i). Everything is checked
  * first (ids in range and of boxes, values valid); on error nothing
  * changes. The hierarchy is refit in place; when that has grown its SAH
  * cost past 1.5x the cost after its last build, it is rebuilt (if memory
  * allows; the refit tree stays exact either way). */
-int rb_scene_set(rb_context *ctx, rb_scene *scene, const uint32_t *indices,
-                 const void *boxes, size_t n);
+RB_API int rb_scene_set(rb_context *ctx, rb_scene *scene,
+                        const uint32_t *indices, const void *boxes, size_t n);
 /* Appends n boxes and rebuilds the hierarchy; on error (RB_EINPUT,
  * RB_ENOMEM) nothing changes. The boxes take the next ids. */
-int rb_scene_append(rb_context *ctx, rb_scene *scene, const void *boxes,
-                    size_t n);
-void rb_scene_stats_get(const rb_scene *scene, rb_scene_stats *out);
+RB_API int rb_scene_append(rb_context *ctx, rb_scene *scene, const void *boxes,
+                           size_t n);
+RB_API void rb_scene_stats_get(const rb_scene *scene, rb_scene_stats *out);
 /* Copies box i (in the scene's dims; i counts the boxes alone, which is
  * the id while the scene has only ever held boxes) to *out; RB_EINVAL if
  * out of range. */
-int rb_scene_box(const rb_scene *scene, size_t i, void *out);
+RB_API int rb_scene_box(const rb_scene *scene, size_t i, void *out);
 
 /* One element of any kind, for rb_scene_set_elements. */
 typedef struct rb_element {
@@ -458,9 +469,9 @@ typedef struct rb_element {
  * kind and field -1; an invalid value is RB_EINPUT naming set entry k (as
  * index), its kind and field. Boxes refit the box hierarchy as
  * rb_scene_set does; other kinds rebuild the shape hierarchy. */
-int rb_scene_set_elements(rb_context *ctx, rb_scene *scene,
-                          const uint32_t *ids, const rb_element *elements,
-                          size_t n);
+RB_API int rb_scene_set_elements(rb_context *ctx, rb_scene *scene,
+                                 const uint32_t *ids,
+                                 const rb_element *elements, size_t n);
 /* Appends boxes (the scene's dims) and shapes (3D scenes; may be NULL):
  * they take the next ids in the append's own concatenation order (boxes
  * ++ obbs ++ xboxes ++ spheres ++ planes), so after appends the kinds
@@ -468,12 +479,13 @@ int rb_scene_set_elements(rb_context *ctx, rb_scene *scene,
  * name the kind and the index within the append's own list); the
  * hierarchies of the kinds appended are rebuilt; on error nothing
  * changes. */
-int rb_scene_append_shapes(rb_context *ctx, rb_scene *scene,
-                           const void *boxes, size_t n_boxes,
-                           const rb_shapes *shapes);
+RB_API int rb_scene_append_shapes(rb_context *ctx, rb_scene *scene,
+                                  const void *boxes, size_t n_boxes,
+                                  const rb_shapes *shapes);
 /* The rb_kind of element `id`, and with index not NULL its index among the
  * scene's elements of that kind; -1 when id is out of range. */
-int rb_scene_element_kind(const rb_scene *scene, uint64_t id, size_t *index);
+RB_API int rb_scene_element_kind(const rb_scene *scene, uint64_t id,
+                                 size_t *index);
 
 /* ------------------------------------------------------------------------
  * Queries (SPEC section 3).
@@ -487,8 +499,8 @@ typedef enum rb_mode {
 } rb_mode;
 
 /* "pairs", "nearest", ...; NULL for an unknown value. */
-const char *rb_mode_name(int mode);
-int rb_mode_parse(const char *text, rb_mode *out);
+RB_API const char *rb_mode_name(int mode);
+RB_API int rb_mode_parse(const char *text, rb_mode *out);
 
 typedef struct rb_query {
     rb_mode mode;
@@ -559,13 +571,14 @@ typedef struct rb_results {
  * RB_EINPUT for an invalid ray or box (SPEC R6; the error names the element
  * with the lowest index; boxes of every-box modes are checked first),
  * RB_ENOMEM, or a device status when OpenCL failed and fallback is off. */
-int rb_intersect(rb_context *ctx, const rb_query *query, rb_results *results);
+RB_API int rb_intersect(rb_context *ctx, const rb_query *query,
+                        rb_results *results);
 
 /* SPEC R6 for a ray's range, as rb_intersect applies it: tmin finite,
  * tmax neither NaN nor -inf, and tmin <= tmax after subnormals are flushed
  * (R7). For callers that take a request-level range and want to name it
  * in their own error. Returns 1 when valid. */
-int rb_ray_range_valid(float tmin, float tmax);
+RB_API int rb_ray_range_valid(float tmin, float tmax);
 
 /* Queries that stand for fewer ray-box tests than this run on the calling
  * thread (waking the context's threads costs more); a server may use the
@@ -575,7 +588,8 @@ int rb_ray_range_valid(float tmin, float tmax);
 /* The exact semantics of one ray against one box (SPEC section 2): the
  * scalar reference every backend is tested against. Inputs must be valid
  * (R6); subnormals are flushed here (R7). */
-void rb_intersect_one(const rb_ray *ray, const rb_box *box, rb_hit *out);
+RB_API void rb_intersect_one(const rb_ray *ray, const rb_box *box,
+                             rb_hit *out);
 
 #ifdef __cplusplus
 }
