@@ -1393,10 +1393,15 @@ START_TEST(test_extreme_values)
 }
 END_TEST
 
-#ifdef RBT_KNOWN_BUGS
+#ifdef RBT_R13_EXACT_AT_EXTREMES
 /* Spheres far from the float range's middle, where R13's float32
- * formula gives answers that are not within rounding of the solid:
- * reported, kept failing here until the library (or the spec) decides.
+ * formula gives answers that are not within rounding of the solid (f.f
+ * overflows, l.l and r.r underflow, d.d underflows to a point test).
+ * The library computes R13 as specified and docs/semantics.md states
+ * these limits; this test holds the exact answers and so fails against
+ * the specified formula. It is built only on request
+ * (-DRBT_R13_EXACT_AT_EXTREMES), to show the cases, until the
+ * specification decides on a scaled formula.
  * Each case: the exact answer by hand, a miss also accepted where R5
  * would call it an overflow. */
 START_TEST(test_known_sphere_range)
@@ -2219,7 +2224,7 @@ int main(void)
     tcase_add_test(tc, test_xbox_near_singular);
     tcase_add_test(tc, test_extreme_values);
     tcase_add_test(tc, test_subnormals);
-#ifdef RBT_KNOWN_BUGS
+#ifdef RBT_R13_EXACT_AT_EXTREMES
     tcase_add_test(tc, test_known_sphere_range);
 #endif
     tcase_add_test(tc, test_validation);
