@@ -7,7 +7,9 @@
  * for the rays that stress the widening: rays aimed at obb and xbox edges
  * and corners, tangent to spheres, grazing within an ulp, from far away,
  * at huge and tiny scales. Ray counts are per case; the suite runs well
- * over a million ray-shape answers in all. */
+ * over a million ray-shape answers in all. RBT_SCALE=N multiplies every
+ * case's rays by N (RBT_SCALE=30: over a million rays per case and mode,
+ * minutes rather than seconds; not part of make test). */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -285,10 +287,19 @@ static void same(rb_mode mode, const answer *x, const answer *y, size_t n,
     }
 }
 
+/* RBT_SCALE from the environment, 1 when unset. */
+static size_t scale(void)
+{
+    const char *v = getenv("RBT_SCALE");
+    long k = v ? strtol(v, NULL, 10) : 1;
+    return k >= 1 ? (size_t)k : 1;
+}
+
 static void compare_paths(uint64_t seed, size_t per_kind, float span,
                           float size, float far, int rays_kind, size_t n,
                           const char *what)
 {
+    n *= scale();
     rbt_rng g = {seed};
     scene s;
     make_scene(&g, per_kind, span, size, &s);
@@ -350,7 +361,8 @@ static void pairs_same(rb_context *a, rb_context *b, const rb_ray *rays,
  * each kind, on edge-aimed rays. */
 static void compare_backends(uint64_t seed, int rays_kind, const char *what)
 {
-    enum { N = 6000, PER_KIND = 120 };
+    enum { PER_KIND = 120 };
+    size_t N = 6000 * scale();
     rbt_rng g = {seed};
     scene s;
     make_scene(&g, PER_KIND, 20, 3, &s);
