@@ -13,7 +13,8 @@ scene's dims and (PATCH) set indices inside it. Anything else the server
 refuses in a positive case is still a failure. Negative cases are never
 touched.
 
-RAYBOX_URL (the server) and RAYBOX_MAX_RESULTS come from run.py.
+RAYBOX_URL (the server) and RAYBOX_MAX_RESULTS come from run.py;
+RAYBOX_HOOK_LOG=FILE logs every positive body as generated (debugging).
 """
 import copy
 import json
