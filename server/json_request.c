@@ -285,23 +285,54 @@ static int wrong_type(rbj_parser *p, const char *got)
     }
 }
 
-/* Plain digits, at most UINT32_MAX. 0 ok, -1 not plain digits, -2 big. */
+/* A whole number from 0 to UINT32_MAX. JSON has one number type, so a
+ * whole number may come as "7", "7.0" or "0.7e1" (a client's float, and
+ * JSON Schema's "integer"); "7.5" and "-1" are not. The text is a JSON
+ * number (yajl checked it). 0 ok, -1 not a whole number >= 0, -2 big. */
 static int parse_u32(const char *s, uint32_t *out)
 {
-    uint64_t v = 0;
-    if (!*s)
-        return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        v = v * 10 + (uint64_t)(*s - '0');
-        if (v > UINT32_MAX) {
-            for (s++; *s; s++)
-                if (*s < '0' || *s > '9')
-                    return -1;
-            return -2;
-        }
+    int neg = *s == '-';
+    const char *p = s + neg, *e = p + strcspn(p, "eE");
+    long long exp10 = 0;
+    if (*e) { /* clamped far beyond any use: only its sign then counts */
+        const char *q = e + 1;
+        int eneg = *q == '-';
+        q += *q == '-' || *q == '+';
+        for (; *q >= '0' && *q <= '9'; q++)
+            if (exp10 < 100000)
+                exp10 = exp10 * 10 + (*q - '0');
+        exp10 = eneg ? -exp10 : exp10;
     }
+    const char *dot = memchr(p, '.', (size_t)(e - p));
+    const char *units = dot ? dot : e; /* just after the units digit */
+    const char *first = NULL, *last = NULL;
+    for (const char *q = p; q < e; q++)
+        if (*q >= '1' && *q <= '9') {
+            first = first ? first : q;
+            last = q;
+        }
+    if (!first) { /* zero, "-0.0e5" too */
+        *out = 0;
+        return 0;
+    }
+    if (neg)
+        return -1;
+    /* The powers of ten of the first and the last non-zero digit. */
+    long long top = (first < units ? units - first - 1 : units - first) +
+                    exp10;
+    long long low = (last < units ? units - last - 1 : units - last) + exp10;
+    if (low < 0)
+        return -1; /* a fraction */
+    if (top >= 10)
+        return -2;
+    uint64_t v = 0;
+    for (const char *q = first; q <= last; q++)
+        if (*q != '.')
+            v = v * 10 + (uint64_t)(*q - '0');
+    for (long long k = 0; k < low; k++)
+        v *= 10;
+    if (v > UINT32_MAX)
+        return -2;
     *out = (uint32_t)v;
     return 0;
 }

@@ -745,7 +745,9 @@ START_TEST(test_errors_values)
                  "unknown mode");
     expect_error(RBJ_INTERSECT, "{\"dims\":4}", 422, "/dims",
                  "dims must be 2 or 3, not 4");
-    expect_error(RBJ_INTERSECT, "{\"dims\":3.0}", 422, "/dims",
+    expect_error(RBJ_INTERSECT, "{\"dims\":3.5}", 422, "/dims",
+                 "dims must be 2 or 3");
+    expect_error(RBJ_INTERSECT, "{\"dims\":25e-1}", 422, "/dims",
                  "dims must be 2 or 3");
     expect_error(RBJ_SCENE_CREATE, "{\"dims\":-3}", 422, "/dims",
                  "dims must be 2 or 3");
@@ -786,10 +788,57 @@ START_TEST(test_errors_values)
                  422, "/set/2/0", "not 1.5");
     expect_error(RBJ_SCENE_PATCH, "{\"set\":[[4294967296,0,0,0,1,1,1]]}",
                  422, "/set/0/0", "non-negative integer");
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[1e0,0,0,0,1,1,1]]}", 422,
+    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[1e-1,0,0,0,1,1,1]]}", 422,
                  "/set/0/0", "non-negative integer");
+    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[-2.0,0,0,0,1,1,1]]}", 422,
+                 "/set/0/0", "non-negative integer");
+    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[4.294967296e9,0,0,0,1,1,1]]}",
+                 422, "/set/0/0", "non-negative integer");
+    expect_error(RBJ_INTERSECT, "{\"max_hits\":1e10}", 422, "/max_hits",
+                 "at most 4294967295");
+    expect_error(RBJ_INTERSECT, "{\"max_hits\":0.0e7}", 422, "/max_hits",
+                 "max_hits must be an integer >= 1, not 0.0e7");
     expect_error(RBJ_SCENE_PATCH, "{\"set\":[[\"1\",0,0,0,1,1,1]]}", 422,
                  "/set/0/0", "got a string");
+}
+END_TEST
+
+/* JSON has one number type: a whole number is an integer however it is
+ * written (JSON Schema's "integer"; a client's float writes 3.0). */
+START_TEST(test_whole_numbers)
+{
+    static const struct {
+        const char *text;
+        uint32_t value;
+    } cases[] = {{"3", 3},          {"3.0", 3},          {"3e0", 3},
+                 {"0.3e1", 3},      {"30e-1", 3},        {"300.000E-2", 3},
+                 {"4294967295", 4294967295u},
+                 {"4294967295.0", 4294967295u},
+                 {"4.294967295e9", 4294967295u},
+                 {"1e9", 1000000000u}, {"0", 0},          {"-0", 0},
+                 {"-0.0e5", 0},     {"0.0", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[160];
+        snprintf(body, sizeof body, "{\"rays\":[],\"boxes\":[],"
+                 "\"max_hits\":%s}", cases[i].text);
+        if (cases[i].value) {
+            rbj_parser *p = parse(RBJ_INTERSECT, body);
+            ck_assert_uint_eq(rbj_parser_request(p)->max_hits,
+                              cases[i].value);
+            rbj_parser_destroy(p);
+        }
+        snprintf(body, sizeof body, "{\"set\":[[%s,0,0,0,1,1,1]]}",
+                 cases[i].text);
+        rbj_parser *p = parse(RBJ_SCENE_PATCH, body);
+        ck_assert_uint_eq(rbj_parser_request(p)->n_set, 1);
+        ck_assert_uint_eq(rbj_parser_request(p)->set_index[0],
+                          cases[i].value);
+        rbj_parser_destroy(p);
+    }
+    rbj_parser *p = parse(RBJ_INTERSECT, "{\"dims\":2.0,\"rays\":[],"
+                                         "\"boxes\":[[0,0,1,1]]}");
+    ck_assert_uint_eq(rbj_parser_request(p)->dims, 2);
+    rbj_parser_destroy(p);
 }
 END_TEST
 
@@ -1385,6 +1434,7 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_errors_deep_nesting);
     tcase_add_test(tc, test_errors_arity);
     tcase_add_test(tc, test_errors_values);
+    tcase_add_test(tc, test_whole_numbers);
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_limit_bounds_memory);
     tcase_add_test(tc, test_out_of_memory);

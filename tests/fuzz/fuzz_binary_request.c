@@ -31,30 +31,31 @@ static rbb_decoder *run(const rbb_options *o, const uint8_t *d, size_t n,
     return dec;
 }
 
-static void query(const rbj_request *r)
+/* The query as rayboxd runs it (every kind, normals when flagged), and
+ * its answer laid out in the request's version. */
+static void query(const rbj_request *r, unsigned version)
 {
-    size_t n = r->n_rays ? r->n_rays : 1;
-    rb_results res = {.capacity = r->n_rays};
-    res.hits = malloc(n * sizeof *res.hits);
-    res.any = malloc(n);
-    res.counts = malloc(n * sizeof *res.counts);
-    /* The list only in all mode, where max_hits * rays is limited. */
-    res.list = malloc((r->mode == RB_MODE_ALL && r->n_rays ? n * r->max_hits : 1) *
-                      sizeof *res.list);
+    rb_results res;
+    if (rbj_results_alloc(r, &res))
+        abort();
     rb_query q = {.mode = r->mode, .dims = r->dims, .rays = r->rays,
                   .n_rays = r->n_rays, .boxes = r->boxes,
-                  .n_boxes = r->n_boxes, .max_hits = r->max_hits};
+                  .n_boxes = r->n_boxes, .max_hits = r->max_hits,
+                  .shapes = r->shapes, .outputs = r->outputs};
     if (rb_intersect(ctx, &q, &res) == RB_OK) {
-        rbb_result_info info = {.mode = r->mode, .dims = r->dims,
+        rbb_result_info info = {.version = rbb_result_version(r, version),
+                                .mode = r->mode, .dims = r->dims,
                                 .n_rays = r->n_rays,
-                                .max_hits = r->max_hits};
+                                .max_hits = r->max_hits,
+                                .has_kinds = res.kinds != NULL,
+                                .has_normals = res.normals != NULL};
         if (r->mode == RB_MODE_ALL)
             info.list_entries = rbb_compact_lists(&res, r->n_rays,
                                                   r->max_hits);
-        uint8_t head[RBB_HEADER_SIZE];
+        uint8_t head[RBB_HEADER_MAX];
         rbb_result_header(&info, head);
-        const void *part[2];
-        size_t bytes[2];
+        const void *part[RBB_PARTS_MAX];
+        size_t bytes[RBB_PARTS_MAX];
         int k = rbb_result_layout(&info, &res, part, bytes);
         volatile uint8_t sum = 0;
         for (int i = 0; i < k; i++)
@@ -62,10 +63,22 @@ static void query(const rbj_request *r)
                 sum ^= ((const uint8_t *)part[i])[j]; /* all readable */
         (void)sum;
     }
-    free(res.hits);
-    free(res.any);
-    free(res.counts);
-    free(res.list);
+    rbj_results_free(&res);
+}
+
+/* The other kinds of two parses are the same records. */
+static int same_shapes(const rb_shapes *a, const rb_shapes *b)
+{
+    return a->n_obbs == b->n_obbs && a->n_xboxes == b->n_xboxes &&
+           a->n_spheres == b->n_spheres && a->n_planes == b->n_planes &&
+           (!a->n_obbs ||
+            !memcmp(a->obbs, b->obbs, a->n_obbs * sizeof *a->obbs)) &&
+           (!a->n_xboxes ||
+            !memcmp(a->xboxes, b->xboxes, a->n_xboxes * sizeof *a->xboxes)) &&
+           (!a->n_spheres ||
+            !memcmp(a->spheres, b->spheres, a->n_spheres * sizeof *a->spheres)) &&
+           (!a->n_planes ||
+            !memcmp(a->planes, b->planes, a->n_planes * sizeof *a->planes));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -109,11 +122,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t rs = ra->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
         size_t bs = ra->dims == 3 ? sizeof(rb_box) : sizeof(rb_box2);
         if (ra->n_rays != rb->n_rays || ra->n_boxes != rb->n_boxes ||
+            !same_shapes(&ra->shapes, &rb->shapes) ||
+            ra->outputs != rb->outputs ||
             (ra->n_rays && memcmp(ra->rays, rb->rays, ra->n_rays * rs)) ||
             (ra->n_boxes && memcmp(ra->boxes, rb->boxes, ra->n_boxes * bs)))
             abort();
         if (kind == 0)
-            query(ra);
+            query(ra, rbb_decoder_header(a)->version);
     } else if (ea->status != 400 && ea->status != 413 && ea->status != 422) {
         abort();
     }

@@ -44,19 +44,17 @@ static size_t records(const rbj_request *r, int rays)
     return n * each;
 }
 
+/* The query as rayboxd runs it: every kind, the outputs asked for, the
+ * result arrays rayboxd allocates. */
 static void query(const rbj_request *r)
 {
-    size_t n = r->n_rays ? r->n_rays : 1;
-    rb_results res = {.capacity = r->n_rays};
-    res.hits = malloc(n * sizeof *res.hits);
-    res.any = malloc(n);
-    res.counts = malloc(n * sizeof *res.counts);
-    /* The list only in all mode, where max_hits * rays is limited. */
-    res.list = malloc((r->mode == RB_MODE_ALL && r->n_rays ? n * r->max_hits : 1) *
-                      sizeof *res.list);
+    rb_results res;
+    if (rbj_results_alloc(r, &res))
+        abort();
     rb_query q = {.mode = r->mode, .dims = r->dims, .rays = r->rays,
                   .n_rays = r->n_rays, .boxes = r->boxes,
-                  .n_boxes = r->n_boxes, .max_hits = r->max_hits};
+                  .n_boxes = r->n_boxes, .max_hits = r->max_hits,
+                  .shapes = r->shapes, .outputs = r->outputs};
     if (rb_intersect(ctx, &q, &res) == RB_OK) {
         rbj_response resp = {.mode = r->mode, .n_rays = r->n_rays,
                              .max_hits = r->max_hits, .results = &res};
@@ -75,10 +73,22 @@ static void query(const rbj_request *r)
         if (e.status != 422 && e.status != 503)
             abort();
     }
-    free(res.hits);
-    free(res.any);
-    free(res.counts);
-    free(res.list);
+    rbj_results_free(&res);
+}
+
+/* The other kinds of two parses are the same records. */
+static int same_shapes(const rb_shapes *a, const rb_shapes *b)
+{
+    return a->n_obbs == b->n_obbs && a->n_xboxes == b->n_xboxes &&
+           a->n_spheres == b->n_spheres && a->n_planes == b->n_planes &&
+           (!a->n_obbs ||
+            !memcmp(a->obbs, b->obbs, a->n_obbs * sizeof *a->obbs)) &&
+           (!a->n_xboxes ||
+            !memcmp(a->xboxes, b->xboxes, a->n_xboxes * sizeof *a->xboxes)) &&
+           (!a->n_spheres ||
+            !memcmp(a->spheres, b->spheres, a->n_spheres * sizeof *a->spheres)) &&
+           (!a->n_planes ||
+            !memcmp(a->planes, b->planes, a->n_planes * sizeof *a->planes));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -116,6 +126,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const rbj_request *ra = rbj_parser_request(a);
         const rbj_request *rb = rbj_parser_request(b);
         if (ra->n_rays != rb->n_rays || ra->n_boxes != rb->n_boxes ||
+            !same_shapes(&ra->shapes, &rb->shapes) ||
+            ra->outputs != rb->outputs ||
             (ra->n_rays && memcmp(ra->rays, rb->rays, records(ra, 1))) ||
             (ra->n_boxes && memcmp(ra->boxes, rb->boxes, records(ra, 0))))
             abort();

@@ -1,0 +1,34 @@
+# cmake -DPYTHON=... -DVENV=DIR -DREQUIREMENTS=FILE -DSTAMP=FILE -P venv.cmake
+#
+# Makes the Python venv of test_schemathesis: python3 -m venv, then pip
+# install -r REQUIREMENTS. A failure (no python3-venv, no PyPI) does not
+# fail the build: it is written to VENV.log and test_schemathesis fails
+# with it, so the test is never skipped in silence. STAMP is written only
+# on success, so the next build tries again.
+file(REMOVE "${STAMP}")
+set(log "${VENV}.log")
+file(WRITE "${log}" "")
+macro(step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  string(JOIN " " cmdline ${ARGN})
+  file(APPEND "${log}" "$ ${cmdline}\n${out}\n")
+  if(NOT rc EQUAL 0)
+    file(APPEND "${log}" "failed: ${rc}\n")
+    message(WARNING "test_schemathesis: could not make ${VENV} (see ${log}); "
+                    "the test will fail until a build makes it")
+    return()
+  endif()
+endmacro()
+if(NOT PYTHON)
+  file(APPEND "${log}" "no python3 found by CMake\n")
+  message(WARNING "test_schemathesis: no python3; the test will fail")
+  return()
+endif()
+if(NOT EXISTS "${VENV}/bin/pip")
+  file(REMOVE_RECURSE "${VENV}")
+  step("${PYTHON}" -m venv "${VENV}")
+endif()
+step("${VENV}/bin/pip" install --disable-pip-version-check --quiet
+     --retries 2 --timeout 30 -r "${REQUIREMENTS}")
+file(WRITE "${STAMP}" "ok\n")

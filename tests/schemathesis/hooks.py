@@ -1,0 +1,262 @@
+"""Schemathesis hooks for test_schemathesis (tests/schemathesis/run.py).
+
+docs/openapi.yaml says all that JSON Schema can say about a request; what
+it cannot (docs/semantics.md R6 and R11, and what depends on a stored
+scene) the server refuses with 422. Left alone, Schemathesis would call
+such a refusal of a "schema-valid" body a bug (positive_data_acceptance).
+So before a positive case is sent, map_case makes it meet those rules, and
+only those: boxes get min <= max per axis, ranges tmin <= tmax, zero
+quaternions and plane normals and non-orthonormal obb axes or singular xbox
+matrices a valid value, pairs one element list as long as the rays, all
+mode at most --max-results results, and bodies aimed at a stored scene the
+scene's dims and (PATCH) set indices inside it. Anything else the server
+refuses in a positive case is still a failure. Negative cases are never
+touched.
+
+RAYBOX_URL (the server) and RAYBOX_MAX_RESULTS come from run.py;
+RAYBOX_HOOK_LOG=FILE logs every positive body as generated (debugging).
+"""
+import copy
+import json
+import math
+import os
+import struct
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import schemathesis
+from schemathesis import GenerationMode
+
+URL = os.environ.get("RAYBOX_URL", "http://127.0.0.1:8080")
+MAX_RESULTS = int(os.environ.get("RAYBOX_MAX_RESULTS", "16777216"))
+LOG = os.environ.get("RAYBOX_HOOK_LOG")
+FLT_MIN = 1.1754943508222875e-38
+SHAPES = ("obbs", "xboxes", "spheres", "planes")
+LISTS = ("boxes",) + SHAPES
+
+
+def f32(x):
+    """x as float32, subnormals flushed (R7), as the server reads it."""
+    v = struct.unpack("f", struct.pack("f", x))[0]
+    return 0.0 if abs(v) < FLT_MIN else v
+
+
+def num(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def scene_info(scene_id):
+    """(dims, boxes) of a stored scene, or None (the server says 404)."""
+    if not isinstance(scene_id, str) or not scene_id:
+        return None
+    url = URL + "/v1/scenes/" + urllib.parse.quote(scene_id, safe="")
+    try:
+        with urllib.request.urlopen(url, timeout=30) as r:
+            s = json.load(r)
+        return s["dims"], s["boxes"]
+    except (urllib.error.URLError, ValueError, KeyError, OSError):
+        return None
+
+
+def fix_box(b, d, at=0):
+    """Orders min and max of the d-axis box at b[at:at + 2d]."""
+    if len(b) < at + 2 * d or not all(num(x) for x in b[at:at + 2 * d]):
+        return
+    for a in range(d):
+        lo, hi = at + a, at + a + d
+        if f32(b[lo]) > f32(b[hi]):
+            b[lo], b[hi] = b[hi], b[lo]
+
+
+def fix_ray(r, d):
+    if len(r) == 2 * d + 2 and num(r[-2]) and num(r[-1]) and \
+            f32(r[-2]) > f32(r[-1]):
+        r[-2], r[-1] = r[-1], r[-2]
+
+
+def ray_to_dims(r, src, dst):
+    """A ray of src dims as one of dst dims (dropping or adding z)."""
+    if src == dst:
+        return r
+    rng = r[2 * src:]
+    if src == 3:
+        return [r[0], r[1], r[3], r[4]] + rng
+    return [r[0], r[1], 0.0, r[2], r[3], 0.0] + rng
+
+
+def box_to_dims(b, dst):
+    if len(b) == 2 * dst:
+        return b
+    if dst == 2:
+        return [b[0], b[1], b[3], b[4]]
+    return [b[0], b[1], 0.0, b[2], b[3], 0.0]
+
+
+def sign(x):
+    return -1.0 if num(x) and x < 0 else 1.0
+
+
+def fix_obb(o):
+    if not all(num(x) for x in o):
+        return
+    if len(o) == 10:
+        if all(f32(x) == 0.0 for x in o[6:10]):
+            o[6] = 1.0
+    elif len(o) == 15:
+        # The server wants orthonormal axes; keep the signs (either
+        # handedness is fine), lose the rest.
+        u, v, w = sign(o[6]), sign(o[10]), sign(o[14])
+        o[6:15] = [u, 0.0, 0.0, 0.0, v, 0.0, 0.0, 0.0, w]
+
+
+def fix_xbox(x):
+    if len(x) != 18 or not all(num(v) for v in x):
+        return
+    fix_box(x, 3)
+    a = [[f32(x[6 + 4 * i + j]) for j in range(3)] for i in range(3)]
+    det = (a[0][0] * (a[1][1] * a[2][2] - a[1][2] * a[2][1]) -
+           a[0][1] * (a[1][0] * a[2][2] - a[1][2] * a[2][0]) +
+           a[0][2] * (a[1][0] * a[2][1] - a[1][1] * a[2][0]))
+    ok = math.isfinite(det) and det != 0.0
+    if ok:
+        # Cofactors over det: every entry of the inverse must stay a
+        # finite float32; a wide margin keeps clear of the library's own
+        # rounding.
+        big = max(abs(a[i][j]) for i in range(3) for j in range(3))
+        ok = big * big / abs(det) < 1e30 and abs(det) > 1e-30
+    if not ok:
+        for i in range(3):
+            for j in range(3):
+                x[6 + 4 * i + j] = (sign(x[6 + 5 * i]) if i == j else 0.0)
+
+
+def fix_plane(p):
+    if len(p) == 4 and all(num(v) for v in p) and \
+            all(f32(v) == 0.0 for v in p[:3]):
+        p[2] = 1.0
+
+
+def fix_range(body):
+    t0, t1 = body.get("tmin", 0.0), body.get("tmax")  # tmin defaults to 0
+    if num(t0) and num(t1) and f32(t0) > f32(t1):
+        body["tmin"], body["tmax"] = t1, t0
+
+
+def fix_results(body):
+    """all mode: rays x max_hits within --max-results (else 413)."""
+    if body.get("mode") != "all" or not isinstance(body.get("rays"), list):
+        return
+    most = max(1, MAX_RESULTS // max(1, len(body["rays"])))
+    hits = body.get("max_hits", 64)
+    if num(hits) and hits > most:
+        body["max_hits"] = most
+
+
+def rays_dims(body):
+    """The dims the rays were made for: "dims", else what their arity says
+    (a 6-number ray fits both)."""
+    if body.get("dims") in (2, 3):
+        return body["dims"]
+    for r in body.get("rays", []):
+        if isinstance(r, list) and (len(r) == 4 or
+                                    (len(r) == 6 and r[5] is None)):
+            return 2
+    return 3
+
+
+def to_scene(body, dims):
+    """Rays (and dims) of a body aimed at a stored scene of `dims`."""
+    src = rays_dims(body)
+    body["rays"] = [ray_to_dims(r, src, dims) if isinstance(r, list) else r
+                    for r in body["rays"]]
+    if "dims" in body or dims == 2:
+        body["dims"] = dims
+
+
+def fix_intersect(body, scene_dims):
+    if scene_dims:
+        to_scene(body, scene_dims)
+    d = body.get("dims", 3) if not scene_dims else scene_dims
+    fix_range(body)
+    for r in body.get("rays", []):
+        if isinstance(r, list):
+            fix_ray(r, d)
+    for b in body.get("boxes", []):
+        if isinstance(b, list):
+            fix_box(b, d)
+    for o in body.get("obbs", []):
+        if isinstance(o, list):
+            fix_obb(o)
+    for x in body.get("xboxes", []):
+        if isinstance(x, list):
+            fix_xbox(x)
+    for p in body.get("planes", []):
+        if isinstance(p, list):
+            fix_plane(p)
+    if body.get("mode") == "pairs":
+        present = [k for k in LISTS if k in body]
+        if not present:
+            return
+        keep = next((k for k in present if body[k]), present[0])
+        for k in present:
+            if k != keep:
+                del body[k]
+        n = min(len(body["rays"]), len(body[keep]))
+        del body["rays"][n:]
+        del body[keep][n:]
+    fix_results(body)
+
+
+def fix_patch(body, info):
+    dims, n = info
+    sets = body.get("set")
+    if isinstance(sets, list):
+        if n == 0:
+            body["set"] = []
+        for e in body["set"]:
+            if isinstance(e, list) and e and num(e[0]):
+                e[1:] = box_to_dims(e[1:], dims)
+                e[0] = int(e[0]) % n  # a whole number (1268.0 too)
+                fix_box(e, dims, 1)
+    app = body.get("append")
+    if isinstance(app, list):
+        body["append"] = [box_to_dims(b, dims) if isinstance(b, list) else b
+                          for b in app]
+        for b in body["append"]:
+            if isinstance(b, list):
+                fix_box(b, dims)
+
+
+@schemathesis.hook
+def map_case(ctx, case):
+    meta = case.meta
+    if meta is None or meta.generation.mode != GenerationMode.POSITIVE:
+        return case
+    body = case.body
+    if LOG:
+        with open(LOG, "a") as f:
+            print("IN", case.operation.method, case.operation.path,
+                  case.media_type, type(meta.phase.data).__name__,
+                  json.dumps(body, default=str)[:300], file=f)
+    if not isinstance(body, dict) or case.media_type != "application/json":
+        return case
+    # A copy: generated values may be shared with other cases.
+    body = case.body = copy.deepcopy(body)
+    op = case.operation.method.upper() + " " + case.operation.path
+    scene = (case.path_parameters or {}).get("id")
+    if op == "POST /v1/intersect":
+        info = scene_info(body["scene"]) if "scene" in body else None
+        fix_intersect(body, info[0] if info else None)
+    elif op == "POST /v1/scenes/{id}/intersect":
+        info = scene_info(scene)
+        fix_intersect(body, info[0] if info else None)
+    elif op == "POST /v1/scenes":
+        for b in body.get("boxes", []):
+            if isinstance(b, list):
+                fix_box(b, body.get("dims", 3))
+    elif op == "PATCH /v1/scenes/{id}":
+        info = scene_info(scene)
+        if info:
+            fix_patch(body, info)
+    return case
