@@ -47,13 +47,18 @@ def num(x):
 
 
 def scene_info(scene_id):
-    """(dims, boxes) of a stored scene, or None (the server says 404)."""
+    """(dims, boxes) of a stored scene, or None (the server says 404). A
+    scene that holds other kinds (its GET says "elements") reports 0
+    boxes: its box ids are not 0..boxes-1 once appends interleave kinds,
+    so box-shaped "set" entries cannot be aimed at boxes by index."""
     if not isinstance(scene_id, str) or not scene_id:
         return None
     url = URL + "/v1/scenes/" + urllib.parse.quote(scene_id, safe="")
     try:
         with urllib.request.urlopen(url, timeout=30) as r:
             s = json.load(r)
+        if s.get("elements", s["boxes"]) != s["boxes"]:
+            return s["dims"], 0
         return s["dims"], s["boxes"]
     except (urllib.error.URLError, ValueError, KeyError, OSError):
         return None
@@ -220,6 +225,25 @@ def fix_patch(body, info):
                 e[0] = int(e[0]) % n  # a whole number (1268.0 too)
                 fix_box(e, dims, 1)
     app = body.get("append")
+    if isinstance(app, dict):
+        if dims != 3:  # 2D scenes take boxes only
+            for k in SHAPES:
+                app.pop(k, None)
+        if isinstance(app.get("boxes"), list):
+            app["boxes"] = [box_to_dims(b, dims) if isinstance(b, list)
+                            else b for b in app["boxes"]]
+            for b in app["boxes"]:
+                if isinstance(b, list):
+                    fix_box(b, dims)
+        for o in app.get("obbs", []):
+            if isinstance(o, list):
+                fix_obb(o)
+        for x in app.get("xboxes", []):
+            if isinstance(x, list):
+                fix_xbox(x)
+        for pl in app.get("planes", []):
+            if isinstance(pl, list):
+                fix_plane(pl)
     if isinstance(app, list):
         body["append"] = [box_to_dims(b, dims) if isinstance(b, list) else b
                           for b in app]
@@ -255,6 +279,15 @@ def map_case(ctx, case):
         for b in body.get("boxes", []):
             if isinstance(b, list):
                 fix_box(b, body.get("dims", 3))
+        for o in body.get("obbs", []):
+            if isinstance(o, list):
+                fix_obb(o)
+        for x in body.get("xboxes", []):
+            if isinstance(x, list):
+                fix_xbox(x)
+        for pl in body.get("planes", []):
+            if isinstance(pl, list):
+                fix_plane(pl)
     elif op == "PATCH /v1/scenes/{id}":
         info = scene_info(scene)
         if info:
