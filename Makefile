@@ -83,13 +83,18 @@ install: build
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 
 # raybox-bench (devices, brute force), then raybox-bench-bvh (hierarchies
-# against Embree 3, and the OpenCL walk; BVH_ARGS are its options).
+# against Embree 3, and the OpenCL walk; BVH_ARGS are its options), then
+# raybox-bench-shapes (obbs, xboxes, spheres, a mix against Embree 3;
+# SHAPES_ARGS, by default a 100K-element, 256K-ray pass of about a minute:
+# docs/benchmarks-shapes.md gives the full command).
 BVH_ARGS ?=
+SHAPES_ARGS ?= --elements 100000 --rays 262144 --embree-quality high
 bench: bench-deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DRAYBOX_EMBREE=ON
 	cmake --build $(BUILD) -j $(JOBS)
 	$(BUILD)/bin/raybox-bench $(ARGS)
 	$(BUILD)/bin/raybox-bench-bvh $(BVH_ARGS)
+	$(BUILD)/bin/raybox-bench-shapes $(SHAPES_ARGS)
 
 # Bounded wrk runs against rayboxd and a minimal libmicrohttpd server, and
 # the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).

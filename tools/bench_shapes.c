@@ -541,7 +541,7 @@ static void print_figure(const figure *f, size_t nr)
             printf("  embree %-6s build %.1f ms, %.1f B/element\n",
                    setup_names[s], f->em_build_ms[s], f->em_bytes[s]);
     if (f->have_cl)
-        printf("  %-26s %10.3f %10.3f   (%zu rays; answers %s)\n",
+        printf("  %-26s %10.4g %10.4g   (%zu rays; answers %s)\n",
                "raybox opencl", rate((double)f->cl_rays, f->cl_nearest_ms),
                rate((double)f->cl_rays, f->cl_any_ms), f->cl_rays,
                f->cl_same ? "equal the cpu's" : "DIFFER from the cpu's");
@@ -660,8 +660,8 @@ static void print_json(const figure *fs, size_t n, const options *o,
                    "\"any\": %.3f}",
                    ratio_vs_embree(f, 0), ratio_vs_embree(f, 1));
         if (f->have_cl)
-            printf(", \"opencl\": {\"rays\": %zu, \"nearest_mrays_s\": %.4f, "
-                   "\"any_mrays_s\": %.4f, \"same_as_cpu\": %s}",
+            printf(", \"opencl\": {\"rays\": %zu, \"nearest_mrays_s\": %.6g, "
+                   "\"any_mrays_s\": %.6g, \"same_as_cpu\": %s}",
                    f->cl_rays, rate((double)f->cl_rays, f->cl_nearest_ms),
                    rate((double)f->cl_rays, f->cl_any_ms),
                    f->cl_same ? "true" : "false");
