@@ -656,7 +656,17 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
             memcmp(rbj_member_names[m], key, len) == 0)
             break;
     if (m == M_COUNT || !(members[m].bodies & B(p->opt.body))) {
-        rbj_fail(p, 422, M_COUNT, -1, -1, "unknown member");
+        /* Name what this body takes, so that a typo is found at once. */
+        char known[200];
+        size_t at = 0;
+        known[0] = '\0';
+        for (int k = 0; k < M_COUNT; k++)
+            if ((members[k].bodies & B(p->opt.body)) && at < sizeof known)
+                at += (size_t)snprintf(known + at, sizeof known - at,
+                                       "%s\"%s\"", at ? ", " : "",
+                                       rbj_member_names[k]);
+        rbj_fail(p, 422, M_COUNT, -1, -1, "unknown member; this body takes %s",
+                 known);
         rbj_pointer_append(p->err.pointer, sizeof p->err.pointer,
                            (const char *)key, len);
         return 0;

@@ -19,6 +19,16 @@
 /* rbj_fail returns 0, which stops yajl; here failure is -1. */
 #define FAIL(...) (rbj_fail(p, __VA_ARGS__), -1)
 
+/* A request without "dims" whose ray or box has a 2D arity probably
+ * meant dims 2: say so after the arity rule. */
+static const char *dims_hint(const rbj_parser *p, unsigned dims,
+                             unsigned arity)
+{
+    if (dims != 3 || (p->seen & (1u << M_DIMS)) || arity != 4)
+        return "";
+    return " (a 2D request says \"dims\": 2)";
+}
+
 static int settle_rays(rbj_parser *p, rbj_request *r)
 {
     rbj_list *l = &p->lists[M_RAYS];
@@ -27,8 +37,9 @@ static int settle_rays(rbj_parser *p, rbj_request *r)
         unsigned arity = l->arity[i];
         if (!rbj_arity_ok(M_RAYS, r->dims, arity))
             return FAIL(422, M_RAYS, (long long)i, -1,
-                            "%u numbers: %s", arity,
-                            rbj_arity_text(M_RAYS, r->dims));
+                            "%u numbers: %s%s", arity,
+                            rbj_arity_text(M_RAYS, r->dims),
+                            dims_hint(p, r->dims, arity));
         float v[8];
         memcpy(v, l->slots + i * l->width, sizeof v);
         for (unsigned f = 0; f < arity; f++) {
@@ -66,7 +77,8 @@ static int settle_boxes(rbj_parser *p, rbj_member m, unsigned dims)
         unsigned arity = l->arity[i];
         if (!rbj_arity_ok(m, dims, arity))
             return FAIL(422, (int)m, (long long)i, -1,
-                            "%u numbers: %s", arity, rbj_arity_text(m, dims));
+                            "%u numbers: %s%s", arity, rbj_arity_text(m, dims),
+                            m == M_BOXES ? dims_hint(p, dims, arity) : "");
         if (dims == 2) {
             const float *v = l->slots + i * l->width;
             rb_box2 b2 = {{v[0], v[1]}, {v[2], v[3]}};

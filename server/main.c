@@ -26,6 +26,15 @@ static void log_listening(const rbd_server *s)
     sbuf_init(&f);
     sbuf_printf(&f, "\"port\":%u,\"bind\":", (unsigned)s->port);
     sbuf_json_str(&f, s->cfg.bind);
+    /* Where to point a client, as a person would type it (an IPv6
+     * literal in brackets; 0.0.0.0 and :: stay as bound). */
+    char url[320];
+    int v6 = strchr(s->cfg.bind, ':') != NULL;
+    snprintf(url, sizeof url, "%s://%s%s%s:%u",
+             s->cfg.tls_cert[0] ? "https" : "http", v6 ? "[" : "",
+             s->cfg.bind, v6 ? "]" : "", (unsigned)s->port);
+    sbuf_add(&f, ",\"url\":");
+    sbuf_json_str(&f, url);
     sbuf_add(&f, ",\"backend\":");
     sbuf_json_str(&f, b->backend);
     sbuf_add(&f, ",\"device\":");

@@ -1309,6 +1309,32 @@ START_TEST(test_shape_errors)
 END_TEST
 
 /* A library error about a shape points at its list, element and field. */
+/* Errors that help: an unknown member names what the body takes, and a
+ * 2D-looking ray or box in a request without "dims" suggests dims 2. */
+START_TEST(test_helpful_errors)
+{
+    expect_error(RBJ_INTERSECT, "{\"ray\":[[0,0,0,1,0,0]]}", 422, "/ray",
+                 "this body takes \"mode\", \"dims\", \"rays\"");
+    expect_error(RBJ_SCENE_CREATE, "{\"box\":[]}", 422, "/box",
+                 "this body takes \"dims\", \"boxes\"");
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,1,0]],\"boxes\":[[1,-1,2,1]]}", 422,
+                 "/rays/0", "(a 2D request says \"dims\": 2)");
+    expect_error(RBJ_INTERSECT,
+                 "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[[1,-1,2,1]]}", 422,
+                 "/boxes/0", "(a 2D request says \"dims\": 2)");
+    /* With "dims": 3 given, no guess. */
+    rbj_options opt;
+    rbj_options_init(&opt, RBJ_INTERSECT);
+    const char *b = "{\"dims\":3,\"rays\":[[0,0,1,0]],\"boxes\":[]}";
+    int rc;
+    rbj_parser *p = feed(&opt, b, strlen(b), WHOLE, 1, &rc);
+    ck_assert_int_eq(rc, -1);
+    ck_assert_ptr_null(strstr(rbj_parser_error(p)->detail, "dims\": 2"));
+    rbj_parser_destroy(p);
+}
+END_TEST
+
 START_TEST(test_shape_library_errors)
 {
     rbj_parser *p = parse(RBJ_INTERSECT,
@@ -1451,6 +1477,7 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_shape_lists);
     tcase_add_test(tc, test_shape_errors);
     tcase_add_test(tc, test_shape_library_errors);
+    tcase_add_test(tc, test_helpful_errors);
     tcase_add_test(tc, test_scene_kind_bodies);
     suite_add_tcase(s, tc);
     return s;
