@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+# hostile.py - rayboxd under hostile load, on loopback only, bounded in
+# count and time: a burst of 2x the connection limit (how many are refused,
+# health during and after), 2x-limit slowloris sockets dripping a header
+# byte every 0.5 s (when health answers again), and the longest query with
+# --max-query-ms 2000 (1M rays x 60K identical boxes). One line a figure.
+#   scripts/hostile.py build/bin/rayboxd
+import socket, subprocess, sys, time, json, threading, urllib.request
+BIN = sys.argv[1]
+def start(args):
+    p = subprocess.Popen([BIN, "--port", "0", "--backend", "cpu", "--quiet"] + args,
+                         stderr=subprocess.PIPE, text=True)
+    line = p.stderr.readline()
+    port = json.loads(line)["port"]
+    return p, port
+def health(port, timeout=5):
+    t = time.time()
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+    data = b""
+    try:
+        while True:
+            d = s.recv(4096)
+            if not d: break
+            data += d
+    except Exception: pass
+    s.close()
+    code = data[9:12].decode() if data.startswith(b"HTTP/1.1 ") else "none"
+    return code, (time.time() - t) * 1000
+LIMIT = 50
+# 1. burst of 2x the limit, idle sockets
+p, port = start(["--max-connections", str(LIMIT)])
+socks = []; refused = 0; t0 = time.time()
+for i in range(2 * LIMIT):
+    s = socket.create_connection(("127.0.0.1", port)); socks.append(s)
+for s in socks[LIMIT:]:
+    s.settimeout(2)
+    try:
+        d = s.recv(64)
+        if d.startswith(b"HTTP/1.1 503"): refused += 1
+    except Exception: pass
+lat = [health(port)[1] for _ in range(5)]
+codes = [health(port)[0] for _ in range(3)]
+for s in socks: s.close()
+time.sleep(0.3)
+after = health(port)
+print(f"burst: {2*LIMIT} sockets at --max-connections {LIMIT}: {refused} refused with 503; health during burst {codes} in median {sorted(lat)[2]:.1f} ms; after closing: {after[0]} in {after[1]:.1f} ms")
+p.terminate(); p.wait()
+# 2. slowloris 2x limit, one byte every 0.5 s
+p, port = start(["--max-connections", str(LIMIT), "--header-timeout", "2"])
+stop = False
+drip = []
+for i in range(2 * LIMIT):
+    try:
+        drip.append(socket.create_connection(("127.0.0.1", port)))
+    except Exception: pass
+def dripper():
+    msg = b"GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+    k = 0
+    while not stop:
+        for s in drip:
+            try: s.send(msg[k % len(msg):k % len(msg) + 1])
+            except Exception: pass
+        k += 1; time.sleep(0.5)
+th = threading.Thread(target=dripper); th.start()
+t0 = time.time(); first_ok = None; samples = []
+while time.time() - t0 < 6:
+    c, ms = health(port, timeout=2); samples.append((round(time.time()-t0,1), c, round(ms,1)))
+    if c == "200" and first_ok is None: first_ok = time.time() - t0
+    time.sleep(0.25)
+stop = True; th.join()
+for s in drip: s.close()
+print(f"slowloris: {2*LIMIT} dripping sockets at --max-connections {LIMIT} --header-timeout 2: health 200 again {first_ok:.1f} s after they connected; samples (t s, code, ms): {samples[:3]} ... {samples[-3:]}")
+p.terminate(); p.wait()
+# 3. longest query with --max-query-ms 2000
+p, port = start(["--max-query-ms", "2000"])
+rays = ",".join(["[-10,0.5,0.5,1,0,0]"] * 1000000)
+boxes = ",".join(["[0,0,0,1,1,1]"] * 60000)
+body = ('{"mode":"count","rays":[%s],"boxes":[%s]}' % (rays, boxes)).encode()
+req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/intersect", data=body, headers={"Content-Type": "application/json"})
+t0 = time.time()
+try:
+    urllib.request.urlopen(req, timeout=120); code = 200
+except urllib.error.HTTPError as e:
+    code = e.code; detail = e.read().decode()[:200]
+took = time.time() - t0
+m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
+stopped = [l for l in m.splitlines() if l.startswith("raybox_queries_stopped_total")]
+print(f"max-query-ms 2000: 1M rays x 60K identical boxes (count, {len(body)/1e6:.0f} MB JSON): {code} after {took:.2f} s (parse + 2 s); {detail if code != 200 else ''}; {stopped}")
+p.terminate(); p.wait()
