@@ -17,7 +17,8 @@
 /* X(field, flag, env, type, default, min, max, help) */
 #define RBD_OPTIONS(X)                                                         \
     X(bind, "bind", "RAYBOX_BIND", STR, "127.0.0.1", 0, 0,                     \
-      "address to listen on: an IPv4 or IPv6 literal")                         \
+      "address to listen on: an IPv4 or IPv6 literal, or localhost "           \
+      "(127.0.0.1)")                                                           \
     X(port, "port", "RAYBOX_PORT", U64, "8080", 0, 65535,                      \
       "TCP port; 0 picks a free one (the first log line names it)")            \
     X(auth_token_file, "auth-token-file", "RAYBOX_AUTH_TOKEN_FILE", STR, "",  \

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -158,6 +159,11 @@ static int parse_bind(const char *text, uint16_t port,
                       struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof *ss);
+    /* "localhost" is the one name taken: 127.0.0.1, as a person means it.
+     * Other names would need a resolver, which may wait for a network the
+     * server does not need (and answer differently tomorrow). */
+    if (strcasecmp(text, "localhost") == 0)
+        text = "127.0.0.1";
     struct sockaddr_in *v4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)ss;
     if (inet_pton(AF_INET, text, &v4->sin_addr) == 1) {
@@ -410,7 +416,8 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
     struct sockaddr_storage addr;
     socklen_t addr_len = 0;
     if (parse_bind(s->cfg.bind, (uint16_t)s->cfg.port, &addr, &addr_len)) {
-        snprintf(why, why_len, "--bind '%s' is not an IPv4 or IPv6 address",
+        snprintf(why, why_len,
+                 "--bind '%s' is not an IPv4 or IPv6 address (or localhost)",
                  s->cfg.bind);
         return -1; /* exit 1, as it always was */
     }

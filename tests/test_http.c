@@ -1123,6 +1123,17 @@ START_TEST(test_config_sources)
     ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
     unsetenv("RAYBOX_PORT");
 
+    /* --bind localhost is 127.0.0.1 (no other name is resolved). */
+    static const char *const local[] = {"--bind", "localhost", NULL};
+    rbt_server ls;
+    rbt_server_start(&ls, local);
+    rbt_resp lr;
+    rbt_get(NULL, &ls, "/v1/health", &lr);
+    ck_assert_int_eq(lr.status, 200);
+    rbt_resp_free(&lr);
+    ck_assert_int_eq(rbt_server_stop(&ls), 0);
+    unlink(ls.log_path);
+
     static const char *const with_flag[] = {"--queue-depth", "9", NULL};
     for (int k = 0; k < 2; k++) {
         setenv("RAYBOX_QUEUE_DEPTH", "7", 1);
