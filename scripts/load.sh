@@ -10,7 +10,7 @@
 #          (JSON, and binary both ways), against mhd-minimal with the same
 #          request body and an answer of the same size; the target,
 #          requests/s >= 0.5 x mhd-minimal's, is checked on the binary form
-#          (the form for high-rate clients; README, "Load test") and the
+#          (the form for high-rate clients; docs/benchmarks.md, "Load test") and the
 #          JSON ratio is reported; p99 latency reported
 #   large: 1M rays, binary, any, against the same scene:
 #          rays/s end to end >= 0.8 x the in-process rate
@@ -145,7 +145,7 @@ printf '  in-process       %9.0f rays/s  [%s]\n' "$INPROC" "$(spread '$1' "$DIR/
 awk -v rs="$(median '$1' "$DIR/sratio")" -v rl="$(median '$1' "$DIR/ratio")" \
     -v rsr="$(spread '$1' "$DIR/sratio")" -v rlr="$(spread '$1' "$DIR/ratio")" \
     -v rb="$(median '$1' "$DIR/bsratio")" -v rbr="$(spread '$1' "$DIR/bsratio")" -v bad="$BAD" 'BEGIN {
-    printf "  small/minimal    %.2f [%s] JSON   (reported; the target is on binary, see README)\n", rs, rsr
+    printf "  small/minimal    %.2f [%s] JSON   (reported; the target is on binary, see docs/benchmarks.md)\n", rs, rsr
     printf "  small/minimal    %.2f [%s] binary (target >= 0.5) %s\n", rb, rbr, (rb >= 0.5 ? "ok" : "MISSED")
     printf "  large/in-process %.2f [%s] (target >= 0.8) %s\n", rl, rlr, (rl >= 0.8 ? "ok" : "MISSED")
     if (bad > 0) printf "  %d non-2xx answers or socket errors\n", bad
