@@ -142,6 +142,16 @@ def fix_plane(p):
         p[2] = 1.0
 
 
+def fix_shapes(body):
+    """The obbs, xboxes and planes of a body (intersect, scene, append)
+    made valid where the schema cannot say it (spheres need nothing)."""
+    for key, fix in (("obbs", fix_obb), ("xboxes", fix_xbox),
+                     ("planes", fix_plane)):
+        for e in body.get(key, []):
+            if isinstance(e, list):
+                fix(e)
+
+
 def fix_range(body):
     t0, t1 = body.get("tmin", 0.0), body.get("tmax")  # tmin defaults to 0
     if num(t0) and num(t1) and f32(t0) > f32(t1):
@@ -190,15 +200,7 @@ def fix_intersect(body, scene_dims):
     for b in body.get("boxes", []):
         if isinstance(b, list):
             fix_box(b, d)
-    for o in body.get("obbs", []):
-        if isinstance(o, list):
-            fix_obb(o)
-    for x in body.get("xboxes", []):
-        if isinstance(x, list):
-            fix_xbox(x)
-    for p in body.get("planes", []):
-        if isinstance(p, list):
-            fix_plane(p)
+    fix_shapes(body)
     if body.get("mode") == "pairs":
         present = [k for k in LISTS if k in body]
         if not present:
@@ -235,15 +237,7 @@ def fix_patch(body, info):
             for b in app["boxes"]:
                 if isinstance(b, list):
                     fix_box(b, dims)
-        for o in app.get("obbs", []):
-            if isinstance(o, list):
-                fix_obb(o)
-        for x in app.get("xboxes", []):
-            if isinstance(x, list):
-                fix_xbox(x)
-        for pl in app.get("planes", []):
-            if isinstance(pl, list):
-                fix_plane(pl)
+        fix_shapes(app)
     if isinstance(app, list):
         body["append"] = [box_to_dims(b, dims) if isinstance(b, list) else b
                           for b in app]
@@ -279,15 +273,7 @@ def map_case(ctx, case):
         for b in body.get("boxes", []):
             if isinstance(b, list):
                 fix_box(b, body.get("dims", 3))
-        for o in body.get("obbs", []):
-            if isinstance(o, list):
-                fix_obb(o)
-        for x in body.get("xboxes", []):
-            if isinstance(x, list):
-                fix_xbox(x)
-        for pl in body.get("planes", []):
-            if isinstance(pl, list):
-                fix_plane(pl)
+        fix_shapes(body)
     elif op == "PATCH /v1/scenes/{id}":
         info = scene_info(scene)
         if info:
