@@ -37,21 +37,12 @@ static void setup(void)
     static const char *const args[] = {
         "--max-rays", "5000", "--max-boxes", "3000", "--max-body-bytes", "4M",
         "--max-results", "100000", "--workers", "2", "--threads", "2", NULL};
-    curl_global_init(CURL_GLOBAL_ALL);
-    rbt_server_start(&srv, args);
-    rb_context_options o;
-    rb_context_options_init(&o);
-    o.threads = 1;
-    ctx = rbt_context_opts(RBT_CPU, &o);
+    rbt_fixture_start(&srv, args, &ctx);
 }
 
 static void teardown(void)
 {
-    rb_context_destroy(ctx);
-    int st = rbt_server_stop(&srv);
-    ck_assert_msg(st == 0, "rayboxd exited with %d after SIGTERM", st);
-    unlink(srv.log_path);
-    curl_global_cleanup();
+    rbt_fixture_stop(&srv, ctx);
 }
 
 /* ------------------------------------------------------------------------

@@ -17,6 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testutil.h"
+
 #ifndef RAYBOXD
 #error "RAYBOXD must name the rayboxd executable"
 #endif
@@ -117,6 +119,26 @@ int rbt_server_stop(rbt_server *s)
     if (got < 0 || !WIFEXITED(st))
         return -1;
     return WEXITSTATUS(st);
+}
+
+void rbt_fixture_start(rbt_server *s, const char *const *args,
+                       rb_context **oracle)
+{
+    curl_global_init(CURL_GLOBAL_ALL);
+    rbt_server_start(s, args);
+    rb_context_options o;
+    rb_context_options_init(&o);
+    o.threads = 1;
+    *oracle = rbt_context_opts(RBT_CPU, &o);
+}
+
+void rbt_fixture_stop(rbt_server *s, rb_context *oracle)
+{
+    rb_context_destroy(oracle);
+    int st = rbt_server_stop(s);
+    ck_assert_msg(st == 0, "rayboxd exited with %d after SIGTERM", st);
+    unlink(s->log_path);
+    curl_global_cleanup();
 }
 
 int rbt_server_stop_within(rbt_server *s, int ms)

@@ -21,6 +21,13 @@ typedef struct rbt_server {
  * and the extra arguments (NULL-terminated), stderr to a log file, and
  * waits for its "listening" line. Fails the test if it does not come. */
 void rbt_server_start(rbt_server *s, const char *const *args);
+/* A suite's fixture: curl initialised, rayboxd started with args, and
+ * *oracle a one-thread CPU context for the in-process answers. */
+void rbt_fixture_start(rbt_server *s, const char *const *args,
+                       rb_context **oracle);
+/* Its end: the oracle freed, rayboxd stopped (exit 0 asserted), its log
+ * removed, curl cleaned up. */
+void rbt_fixture_stop(rbt_server *s, rb_context *oracle);
 /* SIGTERM and wait: returns the exit status (-1 if it did not exit
  * normally). */
 int rbt_server_stop(rbt_server *s);
