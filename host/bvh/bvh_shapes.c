@@ -229,12 +229,11 @@ typedef struct swalk {
 } swalk;
 
 /* Shape j (an lbox or a ball) against the ray; 1 when the walk can stop. */
-static int take(const rb_shapeset *set, size_t j, const rb_ray_raw *w,
-                swalk *s)
+static int take(const rb_shapeset *set, const rb_shape_view *v, size_t j,
+                const rb_ray_raw *w, swalk *s)
 {
-    rb_shape_view v = rb_shapeset_view(set);
     float te, tx;
-    if (!rb_shape_hit(&v, (rb_u32)j, w, &te, &tx))
+    if (!rb_shape_hit(v, (rb_u32)j, w, &te, &tx))
         return 0;
     uint32_t id = rb_shapeset_id(set, j);
     switch (s->mode) {
@@ -275,12 +274,13 @@ static void walk(const rb_shapeset *set, const rb_ray_raw *w, swalk *s)
     const rb_bvh *tree = set->tree;
     if (!tree || !tree->n_nodes)
         return;
+    rb_shape_view v = rb_shapeset_view(set); /* once a walk, not a test */
     float o = max_abs3(w->o), d = max_abs3(w->d);
     if (!(o <= TREE_REACH && d <= TREE_REACH && d >= RAY_DIR_MIN)) {
         /* Outside the bound's assumptions (see the top): every shape. */
         size_t n = set->n_obb + set->n_xbox + set->n_ball;
         for (size_t j = 0; j < n; j++)
-            if (take(set, j, w, s))
+            if (take(set, &v, j, w, s))
                 return;
         return;
     }
@@ -306,7 +306,7 @@ static void walk(const rb_shapeset *set, const rb_ray_raw *w, swalk *s)
         while (leaves) {
             unsigned k = (unsigned)__builtin_ctz(leaves);
             leaves &= leaves - 1;
-            if (take(set, n->child[k], w, s))
+            if (take(set, &v, n->child[k], w, s))
                 return;
         }
         /* Far children first onto the stack, so the nearest is next. */
