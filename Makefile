@@ -3,6 +3,7 @@
 #   make test   install what is missing, build, run every test
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
+#   make soak-durable  SOAK_CYCLES SIGKILL-restart cycles of --data-dir
 #   make install  build, then install into PREFIX (and DESTDIR)
 # CI=1 builds into build-ci with -Werror, ASan/LSan and UBSan.
 
@@ -19,7 +20,8 @@ endif
 # Debian 12 packages the build and the tests need.
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
-       libmicrohttpd-dev libcurl4-openssl-dev python3 python3-venv \
+       libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
+       python3 python3-venv \
        gnuplot-nox openssl
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
 # packages: tests/schemathesis/requirements.txt).
@@ -35,7 +37,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
-        run test install bench load gpu-check-fetch fuzz clean
+        run test install bench load soak-durable gpu-check-fetch fuzz clean
 
 all: build
 
@@ -100,6 +102,16 @@ bench: bench-deps
 # the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).
 load: load-deps build
 	scripts/load.sh $(BUILD)
+
+# tests/durable/run.py with many more SIGKILL cycles than make test's 15,
+# then the PATCH latency with and without --data-dir (SOAK_DIR: where
+# that data dir goes; the default is /tmp).
+SOAK_CYCLES ?= 300
+SOAK_DIR ?=
+soak-durable: build
+	python3 tests/durable/run.py $(BUILD)/bin/rayboxd --cycles $(SOAK_CYCLES)
+	python3 tests/durable/run.py $(BUILD)/bin/rayboxd --latency \
+	  $(if $(SOAK_DIR),--dir $(SOAK_DIR))
 
 # libFuzzer targets for the JSON and the binary request parsers, each run
 # for FUZZ_SECONDS; the corpus grows in build-fuzz/corpus/, crashes land in

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <gnutls/crypto.h>
+
 /* More tokens than this refuse the file: the table is compared whole on
  * every request. */
 #define TOKENS_MAX 4096
@@ -19,6 +21,7 @@ typedef struct table {
     uint64_t *owner;                     /* 0 in unused slots */
     unsigned char (*tok)[RBD_TOKEN_MAX]; /* zero-padded */
     uint32_t *len;                       /* 0 in unused slots */
+    unsigned char (*key)[RBD_OWNER_KEY_BYTES]; /* SHA-256 of the token */
 } table;
 
 struct rbd_auth {
@@ -42,6 +45,7 @@ static void table_free(table *t)
     free(t->tok);
     free(t->owner);
     free(t->len);
+    free(t->key);
     free(t);
 }
 
@@ -57,7 +61,8 @@ static table *table_new(unsigned n)
     t->tok = calloc(slots, sizeof *t->tok);
     t->owner = calloc(slots, sizeof *t->owner);
     t->len = calloc(slots, sizeof *t->len);
-    if (!t->tok || !t->owner || !t->len) {
+    t->key = calloc(slots, sizeof *t->key);
+    if (!t->tok || !t->owner || !t->len || !t->key) {
         table_free(t);
         return NULL;
     }
@@ -158,6 +163,11 @@ static table *parse(const char *path, const table *old, uint64_t *next,
             unsigned k = t->n++;
             memcpy(t->tok[k], p, n);
             t->len[k] = (uint32_t)n;
+            if (gnutls_hash_fast(GNUTLS_DIG_SHA256, p, n, t->key[k])) {
+                snprintf(why, why_len, "--auth-token-file: no SHA-256 "
+                         "from GnuTLS");
+                goto fail;
+            }
             for (unsigned i = 0; old && i < old->n && !t->owner[k]; i++)
                 if (old->len[i] == n && memcmp(old->tok[i], p, n) == 0)
                     t->owner[k] = old->owner[i];
@@ -252,6 +262,32 @@ uint64_t auth_check(rbd_auth *a, const char *h)
     }
     pthread_rwlock_unlock(&a->lock);
     wipe((char *)given, sizeof given);
+    return owner;
+}
+
+int auth_owner_key(rbd_auth *a, uint64_t owner, uint8_t *key)
+{
+    int rc = -1;
+    pthread_rwlock_rdlock(&a->lock);
+    const table *t = a->cur;
+    for (unsigned i = 0; i < t->n && rc; i++)
+        if (t->owner[i] == owner) {
+            memcpy(key, t->key[i], RBD_OWNER_KEY_BYTES);
+            rc = 0;
+        }
+    pthread_rwlock_unlock(&a->lock);
+    return rc;
+}
+
+uint64_t auth_owner_of_key(rbd_auth *a, const uint8_t *key)
+{
+    uint64_t owner = 0;
+    pthread_rwlock_rdlock(&a->lock);
+    const table *t = a->cur;
+    for (unsigned i = 0; i < t->n && !owner; i++)
+        if (memcmp(t->key[i], key, RBD_OWNER_KEY_BYTES) == 0)
+            owner = t->owner[i];
+    pthread_rwlock_unlock(&a->lock);
     return owner;
 }
 

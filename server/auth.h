@@ -31,6 +31,8 @@
 #include <stdint.h>
 
 #define RBD_TOKEN_MAX 256
+/* The SHA-256 of a token: what --data-dir keeps of a scene's owner. */
+#define RBD_OWNER_KEY_BYTES 32
 
 typedef struct rbd_auth rbd_auth;
 
@@ -47,6 +49,14 @@ int auth_reload(rbd_auth *a, char *why, size_t why_len);
  * token allowed), or 0 when the header is NULL, not Bearer, or names no
  * token of the table. */
 uint64_t auth_check(rbd_auth *a, const char *authorization);
+
+/* The key (RBD_OWNER_KEY_BYTES) of owner's token: 0, or -1 when no token
+ * of the current table has that owner. */
+int auth_owner_key(rbd_auth *a, uint64_t owner, uint8_t *key);
+
+/* The owner of the token whose key this is, 0 when no token of the
+ * current table has it. */
+uint64_t auth_owner_of_key(rbd_auth *a, const uint8_t *key);
 
 /* Tokens in the current table. */
 unsigned auth_count(rbd_auth *a);

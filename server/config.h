@@ -20,7 +20,7 @@
       "address to listen on: an IPv4 or IPv6 literal, or localhost "           \
       "(127.0.0.1)")                                                           \
     X(port, "port", "RAYBOX_PORT", U64, "8080", 0, 65535,                      \
-      "TCP port; 0 picks a free one (the first log line names it)")            \
+      "TCP port; 0 picks a free one (the \"listening\" log line names it)")            \
     X(auth_token_file, "auth-token-file", "RAYBOX_AUTH_TOKEN_FILE", STR, "",  \
       0, 0, "file of bearer tokens, one a line (# comments); then every "     \
       "route but /v1/health needs Authorization: Bearer TOKEN (else 401) "    \
@@ -75,6 +75,14 @@
       "stored scenes (507 beyond)")                                            \
     X(max_scene_bytes, "max-scene-bytes", "RAYBOX_MAX_SCENE_BYTES", U64, "1G", \
       0, 1ull << 44, "memory of all stored scenes together (507 beyond)")      \
+    X(data_dir, "data-dir", "RAYBOX_DATA_DIR", STR, "", 0, 0,                  \
+      "directory that keeps the stored scenes: every change is on disk "     \
+      "(fsync) before it is answered, and they are restored at start; "      \
+      "empty: scenes live in memory only")                                    \
+    X(data_merge_bytes, "data-merge-bytes", "RAYBOX_DATA_MERGE_BYTES", U64,    \
+      "1M", 0, 1ull << 40, "--data-dir: a scene's change log is merged into " \
+      "a new snapshot of it once the log is larger than both this and the "   \
+      "snapshot")                                                              \
     X(max_connections, "max-connections", "RAYBOX_MAX_CONNECTIONS", U64,       \
       "1000", 1, 1000000, "open connections, suspended ones included; one "   \
       "more is answered 503 and closed at once")                               \

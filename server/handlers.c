@@ -99,11 +99,15 @@ static enum MHD_Result scene_get(rbd_request *r)
 
 static enum MHD_Result scene_delete(rbd_request *r)
 {
-    if (store_delete(r->srv->store, r->scene_id, r->owner)) {
-        char detail[200];
+    if (r->srv->disk)
+        return submit(r, job_scene_delete);
+    char detail[300];
+    int rc = store_delete(r->srv->store, r->scene_id, r->owner, detail,
+                          sizeof detail);
+    if (rc == 404)
         snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
-        return respond_problem(r, 404, NULL, detail);
-    }
+    if (rc)
+        return respond_problem(r, rc, NULL, detail);
     return respond_empty(r, 204);
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "block_cache.h"
 #include "deadline.h"
 #include "request.h"
@@ -284,8 +285,14 @@ void job_scene_create(rbd_job *job, rb_context *ctx)
     rb_scene_stats st;
     rb_scene_stats_get(scene, &st);
     char id[RBD_SCENE_ID_MAX + 1], why[256];
+    uint8_t key[RBD_OWNER_KEY_BYTES];
+    int keyed = r->srv->auth && r->owner &&
+                auth_owner_key(r->srv->auth, r->owner, key) == 0;
+    disk_chunk elements = {.boxes = b->boxes, .n_boxes = b->n_boxes,
+                           .shapes = b->shapes};
     int rc = store_insert(r->srv->store, scene, rbd_now_ms() - t0, r->owner,
-                          id, why, sizeof why);
+                          keyed ? key : NULL, &elements, id, why,
+                          sizeof why);
     if (rc) {
         set_error(r, rc, why);
         return;
@@ -323,6 +330,23 @@ void job_scene_patch(rbd_job *job, rb_context *ctx)
     store_kinds_json(&st, &o);
     sbuf_add(&o, "}");
     json_reply(r, 200, &o);
+}
+
+void job_scene_delete(rbd_job *job, rb_context *ctx)
+{
+    (void)ctx;
+    rbd_request *r = (rbd_request *)job;
+    char why[300];
+    int rc = store_delete(r->srv->store, r->scene_id, r->owner, why,
+                          sizeof why);
+    if (rc == 404)
+        snprintf(why, sizeof why, "no scene '%s'", r->scene_id);
+    if (rc) {
+        set_error(r, rc, why);
+        return;
+    }
+    r->reply.kind = OUT_NONE;
+    r->reply.status = 204;
 }
 
 void job_done(rbd_job *job)

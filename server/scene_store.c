@@ -8,6 +8,9 @@
  */
 #include "scene_store.h"
 
+#include "access_log.h"
+#include "scene_disk.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,6 +47,7 @@ struct scene_store {
     entry *first, *last;
     uint64_t count, bytes;
     uint64_t max_scenes, max_bytes;
+    scene_disk *disk; /* --data-dir; NULL: memory only */
 };
 
 static double now_ms(void)
@@ -85,7 +89,8 @@ static unsigned hash(const char *s)
     return h % BUCKETS;
 }
 
-int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_store **out)
+int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_disk *disk,
+                 scene_store **out)
 {
     scene_store *s = calloc(1, sizeof *s);
     if (!s)
@@ -93,6 +98,7 @@ int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_store **out)
     pthread_mutex_init(&s->lock, NULL);
     s->max_scenes = max_scenes;
     s->max_bytes = max_bytes;
+    s->disk = disk;
     *out = s;
     return RB_OK;
 }
@@ -241,47 +247,9 @@ int store_precheck(scene_store *s, uint64_t n_boxes, char *why,
     return rc;
 }
 
-int store_insert(scene_store *s, rb_scene *scene, double build_ms,
-                 uint64_t owner, char *id_out, char *why, size_t why_len)
+/* Store lock held: puts e (holding v) into the map. */
+static void link_locked(scene_store *s, entry *e, scene_ver *v)
 {
-    scene_ver *v = ver_new(scene, 1, build_ms);
-    entry *e = calloc(1, sizeof *e);
-    if (v && e && random_id(e->id)) {
-        snprintf(why, why_len, "no random bytes from the OS for a scene "
-                 "id: %s", strerror(errno));
-        scene_ver_release(v);
-        free(e);
-        return 500;
-    }
-    if (!v || !e) {
-        if (v)
-            scene_ver_release(v);
-        else
-            rb_scene_destroy(scene);
-        free(e);
-        snprintf(why, why_len, "out of memory");
-        return 500;
-    }
-    pthread_mutex_init(&e->patch, NULL);
-    e->cur = v;
-    e->refs = 1;
-    e->owner = owner;
-    pthread_mutex_lock(&s->lock);
-    /* Two equal draws of 128 bits do not happen; were they to, the id
-     * would be refused rather than shared. */
-    int rc = over_limits_locked(s, 1, 0, v->stats.host_bytes, why, why_len);
-    for (entry *o = s->bucket[hash(e->id)]; !rc && o; o = o->hnext)
-        if (strcmp(o->id, e->id) == 0) {
-            snprintf(why, why_len, "scene id collision");
-            rc = 500;
-        }
-    if (rc) {
-        pthread_mutex_unlock(&s->lock);
-        pthread_mutex_destroy(&e->patch);
-        free(e);
-        scene_ver_release(v);
-        return rc;
-    }
     unsigned h = hash(e->id);
     e->hnext = s->bucket[h];
     s->bucket[h] = e;
@@ -293,8 +261,121 @@ int store_insert(scene_store *s, rb_scene *scene, double build_ms,
     s->last = e;
     s->count++;
     s->bytes += v->stats.host_bytes;
-    memcpy(id_out, e->id, strlen(e->id) + 1);
+}
+
+static entry *entry_new(scene_ver *v, uint64_t owner)
+{
+    entry *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    pthread_mutex_init(&e->patch, NULL);
+    e->cur = v;
+    e->refs = 1;
+    e->owner = owner;
+    return e;
+}
+
+static void entry_drop(entry *e)
+{
+    pthread_mutex_destroy(&e->patch);
+    free(e);
+}
+
+static int id_taken_locked(scene_store *s, const char *id)
+{
+    for (entry *o = s->bucket[hash(id)]; o; o = o->hnext)
+        if (strcmp(o->id, id) == 0)
+            return 1;
+    return 0;
+}
+
+int store_insert(scene_store *s, rb_scene *scene, double build_ms,
+                 uint64_t owner, const uint8_t *owner_key,
+                 const disk_chunk *elements, char *id_out, char *why,
+                 size_t why_len)
+{
+    scene_ver *v = ver_new(scene, 1, build_ms);
+    entry *e = v ? entry_new(v, owner) : NULL;
+    if (!e) {
+        if (v)
+            scene_ver_release(v);
+        else
+            rb_scene_destroy(scene);
+        snprintf(why, why_len, "out of memory");
+        return 500;
+    }
+    if (random_id(e->id)) {
+        snprintf(why, why_len, "no random bytes from the OS for a scene "
+                 "id: %s", strerror(errno));
+        entry_drop(e);
+        scene_ver_release(v);
+        return 500;
+    }
+    /* On disk before it is in the map (and so before anyone is told its
+     * id); the limits are looked at first so that a scene that will be
+     * refused is not written, and again when it goes in. */
+    pthread_mutex_lock(&s->lock);
+    int rc = over_limits_locked(s, 1, 0, v->stats.host_bytes, why, why_len);
     pthread_mutex_unlock(&s->lock);
+    if (!rc && s->disk &&
+        disk_create(s->disk, e->id, owner_key, v->stats.dims, elements, why,
+                    why_len))
+        rc = 500;
+    if (!rc) {
+        pthread_mutex_lock(&s->lock);
+        rc = over_limits_locked(s, 1, 0, v->stats.host_bytes, why, why_len);
+        /* Two equal draws of 128 bits do not happen; were they to, the
+         * id would be refused rather than shared. */
+        if (!rc && id_taken_locked(s, e->id)) {
+            snprintf(why, why_len, "scene id collision");
+            rc = 500;
+        }
+        if (!rc) {
+            link_locked(s, e, v);
+            memcpy(id_out, e->id, strlen(e->id) + 1);
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (rc && s->disk) {
+            char ignored[256];
+            disk_remove(s->disk, e->id, ignored, sizeof ignored);
+        }
+    }
+    if (rc) {
+        entry_drop(e);
+        scene_ver_release(v);
+    }
+    return rc;
+}
+
+int store_restore(scene_store *s, const char *id, uint64_t version,
+                  uint64_t owner, rb_scene *scene, double build_ms,
+                  char *why, size_t why_len)
+{
+    scene_ver *v = ver_new(scene, version, build_ms);
+    entry *e = v ? entry_new(v, owner) : NULL;
+    if (!e) {
+        if (v)
+            scene_ver_release(v);
+        else
+            rb_scene_destroy(scene);
+        snprintf(why, why_len, "out of memory restoring scene %s", id);
+        return -1;
+    }
+    snprintf(e->id, sizeof e->id, "%s", id);
+    pthread_mutex_lock(&s->lock);
+    int rc = over_limits_locked(s, 1, 0, v->stats.host_bytes, why, why_len);
+    if (!rc && id_taken_locked(s, id)) {
+        snprintf(why, why_len, "scene %s twice", id);
+        rc = -1;
+    }
+    if (!rc)
+        link_locked(s, e, v);
+    pthread_mutex_unlock(&s->lock);
+    if (rc) {
+        entry_drop(e);
+        scene_ver_release(v);
+        return -1;
+    }
     return 0;
 }
 
@@ -358,21 +439,41 @@ static int check_box_ids(const rb_scene *scene, const rbj_request *body,
     return 0;
 }
 
+static int no_memory(rbj_error *err)
+{
+    memset(err, 0, sizeof *err);
+    err->status = 503;
+    snprintf(err->detail, sizeof err->detail, "out of memory");
+    return 503;
+}
+
+/* A "set" of boxes alone (body->set_boxes) as elements, for the log. */
+static rb_element *boxes_as_elements(const rbj_request *body, unsigned dims)
+{
+    rb_element *e = calloc(body->n_set ? body->n_set : 1, sizeof *e);
+    for (size_t k = 0; e && k < body->n_set; k++) {
+        e[k].kind = RB_KIND_BOX;
+        if (dims == 2)
+            e[k].as.box2 = ((const rb_box2 *)body->set_boxes)[k];
+        else
+            e[k].as.box = ((const rb_box *)body->set_boxes)[k];
+    }
+    return e;
+}
+
 /* "set" with entries beyond boxes (body->set_values): each entry's
  * element read as its arity says, checked against its id's kind (422 at
- * "/set/k" when they differ), then set in one call, all or nothing.
- * Returns 0 or the HTTP status with err filled. */
+ * "/set/k" when they differ), then set in one call, all or nothing. The
+ * elements go to *out (the caller frees them). Returns 0 or the HTTP
+ * status with err filled. */
 static int set_elements(rb_context *ctx, rb_scene *scene,
-                        const rbj_request *body, rbj_error *err)
+                        const rbj_request *body, rb_element **out,
+                        rbj_error *err)
 {
     size_t n = body->n_set;
     rb_element *e = calloc(n ? n : 1, sizeof *e);
-    if (!e) {
-        memset(err, 0, sizeof *err);
-        err->status = 503;
-        snprintf(err->detail, sizeof err->detail, "out of memory");
-        return 503;
-    }
+    if (!e)
+        return no_memory(err);
     int rc = 0;
     for (size_t k = 0; k < n && !rc; k++) {
         unsigned numbers = body->set_arity[k] - 1u;
@@ -394,7 +495,10 @@ static int set_elements(rb_context *ctx, rb_scene *scene,
     if (!rc && rb_scene_set_elements(ctx, scene, body->set_index, e, n) !=
                    RB_OK)
         rc = lib_error(body, RBJ_FROM_SET, ctx, err);
-    free(e);
+    if (rc)
+        free(e);
+    else
+        *out = e;
     return rc;
 }
 
@@ -406,10 +510,11 @@ static int not_found(const char *id, rbj_error *err)
     return 404;
 }
 
-/* The new version from the current one; e->patch held. */
+/* The new version from the current one; e->patch held. With a data
+ * dir, *set_log gets the "set" entries as elements (NULL without). */
 static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
                         const rbj_request *body, scene_ver **made,
-                        rbj_error *err)
+                        rb_element **set_log, rbj_error *err)
 {
     pthread_mutex_lock(&s->lock);
     scene_ver *cur = e->deleted ? NULL : ver_ref(e->cur);
@@ -418,6 +523,7 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
         return not_found(e->id, err);
     double t0 = now_ms();
     rb_scene *copy = NULL;
+    rb_element *set = NULL;
     int rc = 0;
     size_t n_append_shapes = body->append_shapes.n_obbs +
                              body->append_shapes.n_xboxes +
@@ -431,7 +537,7 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
                           body->n_set) != RB_OK)
         rc = lib_error(body, RBJ_FROM_SET, ctx, err);
     else if (body->n_set && !body->set_boxes)
-        rc = set_elements(ctx, copy, body, err);
+        rc = set_elements(ctx, copy, body, &set, err);
     if (rc) {
         /* refused: nothing of the PATCH applies */
     } else if (n_append_shapes &&
@@ -444,15 +550,41 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
                                body->n_append) != RB_OK) {
         rc = lib_error(body, RBJ_FROM_APPEND, ctx, err);
     }
-    if (!rc && !(*made = ver_new(copy, cur->version + 1, now_ms() - t0))) {
-        memset(err, 0, sizeof *err);
-        err->status = rc = 503;
-        snprintf(err->detail, sizeof err->detail, "out of memory");
-    }
-    if (rc)
+    if (!rc && s->disk && body->n_set && !set &&
+        !(set = boxes_as_elements(body, cur->stats.dims)))
+        rc = no_memory(err);
+    if (!rc && !(*made = ver_new(copy, cur->version + 1, now_ms() - t0)))
+        rc = no_memory(err);
+    if (rc) {
         rb_scene_destroy(copy);
+        free(set);
+    } else if (s->disk) {
+        *set_log = set;
+    } else {
+        free(set);
+    }
     scene_ver_release(cur);
     return rc;
+}
+
+/* Writes the PATCH that made `made` to e's log; e->patch held. */
+static int patch_to_disk(scene_store *s, entry *e, const rbj_request *body,
+                         const scene_ver *made, const rb_element *set,
+                         off_t *undo, rbj_error *err)
+{
+    disk_patch ch = {.set_ids = body->set_index,
+                      .set = set,
+                      .n_set = body->n_set,
+                      .append = {.boxes = body->append_boxes,
+                                 .n_boxes = body->n_append,
+                                 .shapes = body->append_shapes}};
+    memset(err, 0, sizeof *err);
+    if (disk_change(s->disk, e->id, made->stats.dims, made->version, &ch,
+                    undo, err->detail, sizeof err->detail)) {
+        err->status = 500;
+        return 500;
+    }
+    return 0;
 }
 
 int store_patch(scene_store *s, rb_context *ctx, const char *id,
@@ -470,8 +602,14 @@ int store_patch(scene_store *s, rb_context *ctx, const char *id,
 
     pthread_mutex_lock(&e->patch);
     scene_ver *made = NULL, *old = NULL;
-    int rc = patch_locked(s, e, ctx, body, &made, err);
-    if (!rc) {
+    rb_element *set = NULL;
+    off_t undo = 0;
+    int rc = patch_locked(s, e, ctx, body, &made, &set, err);
+    /* With a data dir: the limits first (a refused version is not
+     * written), then the log, then the swap, which looks at the limits
+     * again (other scenes may have grown meanwhile) and takes the record
+     * back if it refuses after all. */
+    for (int pass = s->disk ? 0 : 1; !rc && pass < 2; pass++) {
         pthread_mutex_lock(&s->lock);
         if (e->deleted) {
             rc = not_found(id, err);
@@ -482,7 +620,7 @@ int store_patch(scene_store *s, rb_context *ctx, const char *id,
                                     sizeof err->detail);
             err->status = rc;
         }
-        if (!rc) {
+        if (!rc && pass == 1) {
             old = e->cur;
             s->bytes += made->stats.host_bytes - old->stats.host_bytes;
             e->cur = made;
@@ -491,24 +629,64 @@ int store_patch(scene_store *s, rb_context *ctx, const char *id,
             made = NULL;
         }
         pthread_mutex_unlock(&s->lock);
+        if (!rc && pass == 0)
+            rc = patch_to_disk(s, e, body, made, set, &undo, err);
+        else if (rc && pass == 1 && s->disk) {
+            char why[256];
+            if (disk_undo(s->disk, e->id, undo, why, sizeof why)) {
+                sbuf f;
+                sbuf_init(&f);
+                sbuf_add(&f, "\"scene\":");
+                sbuf_json_str(&f, e->id);
+                sbuf_printf(&f, ",\"version\":%llu,\"detail\":",
+                            (unsigned long long)made->version);
+                sbuf_json_str(&f, why);
+                log_event("error", "a refused version stays in --data-dir "
+                          "and comes back at the next start",
+                          sbuf_failed(&f) ? NULL : f.data);
+                sbuf_free(&f);
+            }
+        }
     }
     pthread_mutex_unlock(&e->patch);
+    free(set);
     scene_ver_release(made); /* a refused copy */
     scene_ver_release(old);  /* queries that still read it keep it */
     entry_unref(s, e);
     return rc;
 }
 
-int store_delete(scene_store *s, const char *id, uint64_t owner)
+int store_delete(scene_store *s, const char *id, uint64_t owner, char *why,
+                 size_t why_len)
 {
     pthread_mutex_lock(&s->lock);
     entry *e = find(s, id, owner);
-    scene_ver *v = e ? unlink_locked(s, e) : NULL;
+    if (e)
+        e->refs++;
     pthread_mutex_unlock(&s->lock);
-    if (!v)
+    if (!e)
         return 404;
+    /* Under the PATCH lock: no change of this scene is half-way to disk
+     * while its files go. */
+    pthread_mutex_lock(&e->patch);
+    int rc = 0;
+    scene_ver *v = NULL;
+    pthread_mutex_lock(&s->lock);
+    int gone = e->deleted;
+    pthread_mutex_unlock(&s->lock);
+    if (gone)
+        rc = 404;
+    else if (s->disk && disk_remove(s->disk, e->id, why, why_len))
+        rc = 500;
+    if (!rc) {
+        pthread_mutex_lock(&s->lock);
+        v = unlink_locked(s, e);
+        pthread_mutex_unlock(&s->lock);
+    }
+    pthread_mutex_unlock(&e->patch);
+    entry_unref(s, e);
     scene_ver_release(v);
-    return 0;
+    return rc;
 }
 
 void store_usage(scene_store *s, uint64_t *scenes, uint64_t *bytes)

@@ -22,6 +22,11 @@
  * Ids: 128 bits from getrandom(2), as 32 lowercase hex digits: knowing
  * some ids tells nothing about others.
  *
+ * Durability (--data-dir, scene_disk.h): with a disk, a creation, PATCH
+ * or DELETE is on disk before the call returns success, and nothing
+ * refused is left there; store_restore puts the scenes read back at
+ * start into the store.
+ *
  * Threads: every function may be called from any thread.
  */
 #ifndef RBD_SCENE_STORE_H
@@ -31,13 +36,16 @@
 
 #include "json_request.h"
 #include "raybox.h"
+#include "scene_disk.h"
 #include "routes.h"
 #include "sbuf.h"
 
 typedef struct scene_store scene_store;
 typedef struct scene_ver scene_ver;
 
-int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_store **out);
+/* disk may be NULL (memory only); the store borrows it. */
+int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_disk *disk,
+                 scene_store **out);
 /* Every version must have been released. */
 void store_destroy(scene_store *s);
 
@@ -60,17 +68,29 @@ int store_precheck(scene_store *s, uint64_t n_boxes, char *why,
 
 /* Stores a new scene of owner (ownership of `scene` passes to the store,
  * even on failure) as version 1 and writes its id (RBD_SCENE_ID_MAX + 1
- * bytes). Returns 0, 507 over a limit (why says which), 500 out of memory
- * or without randomness from the OS. */
+ * bytes). With a disk, `elements` (what the scene was made of) and
+ * owner_key (NULL without tokens) are written first. Returns 0, 507 over
+ * a limit (why says which), 500 out of memory, without randomness from
+ * the OS or when the disk write failed. */
 int store_insert(scene_store *s, rb_scene *scene, double build_ms,
-                 uint64_t owner, char *id_out, char *why, size_t why_len);
+                 uint64_t owner, const uint8_t *owner_key,
+                 const disk_chunk *elements, char *id_out, char *why,
+                 size_t why_len);
+
+/* A scene read back from the disk at start, under its own id and
+ * version (ownership of `scene` passes to the store). -1 with why over a
+ * limit or out of memory. */
+int store_restore(scene_store *s, const char *id, uint64_t version,
+                  uint64_t owner, rb_scene *scene, double build_ms,
+                  char *why, size_t why_len);
 
 /* Applies a PATCH body (set, then append) to a copy of the current
  * version with ctx, and makes it current. Returns 0 (*version_out, the
  * new version, and *stats_out, its statistics), or an HTTP status with
  * err filled: 404 no such scene (or deleted meanwhile), 422 from the
  * library or a "set" entry whose arity is not its id's kind (pointer
- * into the body), 507 over the memory limit, 503 out of memory. */
+ * into the body), 507 over the memory limit, 503 out of memory, 500
+ * when the disk write failed (nothing changed). */
 int store_patch(scene_store *s, rb_context *ctx, const char *id,
                 uint64_t owner, const rbj_request *body, uint64_t *version_out,
                 rb_scene_stats *stats_out, rbj_error *err);
@@ -80,8 +100,10 @@ int store_patch(scene_store *s, rb_context *ctx, const char *id,
  * a scene that holds boxes alone (its bodies stay as they were). */
 void store_kinds_json(const rb_scene_stats *st, sbuf *out);
 
-/* Removes owner's scene: 0, or 404. Queries running on it finish. */
-int store_delete(scene_store *s, const char *id, uint64_t owner);
+/* Removes owner's scene: 0, 404, or 500 with why when its files could
+ * not be removed (it stays). Queries running on it finish. */
+int store_delete(scene_store *s, const char *id, uint64_t owner, char *why,
+                 size_t why_len);
 
 /* JSON bodies of GET /v1/scenes (owner's scenes; "count" and
  * "host_bytes" are theirs too) and GET /v1/scenes/{id} (0, or 404). */

@@ -25,6 +25,7 @@
 #include "access_log.h"
 #include "allowed_hosts.h"
 #include "auth.h"
+#include "scene_disk.h"
 #include "block_cache.h"
 #include "deadline.h"
 #include "listener.h"
@@ -395,6 +396,79 @@ static int deadlines_start(rbd_server *s)
     return 0;
 }
 
+/* ------------------------------------------------------------------------
+ * Scenes of --data-dir
+ */
+typedef struct restoring {
+    rbd_server *s;
+    rb_context *ctx;
+} restoring;
+
+/* A restored scene belongs to the token whose key it carries. Without
+ * that token in the file (or with no tokens at all) it belongs to no one
+ * who can ask: UINT64_MAX is an owner auth never gives. A scene made
+ * without tokens has owner 0, as when it was made. */
+static uint64_t restored_owner(rbd_server *s, const uint8_t *key)
+{
+    if (!key)
+        return 0;
+    uint64_t owner = s->auth ? auth_owner_of_key(s->auth, key) : 0;
+    return owner ? owner : UINT64_MAX;
+}
+
+static int restore_scene(void *arg, const disk_scene *sc, char *why,
+                         size_t why_len)
+{
+    restoring *st = arg;
+    double t0 = rbd_now_ms();
+    rb_scene *scene = NULL;
+    const disk_chunk *c = sc->n_chunks ? &sc->chunks[0] : NULL;
+    int rc = rb_scene_create_shapes(st->ctx, sc->dims, c ? c->boxes : NULL,
+                                    c ? c->n_boxes : 0,
+                                    c ? &c->shapes : NULL, &scene);
+    for (size_t k = 1; rc == RB_OK && k < sc->n_chunks; k++)
+        rc = rb_scene_append_shapes(st->ctx, scene, sc->chunks[k].boxes,
+                                    sc->chunks[k].n_boxes,
+                                    &sc->chunks[k].shapes);
+    if (rc != RB_OK) {
+        snprintf(why, why_len, "scene %s of --data-dir: %s", sc->id,
+                 rb_context_error(st->ctx)->message);
+        rb_scene_destroy(scene);
+        return -1;
+    }
+    return store_restore(st->s->store, sc->id, sc->version,
+                         restored_owner(st->s, sc->key), scene,
+                         rbd_now_ms() - t0, why, why_len);
+}
+
+/* Every scene of the data dir into the store, built on a CPU context of
+ * the configured threads; the count and time go to the log. */
+static int restore_scenes(rbd_server *s, const rb_context_options *copt,
+                          char *why, size_t why_len)
+{
+    rb_context_options cpu = *copt;
+    cpu.backend = RB_BACKEND_CPU;
+    restoring st = {.s = s};
+    if (rb_context_create(&cpu, &st.ctx, why, why_len) != RB_OK)
+        return -1;
+    double t0 = rbd_now_ms();
+    long n = disk_restore(s->disk, restore_scene, &st, why, why_len);
+    rb_context_destroy(st.ctx);
+    if (n < 0)
+        return -1;
+    uint64_t scenes, bytes;
+    store_usage(s->store, &scenes, &bytes);
+    sbuf f;
+    sbuf_init(&f);
+    sbuf_add(&f, "\"data_dir\":");
+    sbuf_json_str(&f, s->cfg.data_dir);
+    sbuf_printf(&f, ",\"scenes\":%ld,\"host_bytes\":%llu,\"ms\":%.1f", n,
+                (unsigned long long)bytes, rbd_now_ms() - t0);
+    log_event("info", "scenes restored", sbuf_failed(&f) ? NULL : f.data);
+    sbuf_free(&f);
+    return 0;
+}
+
 int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  size_t why_len)
 {
@@ -436,11 +510,18 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  err[0] ? err : rb_status_str(rc), rb_status_name(rc));
         goto fail;
     }
-    if (store_create(s->cfg.max_scenes, s->cfg.max_scene_bytes, &s->store) ||
+    if (s->cfg.data_dir[0] &&
+        disk_open(s->cfg.data_dir, s->cfg.data_merge_bytes, &s->disk, why,
+                  why_len))
+        goto fail;
+    if (store_create(s->cfg.max_scenes, s->cfg.max_scene_bytes, s->disk,
+                     &s->store) ||
         build_devices_json(s, &eo.ctx)) {
         snprintf(why, why_len, "out of memory");
         goto fail;
     }
+    if (s->disk && restore_scenes(s, &eo.ctx, why, why_len))
+        goto fail;
     /* Listening before the daemon starts: a port in use is reported
      * as such, and a port of 0 is known before anything is served. */
     refusal_build(s);
@@ -484,9 +565,11 @@ fail:
     executor_close(s->ex);
     executor_destroy(s->ex);
     store_destroy(s->store);
+    disk_close(s->disk);
     free(s->devices_json);
     s->ex = NULL;
     s->store = NULL;
+    s->disk = NULL;
     s->devices_json = NULL;
     access_free(s);
     return -1;
@@ -558,6 +641,7 @@ void server_stop(rbd_server *s)
 
     executor_destroy(s->ex);
     store_destroy(s->store);
+    disk_close(s->disk);
     free(s->devices_json);
     access_free(s);
     rbc_block_cache_limit(0); /* frees what it kept */

@@ -29,6 +29,7 @@ typedef struct rbd_server {
     uint16_t port;
     rbd_executor *ex;
     scene_store *store;
+    struct scene_disk *disk;    /* --data-dir; NULL: scenes in memory only */
     rbd_metrics metrics;
     char *devices_json;         /* GET /v1/devices, built at start-up */
     double t_start;             /* monotonic ms */
