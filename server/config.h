@@ -83,6 +83,11 @@
       "1M", 0, 1ull << 40, "--data-dir: a scene's change log is merged into " \
       "a new snapshot of it once the log is larger than both this and the "   \
       "snapshot")                                                              \
+    X(max_memory, "max-memory", "RAYBOX_MAX_MEMORY", U64, "0", 0, 1ull << 44, \
+      "memory that request bodies being parsed, answers not yet sent and "   \
+      "scene versions replaced while queries still read them may hold "      \
+      "together; a request beyond it is answered 503 before it allocates; "  \
+      "0 = half of the machine's memory (or of the cgroup's limit)")          \
     X(max_connections, "max-connections", "RAYBOX_MAX_CONNECTIONS", U64,       \
       "1000", 1, 1000000, "open connections, suspended ones included; one "   \
       "more is answered 503 and closed at once")                               \

@@ -140,12 +140,30 @@ static enum MHD_Result scene_patch(rbd_request *r)
     return submit(r, job_scene_patch);
 }
 
+int request_take_memory(rbd_request *r, uint64_t bytes, const char *what,
+                        char *detail, size_t len)
+{
+    rbd_budget *b = &r->srv->budget;
+    if (budget_take(b, bytes) == 0) {
+        r->held += bytes;
+        return 0;
+    }
+    snprintf(detail, len, "the server's memory is taken: %s needs about "
+             "%llu bytes, and %llu of --max-memory %llu are held by "
+             "requests in progress, answers not yet read and scene versions "
+             "still being read; retry later",
+             what, (unsigned long long)bytes,
+             (unsigned long long)atomic_load(&b->used),
+             (unsigned long long)b->limit);
+    return -1;
+}
+
 /* Both intersect routes: the scene, if any, is taken now, at the version
  * current when the query starts; the query keeps that version. */
 static enum MHD_Result intersect(rbd_request *r)
 {
     const rbj_request *b = r->body;
-    char detail[200];
+    char detail[400];
     const char *id = r->route == ROUTE_SCENE_INTERSECT ? r->scene_id
                                                         : b->scene;
     if (id) {
@@ -167,6 +185,12 @@ static enum MHD_Result intersect(rbd_request *r)
                    b->shapes.n_spheres + b->shapes.n_planes;
     }
     r->rays = b->n_rays;
+    if (request_take_memory(r, rbj_results_bytes(b), "the answer", detail,
+                            sizeof detail)) {
+        scene_ver_release(r->ver);
+        r->ver = NULL;
+        return respond_problem(r, 503, NULL, detail);
+    }
     /* The library's own threshold for spreading a query over its
      * threads. */
     uint64_t tests = b->mode == RB_MODE_PAIRS ? r->rays : r->rays * r->boxes;

@@ -12,6 +12,8 @@
  * byte. Every piece is consumed in full (0.9.75 can hang a connection
  * that leaves bytes unconsumed).
  */
+#include <malloc.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,14 +105,30 @@ static void request_start(rbd_request *r, const char *url, const char *method)
     request_id(r);
 }
 
+/* After a request that held this much, freed memory goes back to the
+ * OS (glibc keeps a heap's free pages; RSS would stay at the peak)... */
+#define TRIM_AFTER_BYTES ((uint64_t)64 << 20)
+/* ...but not more often than this: malloc_trim walks every arena. */
+#define TRIM_EVERY_MS 1000.0
+
 static void request_free(rbd_request *r)
 {
+    rbd_server *s = r->srv;
+    uint64_t held = r->held;
     rbj_parser_destroy(r->jp);
     rbb_decoder_destroy(r->bd);
     scene_ver_release(r->ver);
     free(r->reply.body);
     payload_free(r->reply.payload);
     free(r);
+    budget_give(&s->budget, held);
+    if (held >= TRIM_AFTER_BYTES) {
+        static _Atomic int64_t last_trim;
+        int64_t now = (int64_t)rbd_now_ms(), last = atomic_load(&last_trim);
+        if (now - last >= TRIM_EVERY_MS &&
+            atomic_compare_exchange_strong(&last_trim, &last, now))
+            malloc_trim(0);
+    }
 }
 
 /* ------------------------------------------------------------------------
@@ -247,7 +265,7 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
                                   const char *version)
 {
     rbd_server *s = r->srv;
-    char detail[256];
+    char detail[400];
     /* Framing and bytes first: until they pass, nothing else about the
      * request can be trusted, not even where it ends. */
     int bad = strict_target(url, r->target_len, version, detail,
@@ -350,6 +368,11 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
                  (unsigned long long)r->content_length, RBB_HEADER_SIZE);
         return respond_problem(r, 400, "", detail);
     }
+    if (r->has_length &&
+        request_take_memory(r, budget_body_bytes(r->in == BODY_JSON,
+                                                 r->content_length),
+                            "its body", detail, sizeof detail))
+        return respond_problem(r, 503, NULL, detail);
     return start_parser(r);
 }
 
@@ -385,6 +408,14 @@ static enum MHD_Result on_body(rbd_request *r, const char *data, size_t n)
         snprintf(r->early.detail, sizeof r->early.detail,
                  "the body is longer than %llu bytes (--max-body-bytes)",
                  (unsigned long long)max);
+        return MHD_YES;
+    }
+    /* A chunked body takes its share of memory as it comes. */
+    if (!r->has_length &&
+        request_take_memory(r, budget_body_bytes(r->in == BODY_JSON, n),
+                            "its body's next chunk", r->early.detail,
+                            sizeof r->early.detail)) {
+        r->early.status = 503;
         return MHD_YES;
     }
     int last = r->has_length && r->received == r->content_length;

@@ -865,6 +865,15 @@ static int carry_append(rbj_parser *p, const char *data, size_t len)
 {
     if (!len)
         return 0;
+    /* The carry holds one unfinished token (and the byte after it). */
+    if (p->carry_len + len > RBJ_IN_TOKEN_MAX + 1) {
+        rbj_fail(p, 413, M_COUNT, -1, -1,
+                 "a JSON token (number, string or literal) at byte %llu is "
+                 "longer than %d bytes",
+                 (unsigned long long)p->fed, RBJ_IN_TOKEN_MAX);
+        p->err.offset = p->fed;
+        return -1;
+    }
     if (p->carry_len + len > p->carry_cap) {
         size_t cap = 2 * (p->carry_len + len);
         if (mem_grow(p, (void **)&p->carry, p->carry_len, cap))

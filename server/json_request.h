@@ -91,6 +91,11 @@ typedef struct rbj_options {
  * in the path. */
 void rbj_options_init(rbj_options *opt, rbj_body body);
 
+/* The longest JSON token (a number, string or literal) a body may hold;
+ * no value of the API is near it, and a longer one would have to be held
+ * whole while it arrives (413). */
+#define RBJ_IN_TOKEN_MAX 65536
+
 #define RBJ_POINTER_MAX 160
 #define RBJ_DETAIL_MAX 512
 
@@ -192,6 +197,9 @@ typedef enum rbj_source {
  * 0, or -1 when out of memory; either way rbj_results_free releases what
  * was allocated. */
 int rbj_results_alloc(const rbj_request *req, rb_results *res);
+/* The bytes rbj_results_alloc takes for req (and a nearest answer's
+ * kinds), for a memory budget to decide on before it allocates. */
+uint64_t rbj_results_bytes(const rbj_request *req);
 void rbj_results_free(rb_results *res);
 
 void rbj_error_from_library(const rbj_request *req, rbj_source source,

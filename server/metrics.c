@@ -213,6 +213,17 @@ void metrics_render(const rbd_metrics *m, const rbd_gauges *g, sbuf *o)
     gauge(o, "raybox_buffer_cache_bytes", "freed request arrays kept for "
           "the next large request (--buffer-cache)",
           (double)g->buffer_cache_bytes);
+    gauge(o, "raybox_memory_held_bytes", "memory budget held by request "
+          "bodies, answers and scene versions still read (--max-memory)",
+          (double)g->memory_held);
+    gauge(o, "raybox_memory_peak_bytes", "most of the memory budget held "
+          "at once since start", (double)g->memory_peak);
+    gauge(o, "raybox_memory_limit_bytes", "the memory budget (--max-memory)",
+          (double)g->memory_limit);
+    head(o, "raybox_memory_refused_total", "counter",
+         "requests answered 503 because the memory budget was held");
+    sbuf_printf(o, "raybox_memory_refused_total %llu\n",
+                (unsigned long long)g->memory_refused);
     gauge(o, "raybox_draining", "1 after SIGTERM/SIGINT",
           g->draining ? 1 : 0);
     gauge(o, "raybox_uptime_seconds", "seconds since start", g->uptime_s);

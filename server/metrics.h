@@ -51,6 +51,7 @@ typedef struct rbd_gauges {
     uint64_t cut_headers, cut_body; /* slow clients cut off (deadline.h) */
     uint64_t scenes, scene_bytes, max_scenes, max_scene_bytes;
     uint64_t buffer_cache_bytes; /* freed request arrays kept (block_cache.h) */
+    uint64_t memory_held, memory_peak, memory_limit, memory_refused;
     const char *backend, *device; /* what serves */
     int draining;
     double uptime_s;

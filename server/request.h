@@ -98,6 +98,8 @@ typedef struct rbd_request {
     unsigned scene_dims;         /* the path's scene, when it has one */
 
     rbd_phase phase;
+    uint64_t held;               /* of the memory budget (mem_budget.h),
+                                    given back when r is freed */
     scene_ver *ver;              /* a scene query's version */
     _Atomic int stop_why;        /* 0, or 1 + the rbd_stop_reason that
                                     stopped the query */
@@ -108,6 +110,12 @@ typedef struct rbd_request {
     int status;                  /* the status queued */
     char error[256];             /* the problem's detail, if any */
 } rbd_request;
+
+/* Takes bytes of the memory budget for r (given back when r is freed):
+ * 0, or -1 with the 503's detail, naming `what` needed them
+ * (handlers.c). */
+int request_take_memory(rbd_request *r, uint64_t bytes, const char *what,
+                        char *detail, size_t len);
 
 /* respond.c (I/O thread, inside the access handler only) -------------- */
 

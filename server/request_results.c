@@ -42,6 +42,27 @@ int rbj_results_alloc(const rbj_request *req, rb_results *res)
     return -1;
 }
 
+uint64_t rbj_results_bytes(const rbj_request *req)
+{
+    uint64_t n = req->n_rays ? req->n_rays : 1;
+    switch (req->mode) {
+    case RB_MODE_PAIRS:
+    case RB_MODE_NEAREST:
+        /* kinds: counted always (a scene's kinds are known later) */
+        return n * (sizeof(rb_hit) + 1) +
+               ((req->outputs & RB_OUTPUT_NORMAL) ? 3 * n * sizeof(float)
+                                                  : 0);
+    case RB_MODE_ANY:
+        return n;
+    case RB_MODE_COUNT:
+        return n * sizeof(uint32_t);
+    case RB_MODE_ALL:
+        return n * sizeof(uint32_t) +
+               (req->n_rays ? n * req->max_hits : 1) * sizeof(rb_list_hit);
+    }
+    return 0;
+}
+
 void rbj_results_free(rb_results *res)
 {
     rbc_block_free(res->hits);

@@ -26,6 +26,7 @@ struct scene_ver {
     uint64_t version;      /* the store's: +1 per PATCH */
     rb_scene_stats stats;  /* measured once, when the version was made */
     double build_ms;       /* creating or patching it */
+    rbd_budget *budget;    /* set when pinned: replaced while still read */
 };
 
 typedef struct entry {
@@ -48,6 +49,7 @@ struct scene_store {
     uint64_t count, bytes;
     uint64_t max_scenes, max_bytes;
     scene_disk *disk; /* --data-dir; NULL: memory only */
+    rbd_budget *budget; /* pinned versions; NULL: not counted */
 };
 
 static double now_ms(void)
@@ -90,7 +92,7 @@ static unsigned hash(const char *s)
 }
 
 int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_disk *disk,
-                 scene_store **out)
+                 rbd_budget *budget, scene_store **out)
 {
     scene_store *s = calloc(1, sizeof *s);
     if (!s)
@@ -99,6 +101,7 @@ int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_disk *disk,
     s->max_scenes = max_scenes;
     s->max_bytes = max_bytes;
     s->disk = disk;
+    s->budget = budget;
     *out = s;
     return RB_OK;
 }
@@ -119,6 +122,8 @@ static scene_ver *ver_new(rb_scene *scene, uint64_t version, double build_ms)
 void scene_ver_release(scene_ver *v)
 {
     if (v && atomic_fetch_sub(&v->refs, 1) == 1) {
+        if (v->budget)
+            budget_give(v->budget, v->stats.host_bytes);
         rb_scene_destroy(v->scene);
         free(v);
     }
@@ -127,6 +132,19 @@ void scene_ver_release(scene_ver *v)
 static scene_ver *ver_ref(scene_ver *v)
 {
     atomic_fetch_add(&v->refs, 1);
+    return v;
+}
+
+/* v leaves the store (a PATCH replaced it, or its scene was deleted)
+ * while queries may still read it: from here until its last release its
+ * memory counts in the budget. Called before the store's reference is
+ * dropped, so that release always sees it. */
+static scene_ver *ver_unstore(scene_store *s, scene_ver *v)
+{
+    if (v && s->budget && !v->budget) {
+        budget_force(s->budget, v->stats.host_bytes);
+        v->budget = s->budget;
+    }
     return v;
 }
 
@@ -651,7 +669,8 @@ int store_patch(scene_store *s, rb_context *ctx, const char *id,
     pthread_mutex_unlock(&e->patch);
     free(set);
     scene_ver_release(made); /* a refused copy */
-    scene_ver_release(old);  /* queries that still read it keep it */
+    /* queries that still read it keep it */
+    scene_ver_release(ver_unstore(s, old));
     entry_unref(s, e);
     return rc;
 }
@@ -685,7 +704,7 @@ int store_delete(scene_store *s, const char *id, uint64_t owner, char *why,
     }
     pthread_mutex_unlock(&e->patch);
     entry_unref(s, e);
-    scene_ver_release(v);
+    scene_ver_release(ver_unstore(s, v));
     return rc;
 }
 

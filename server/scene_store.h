@@ -10,8 +10,10 @@
  * scene run one at a time; queries never wait for them.
  *
  * Limits: at most max_scenes scenes and max_bytes of scene memory, counted
- * over the current versions (an old version still read by a running query
- * is not counted; it goes away with that query). Over a limit: 507.
+ * over the current versions. An old version still read by a running query
+ * (replaced by a PATCH, or its scene deleted) is not counted there but
+ * pinned in the memory budget (mem_budget.h) until that query lets go.
+ * Over a limit: 507.
  *
  * Owners (SPEC 11 "Access"): every scene carries the owner id of the
  * token that created it (auth.h; 0 when the server has no tokens), and
@@ -35,6 +37,7 @@
 #include <stdint.h>
 
 #include "json_request.h"
+#include "mem_budget.h"
 #include "raybox.h"
 #include "scene_disk.h"
 #include "routes.h"
@@ -43,9 +46,10 @@
 typedef struct scene_store scene_store;
 typedef struct scene_ver scene_ver;
 
-/* disk may be NULL (memory only); the store borrows it. */
+/* disk may be NULL (memory only), budget too (nothing pinned is
+ * counted); the store borrows both. */
 int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_disk *disk,
-                 scene_store **out);
+                 rbd_budget *budget, scene_store **out);
 /* Every version must have been released. */
 void store_destroy(scene_store *s);
 

@@ -514,8 +514,9 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
         disk_open(s->cfg.data_dir, s->cfg.data_merge_bytes, &s->disk, why,
                   why_len))
         goto fail;
+    budget_init(&s->budget, s->cfg.max_memory);
     if (store_create(s->cfg.max_scenes, s->cfg.max_scene_bytes, s->disk,
-                     &s->store) ||
+                     &s->budget, &s->store) ||
         build_devices_json(s, &eo.ctx)) {
         snprintf(why, why_len, "out of memory");
         goto fail;
@@ -664,6 +665,10 @@ void server_gauges(rbd_server *s, rbd_gauges *g)
     g->max_scenes = s->cfg.max_scenes;
     g->max_scene_bytes = s->cfg.max_scene_bytes;
     g->buffer_cache_bytes = rbc_block_cache_held();
+    g->memory_held = atomic_load(&s->budget.used);
+    g->memory_peak = atomic_load(&s->budget.peak);
+    g->memory_limit = s->budget.limit;
+    g->memory_refused = atomic_load(&s->budget.refused);
     g->backend = b->backend;
     g->device = b->device;
     g->draining = atomic_load(&s->draining);

@@ -11,6 +11,7 @@
 #include "config.h"
 #include "executor.h"
 #include "json_request.h"
+#include "mem_budget.h"
 #include "metrics.h"
 #include "scene_store.h"
 
@@ -29,6 +30,7 @@ typedef struct rbd_server {
     uint16_t port;
     rbd_executor *ex;
     scene_store *store;
+    rbd_budget budget;          /* --max-memory (mem_budget.h) */
     struct scene_disk *disk;    /* --data-dir; NULL: scenes in memory only */
     rbd_metrics metrics;
     char *devices_json;         /* GET /v1/devices, built at start-up */
