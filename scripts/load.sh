@@ -75,7 +75,7 @@ spread() {
 }
 
 echo "load: bodies in $DIR"
-"$B/bin/raybox-loadgen" bodies "$DIR"
+"$B/tools/raybox-loadgen" bodies "$DIR"
 : >"$DIR/minimal"; : >"$DIR/small"; : >"$DIR/large"; : >"$DIR/inproc"; : >"$DIR/ratio"
 : >"$DIR/minimal_bin"; : >"$DIR/small_bin"
 
@@ -90,7 +90,7 @@ MEMB=$(echo "$MEM" | awk '{n=$0+0; u=substr($0,length($0)); print n*(u=="K"?1024
 POLL=
 case "${RAYBOXD_ARGS:-}" in *--poll*) POLL=--poll;; esac
 # shellcheck disable=SC2086
-start "$DIR/minimal.log" "$B/bin/mhd-minimal" --port 0 --io-threads "$IO" \
+start "$DIR/minimal.log" "$B/tools/mhd-minimal" --port 0 --io-threads "$IO" \
     --connection-memory "$MEMB" $POLL
 MPORT=$PORT
 ID=$(curl -sf -H 'Content-Type: application/json' --data-binary "@$DIR/scene.json" \
@@ -112,7 +112,7 @@ done
 
 echo "load: large requests, wrk -t1 -c$LC -d${LSECS}s, each after an in-process run"
 for i in $(seq 1 "$RUNS"); do
-    ip=$("$B/bin/raybox-loadgen" inproc "$DIR" --runs 3 | sed -n 's/^INPROC rays_per_s=\([0-9]*\).*/\1/p')
+    ip=$("$B/tools/raybox-loadgen" inproc "$DIR" --runs 3 | sed -n 's/^INPROC rays_per_s=\([0-9]*\).*/\1/p')
     echo "  inproc: $ip rays/s (median of 3 queries)"
     echo "$ip" >>"$DIR/inproc"
     wrk_run large 1 "$LC" "$LSECS" "$URL" "$DIR/large.bin" application/x-raybox

@@ -172,6 +172,7 @@ def decode_result(data):
                            for j in range(k))])
             at += 12 * k
         ans["hits"] = lists
+        ans["total"] = list(counts)
         ans["truncated"] = [c > max_hits for c in counts]
     if flags & RESULT_SCENE_VERSION:
         ans["scene_version"] = scene_version

@@ -28,6 +28,7 @@ enum field {
     F_ANY,       /* any: any[i] */
     F_COUNT,     /* count: counts[i] */
     F_LIST,      /* all: list of [box, t_enter, t_exit] */
+    F_TOTAL,     /* all: counts[i], every hit (the list keeps max_hits) */
     F_TRUNCATED, /* all: counts[i] > max_hits */
     F_KIND,      /* pairs, nearest with kinds beyond boxes: kinds[i] */
     F_NORMAL,    /* pairs, nearest with outputs ["normal"]: normals[3i..] */
@@ -38,7 +39,8 @@ static const char *const field_names[F_END] = {
     [F_HIT] = "hit",        [F_BOX] = "box",       [F_T_ENTER] = "t_enter",
     [F_T_EXIT] = "t_exit",  [F_FACE] = "face",     [F_EXIT_FACE] = "exit_face",
     [F_ANY] = "hit",        [F_COUNT] = "hits",    [F_LIST] = "hits",
-    [F_TRUNCATED] = "truncated", [F_KIND] = "kind", [F_NORMAL] = "normal"};
+    [F_TOTAL] = "total",    [F_TRUNCATED] = "truncated",
+    [F_KIND] = "kind",      [F_NORMAL] = "normal"};
 
 /* The columns of each mode (SPEC section 3), F_END-terminated. */
 static const unsigned char mode_fields[][9] = {
@@ -48,7 +50,7 @@ static const unsigned char mode_fields[][9] = {
                          F_EXIT_FACE, F_NORMAL, F_END},
     [RB_MODE_ANY] = {F_ANY, F_END},
     [RB_MODE_COUNT] = {F_COUNT, F_END},
-    [RB_MODE_ALL] = {F_LIST, F_TRUNCATED, F_END},
+    [RB_MODE_ALL] = {F_LIST, F_TOTAL, F_TRUNCATED, F_END},
 };
 
 void rbj_meta_from_run(rbj_meta *meta, const rb_run_info *info)
@@ -147,6 +149,7 @@ static size_t put_item(const rbj_writer *w, enum field f, char *out,
     case F_ANY:
         return put(out, at, res->any[i] ? "true" : "false");
     case F_COUNT:
+    case F_TOTAL:
         return put_int(out, at, res->counts[i]);
     case F_TRUNCATED:
         return put(out, at, res->counts[i] > w->resp.max_hits ? "true"

@@ -141,13 +141,15 @@ START_TEST(test_intersect_modes)
                   "[7,-1,8,1]]}");
     ck_assert_int_eq(run_file("--backend cpu --max-hits 2"), 0);
     expect_response("{\"mode\":\"all\",\"count\":2,\"hits\":[[[1,2.0,3.0],"
-                    "[0,4.0,6.0]],[]],\"truncated\":[true,false]");
+                    "[0,4.0,6.0]],[]],\"total\":[3,0],"
+                    "\"truncated\":[true,false]");
     /* The request's max_hits wins over the option. */
     write_request("{\"mode\":\"all\",\"max_hits\":3,\"dims\":2,\"rays\":"
                   "[[0,0,1,0]],\"boxes\":[[4,-1,6,1],[2,-1,3,1],[7,-1,8,1]]}");
     ck_assert_int_eq(run_file("--backend cpu --max-hits 1"), 0);
     expect_response("{\"mode\":\"all\",\"count\":1,\"hits\":[[[1,2.0,3.0],"
-                    "[0,4.0,6.0],[2,7.0,8.0]]],\"truncated\":[false]");
+                    "[0,4.0,6.0],[2,7.0,8.0]]],\"total\":[3],"
+                    "\"truncated\":[false]");
     write_request("{\"mode\":\"count\",\"rays\":[[0,0,0,1,0,0],"
                   "[0,0,0,1,0,0,0,3]],\"boxes\":[[1,-1,-1,2,1,1],"
                   "[4,-1,-1,6,1,1]]}");

@@ -877,7 +877,7 @@ START_TEST(test_odd_json)
               "\"rays\":[],\"boxes\":[[0,0,0,1,1,1]]}", &r);
     ck_assert_msg(r.status == 200, "%s", r.body);
     ck_assert_ptr_nonnull(strstr(r.body, "\"count\":0,\"hits\":[],"
-                                         "\"truncated\":[]"));
+                                         "\"total\":[],\"truncated\":[]"));
     rbt_resp_free(&r);
 }
 END_TEST

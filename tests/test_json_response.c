@@ -123,7 +123,7 @@ START_TEST(test_all_exact)
     expect_json(&resp,
                 "{\"mode\":\"all\",\"count\":3,"
                 "\"hits\":[[],[[5,1.25,2.0]],[[0,0.1,null],[7,0.1,3.0]]],"
-                "\"truncated\":[false,false,true]" META);
+                "\"total\":[0,1,3],\"truncated\":[false,false,true]" META);
 }
 END_TEST
 
@@ -154,7 +154,7 @@ START_TEST(test_end_to_end)
                 "{\"mode\":\"all\",\"count\":3,"
                 "\"hits\":[[[1,2.0,4.5],[0,4.0,6.0]],[],"
                 "[[0,0.0,1.0],[1,0.5,3.0]]],"
-                "\"truncated\":[false,false,false]" META);
+                "\"total\":[2,0,2],\"truncated\":[false,false,false]" META);
     rb_context_destroy(ctx);
     rbj_parser_destroy(p);
 }

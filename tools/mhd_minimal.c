@@ -85,15 +85,30 @@ int main(int argc, char **argv)
     size_t memory = 32 * 1024; /* rayboxd's default */
     int use_poll = 0;
     for (int i = 1; i < argc; i++) {
-        const char *value = i + 1 < argc ? argv[i + 1] : "0";
-        if (strcmp(argv[i], "--poll") == 0)
+        const char *a = argv[i];
+        int has_value = i + 1 < argc;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            printf("usage: mhd-minimal [--port N] [--io-threads N] "
+                   "[--connection-memory BYTES] [--poll]\n"
+                   "libmicrohttpd set up as rayboxd is, answering every "
+                   "request with a constant\n16-ray nearest answer: the "
+                   "serving-layer bound of make load (scripts/load.sh).\n"
+                   "Prints {\"msg\":\"listening\",\"port\":N} on stderr; "
+                   "stops on SIGTERM/SIGINT.\n");
+            return 0;
+        } else if (strcmp(a, "--poll") == 0) {
             use_poll = 1;
-        else if (strcmp(argv[i], "--port") == 0)
-            port = (unsigned)atoi(value), i++;
-        else if (strcmp(argv[i], "--io-threads") == 0)
-            threads = (unsigned)atoi(value), i++;
-        else if (strcmp(argv[i], "--connection-memory") == 0)
-            memory = (size_t)atol(value), i++;
+        } else if (has_value && strcmp(a, "--port") == 0) {
+            port = (unsigned)atoi(argv[++i]);
+        } else if (has_value && strcmp(a, "--io-threads") == 0) {
+            threads = (unsigned)atoi(argv[++i]);
+        } else if (has_value && strcmp(a, "--connection-memory") == 0) {
+            memory = (size_t)atol(argv[++i]);
+        } else {
+            fprintf(stderr, "mhd-minimal: unknown option or missing value "
+                    "'%s' (see --help)\n", a);
+            return 2;
+        }
     }
     /* A nearest answer for 16 rays with every field rayboxd writes, so
      * that wrk and the kernel move as many bytes as for the real one

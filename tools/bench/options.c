@@ -408,7 +408,9 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
             break;
         case OPT_PLOT: o->plot = optarg; break;
         case OPT_HELP: usage(stdout); return 1;
-        default: usage(stderr); return 2;
+        default: /* getopt_long has named the option */
+            fprintf(stderr, "raybox-bench: see --help for the options\n");
+            return 2;
         }
     }
     if (optind < argc) {
