@@ -7,6 +7,10 @@
 #   make install  build, then install into PREFIX (and DESTDIR)
 # CI=1 builds into build-ci with -Werror, ASan/LSan and UBSan.
 
+# cmake's generated makefiles run inside this make: without this, each
+# prints its "Entering/Leaving directory" lines.
+MAKEFLAGS += --no-print-directory
+
 BUILD ?= build
 JOBS  ?= $(shell nproc 2>/dev/null || echo 2)
 ARGS  ?=
@@ -73,7 +77,9 @@ configure: deps
 build: configure
 	cmake --build $(BUILD) -j $(JOBS)
 
-run: build
+# Only what serving needs (not the tests and their venv).
+run: configure
+	cmake --build $(BUILD) -j $(JOBS) --target rayboxd
 	$(BUILD)/bin/rayboxd $(ARGS)
 
 test: build

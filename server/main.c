@@ -10,6 +10,7 @@
  */
 #include <signal.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 #include <sys/resource.h>
 
@@ -58,6 +59,13 @@ static void log_listening(const rbd_server *s)
     }
     log_event("info", "listening", sbuf_failed(&f) ? NULL : f.data);
     sbuf_free(&f);
+    /* A person at a terminal gets one plain line too; logs stay JSON on
+     * stderr. */
+    if (isatty(STDOUT_FILENO)) {
+        printf("rayboxd %s listening on %s (%s backend: %s); Ctrl-C stops "
+               "it\n", RB_VERSION_STRING, url, b->backend, b->device);
+        fflush(stdout);
+    }
 }
 
 /* Every open connection is a descriptor: the soft limit is raised to
