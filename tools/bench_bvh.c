@@ -545,6 +545,11 @@ typedef struct los_result {
     size_t boxes, observers, targets;
     double build_ms, any_ms;
     uint64_t visible;
+    /* rb_visibility on the same pairs: its time, its answer's agreement
+     * with the explicit segments, and the memory each way holds */
+    double vis_ms;
+    int vis_same;
+    double explicit_mb, vis_mb;
     scene_result em; /* its Embree configurations (any only) */
 } los_result;
 
@@ -596,11 +601,16 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
         size_t segs = los->observers * los->targets;
         printf(",\n\"line_of_sight\": {\"boxes\": %zu, \"observers\": %zu, "
                "\"targets\": %zu, \"raybox\": {\"build_mboxes_s\": %.4f, "
-               "\"any_msegments_s\": %.4f, \"visible\": %llu}",
+               "\"any_msegments_s\": %.4f, \"visible\": %llu, "
+               "\"explicit_mb\": %.2f}, \"rb_visibility\": "
+               "{\"msegments_s\": %.4f, \"same_answers\": %s, "
+               "\"mb\": %.2f}",
                los->boxes, los->observers, los->targets,
                rate((double)los->boxes, los->build_ms),
                rate((double)segs, los->any_ms),
-               (unsigned long long)los->visible);
+               (unsigned long long)los->visible, los->explicit_mb,
+               rate((double)segs, los->vis_ms),
+               los->vis_same ? "true" : "false", los->vis_mb);
         const double mine[3] = {los->any_ms, los->any_ms, los->build_ms};
         if (los->em.n_em)
             print_json_embree(&los->em, segs, 0, mine, 0);
@@ -678,6 +688,62 @@ static int bench_los(rb_context *ctx, const run_options *o, size_t nb,
     if (query(ctx, scene, RB_MODE_ANY, rays, segs, &res, &out->any_ms, &hit))
         goto done;
     out->visible = segs - hit;
+    /* The same pairs through rb_visibility: segments made a tile at a
+     * time, answered as bits. */
+    {
+        float *obs = malloc(3 * n_obs * sizeof *obs);
+        float *tgt = malloc(3 * n_tgt * sizeof *tgt);
+        size_t bytes = (size_t)rb_visibility_bytes(n_obs, n_tgt);
+        uint8_t *bits = malloc(bytes ? bytes : 1);
+        if (!obs || !tgt || !bits) {
+            free(obs);
+            free(tgt);
+            free(bits);
+            fprintf(stderr, "raybox-bench-bvh: out of memory\n");
+            goto done;
+        }
+        for (size_t i = 0; i < n_obs + n_tgt; i++) {
+            float *p = i < n_obs ? &obs[3 * i] : &tgt[3 * (i - n_obs)];
+            memcpy(p, ends[i].origin, 3 * sizeof(float));
+        }
+        rb_visibility_query vq = {.scene = scene, .observers = obs,
+                                  .n_observers = n_obs, .targets = tgt,
+                                  .n_targets = n_tgt, .tmin = 0, .tmax = 1};
+        double t[64];
+        int runs = repeat < 64 ? repeat : 64;
+        uint64_t vis = 0;
+        for (int k = 0; k < runs && !st; k++) {
+            double v0 = bench_now_ms();
+            st = rb_visibility(ctx, &vq, bits, bytes, &vis, NULL);
+            t[k] = bench_now_ms() - v0;
+        }
+        if (st) {
+            free(obs);
+            free(tgt);
+            free(bits);
+            rc = fail("rb_visibility", ctx, st);
+            goto done;
+        }
+        out->vis_ms = bench_median(t, runs);
+        size_t stride = (n_tgt + 7) / 8;
+        out->vis_same = vis == out->visible;
+        for (size_t k = 0; k < segs && out->vis_same; k++) {
+            size_t i = k / n_tgt, j = k % n_tgt;
+            int bit = (bits[i * stride + j / 8] >> (j % 8)) & 1;
+            out->vis_same = bit == !res.any[k];
+        }
+        /* What each way holds besides the scene: the explicit rays and
+         * their answers, against the points, one tile of rays and
+         * answers (256K x 33 B) and the bits. */
+        out->explicit_mb = (double)segs * (sizeof(rb_ray) + 1) / 1e6;
+        out->vis_mb = ((double)(n_obs + n_tgt) * 12 +
+                       (double)(segs < 262144 ? segs : 262144) *
+                           (sizeof(rb_ray) + 1) +
+                       (double)bytes) / 1e6;
+        free(obs);
+        free(tgt);
+        free(bits);
+    }
     out->boxes = nb;
     out->observers = n_obs;
     out->targets = n_tgt;
@@ -720,6 +786,11 @@ static void print_los(const los_result *l)
            rate((double)segs, l->any_ms));
     printf("  %-24s %12.3f\n", "raybox build [Mboxes/s]",
            rate((double)l->boxes, l->build_ms));
+    printf("  %-24s %12.3f  (%.2fx the explicit segments' rate; answers "
+           "%s; memory %.1f MB against %.1f MB)\n",
+           "rb_visibility [Msegs/s]", rate((double)segs, l->vis_ms),
+           l->vis_ms > 0 ? l->any_ms / l->vis_ms : 0,
+           l->vis_same ? "the same" : "DIFFER", l->vis_mb, l->explicit_mb);
     print_embree(&l->em, segs, 0, l->any_ms, l->any_ms, l->build_ms, 0);
 }
 
