@@ -4,6 +4,7 @@
  *   raybox intersect [--backend auto|cpu|opencl] [--device N|NAME]
  *                    [--max-hits N] [FILE]
  *   raybox devices
+ *   raybox visibility SCENE OBSERVERS TARGETS -o OUT [--shard I/N] ...
  *   raybox --help | --version
  *
  * intersect reads one request of POST /v1/intersect (SPEC section 4) from
@@ -23,6 +24,7 @@
 #include "json_request.h"
 #include "json_response.h"
 #include "raybox.h"
+#include "raybox_cli.h"
 
 #define CHUNK (64 * 1024)
 
@@ -31,6 +33,7 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  intersect   answer one JSON intersect request (file or stdin)\n"
+    "  visibility  line of sight, observers x targets, files to a file\n"
     "  devices     list the OpenCL devices and the CPU backend\n"
     "\n"
     "  raybox <command> --help   options of a command\n"
@@ -350,6 +353,8 @@ int main(int argc, char **argv)
         return cmd_intersect(argc - 2, argv + 2);
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 2, argv + 2);
+    if (strcmp(cmd, "visibility") == 0)
+        return cmd_visibility(argc - 2, argv + 2);
     fprintf(stderr, "raybox: unknown command '%s'\n%s", cmd, usage_main);
     return 1;
 }
