@@ -20,9 +20,11 @@ endif
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libcurl4-openssl-dev python3 python3-venv \
-       gnuplot-nox openssl
+       python3-dev gnuplot-nox openssl
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
-# packages: tests/schemathesis/requirements.txt).
+# packages: tests/schemathesis/requirements.txt) and build/venv-python for
+# test_python (tests/python-requirements.txt, then python/ itself, whose
+# extension needs python3-dev's headers).
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
 # draw one, so it is a test dependency too. openssl makes the self-signed
 # certificate of test_http_access's HTTPS tests.
