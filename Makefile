@@ -1,6 +1,7 @@
 # raybox - the two commands of the README, plus bench/load/fuzz.
 #   make run    install what is missing, build, serve (rayboxd)
 #   make test   install what is missing, build, run every test
+#   make bench-python  the Python module against C and Open3D
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make install  build, then install into PREFIX (and DESTDIR)
@@ -29,6 +30,8 @@ DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
 # draw one, so it is a test dependency too. openssl makes the self-signed
 # certificate of test_http_access's HTTPS tests.
 BENCH_DEPS = libembree-dev
+# Open3D's wheel (make bench-python) loads these system libraries.
+PYBENCH_DEPS = libusb-1.0-0 libgl1 libegl1
 LOAD_DEPS = wrk curl
 # libFuzzer comes with clang's runtime libraries in Debian 12.
 FUZZ_DEPS = clang libclang-rt-14-dev
@@ -37,7 +40,7 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
-        run test install bench load gpu-check-fetch fuzz clean
+        run test install bench bench-python load gpu-check-fetch fuzz clean
 
 all: build
 
@@ -97,6 +100,15 @@ bench: bench-deps
 	$(BUILD)/bin/raybox-bench $(ARGS)
 	$(BUILD)/bin/raybox-bench-bvh $(BVH_ARGS)
 	$(BUILD)/bin/raybox-bench-shapes $(SHAPES_ARGS)
+
+# raybox's Python module (nearest, any) against libraybox from C and
+# against Open3D's RaycastingScene on the same 100K-box scene and rays
+# (python/bench/bench.py; it makes BUILD/venv-bench with Open3D from PyPI;
+# PYBENCH_ARGS are its options).
+PYBENCH_ARGS ?=
+bench-python: build
+	$(call install_missing,$(PYBENCH_DEPS))
+	python3 python/bench/bench.py --build $(BUILD) $(PYBENCH_ARGS)
 
 # Bounded wrk runs against rayboxd and a minimal libmicrohttpd server, and
 # the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).

@@ -1,7 +1,7 @@
 # cmake -DPYTHON=... -DVENV=DIR -DREQUIREMENTS=FILE -DSTAMP=FILE
-#       [-DTEST=name] [-DPACKAGE=DIR -DPACKAGE_BUILD_DIR=DIR] -P venv.cmake
+#       [-DTEST_NAME=name] [-DPACKAGE=DIR -DPACKAGE_BUILD_DIR=DIR] -P venv.cmake
 #
-# Makes the Python venv of a test (TEST, default test_schemathesis):
+# Makes the Python venv of a test (TEST_NAME, default test_schemathesis):
 # python3 -m venv, then pip install -r REQUIREMENTS, then with PACKAGE
 # pip install of that directory (test_python: python/, built in place by
 # scikit-build-core with the venv's own build requirements, incrementally
@@ -9,8 +9,8 @@
 # build) does not fail the build: it is written to VENV.log and the test
 # fails with it, so it is never skipped in silence. STAMP is written only
 # on success, so the next build tries again.
-if(NOT TEST)
-  set(TEST test_schemathesis)
+if(NOT TEST_NAME)
+  set(TEST_NAME test_schemathesis)
 endif()
 file(REMOVE "${STAMP}")
 set(log "${VENV}.log")
@@ -22,14 +22,14 @@ macro(step)
   file(APPEND "${log}" "$ ${cmdline}\n${out}\n")
   if(NOT rc EQUAL 0)
     file(APPEND "${log}" "failed: ${rc}\n")
-    message(WARNING "${TEST}: could not make ${VENV} (see ${log}); "
+    message(WARNING "${TEST_NAME}: could not make ${VENV} (see ${log}); "
                     "the test will fail until a build makes it")
     return()
   endif()
 endmacro()
 if(NOT PYTHON)
   file(APPEND "${log}" "no python3 found by CMake\n")
-  message(WARNING "${TEST}: no python3; the test will fail")
+  message(WARNING "${TEST_NAME}: no python3; the test will fail")
   return()
 endif()
 if(NOT EXISTS "${VENV}/bin/pip")

@@ -3,7 +3,7 @@
  * Python benchmark (python/tests, python/bench).
  *
  *   python_oracle DIR [--dims 2|3] [--max-hits N] [--backend B]
- *                 [--pairs] [--bench SECONDS]
+ *                 [--threads N] [--pairs] [--bench SECONDS]
  *
  * Reads DIR/rays.f32 (rb_ray or rb_ray2 records) and DIR/boxes.f32 (rb_box
  * or rb_box2), and in 3D DIR/obbs.f32, xboxes.f32, spheres.f32, planes.f32
@@ -31,7 +31,7 @@
 
 static const char usage[] =
     "usage: python_oracle DIR [--dims 2|3] [--max-hits N] [--backend B]\n"
-    "                     [--pairs] [--bench SECONDS]\n"
+    "                     [--threads N] [--pairs] [--bench SECONDS]\n"
     "Answers of libraybox for DIR/rays.f32 and DIR/boxes.f32 (and obbs,\n"
     "xboxes, spheres, planes .f32), written as raw result arrays to DIR,\n"
     "or (--bench) rays per second of nearest and any.\n";
@@ -163,7 +163,7 @@ static void write_answers(rb_context *ctx, rb_query *q, rb_results *res,
 int main(int argc, char **argv)
 {
     const char *dir = NULL, *backend = "cpu";
-    unsigned dims = 3, max_hits = 8;
+    unsigned dims = 3, max_hits = 8, threads = 0;
     int pairs = 0;
     double bench = 0;
     for (int i = 1; i < argc; i++) {
@@ -175,6 +175,8 @@ int main(int argc, char **argv)
             dims = (unsigned)atoi(argv[++i]);
         } else if (!strcmp(a, "--max-hits") && i + 1 < argc) {
             max_hits = (unsigned)atoi(argv[++i]);
+        } else if (!strcmp(a, "--threads") && i + 1 < argc) {
+            threads = (unsigned)atoi(argv[++i]);
         } else if (!strcmp(a, "--backend") && i + 1 < argc) {
             backend = argv[++i];
         } else if (!strcmp(a, "--bench") && i + 1 < argc) {
@@ -195,6 +197,7 @@ int main(int argc, char **argv)
     }
     rb_context_options opt;
     rb_context_options_init(&opt);
+    opt.threads = threads;
     if (rb_backend_kind_parse(backend, &opt.backend) != RB_OK) {
         fprintf(stderr, "python_oracle: backend '%s': auto, cpu or opencl\n",
                 backend);
