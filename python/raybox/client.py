@@ -106,7 +106,8 @@ class Client:
                             e, (ConnectionResetError, BrokenPipeError,
                                 http.client.RemoteDisconnected)):
                         raise HTTPError(0, "%s %s: %s" % (
-                            self.url, path, e or type(e).__name__)) from None
+                            self.url, path, str(e) or type(e).__name__)) \
+                            from None
             if resp.getheader("Connection", "").lower() == "close":
                 self._conn.close()
                 self._conn = None
@@ -174,9 +175,10 @@ class Client:
         return self._json("GET", "/v1/scenes")
 
     def patch_scene(self, scene_id, set=None, append=None, dims=3):
-        """set: (ids, boxes) pairs to replace, then append: boxes, or a dict
-        of element lists ({"boxes": ..., "spheres": ...}); all or nothing.
-        Returns {"id", "version", ...}."""
+        """set: (ids, elements), the elements of one kind (each id's kind)
+        to replace, then append: boxes, or a dict of element lists
+        ({"boxes": ..., "spheres": ...}); all or nothing. Returns {"id",
+        "version", ...}."""
         doc = {}
         if set is not None:
             ids, elems = set

@@ -233,9 +233,12 @@ static PyObject *Context_info(ContextObject *self, PyObject *unused)
     if (context_ready(self) < 0)
         return NULL;
     rb_backend_info bi;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(self->lock, WAIT_LOCK);
-    int rc = rb_context_info(self->ctx, &bi);
+    rc = rb_context_info(self->ctx, &bi);
     PyThread_release_lock(self->lock);
+    Py_END_ALLOW_THREADS
     if (rc != RB_OK)
         return raise_status(rc, NULL);
     return Py_BuildValue(
@@ -806,9 +809,12 @@ static PyObject *Scene_element_kind(SceneObject *self, PyObject *arg)
         return NULL;
     size_t index = 0;
     ContextObject *c = self->owner;
+    int k;
+    Py_BEGIN_ALLOW_THREADS
     PyThread_acquire_lock(c->lock, WAIT_LOCK);
-    int k = rb_scene_element_kind(self->scene, id, &index);
+    k = rb_scene_element_kind(self->scene, id, &index);
     PyThread_release_lock(c->lock);
+    Py_END_ALLOW_THREADS
     if (k < 0) {
         PyErr_Format(PyExc_IndexError, "id %llu: not in the scene", id);
         return NULL;
