@@ -160,3 +160,42 @@ def all_from_flat(counts, flat, splits, max_hits):
         "truncated": counts > max_hits,
         "max_hits": max_hits,
     }
+
+
+def all_every_hit(run, rays, first=64):
+    """An `all` answer with every hit (max_hits None): run(rays, max_hits)
+    answers in CSR; rays whose lists were cut at `first` are asked again,
+    alone, with room for the longest of them, so memory stays near the
+    answer's own size. The result is what run(rays, the largest count)
+    would give, with max_hits None and truncated all False."""
+    a = run(rays, first)
+    trunc = np.flatnonzero(a["truncated"])
+    if len(trunc) == 0:
+        a["max_hits"] = None
+        return a
+    b = run(rays[trunc], max(1, int(a["count"][trunc].max())))
+    n = len(a["count"])
+    kept_a = np.diff(a["ray_splits"])
+    kept = kept_a.copy()
+    kept[trunc] = np.diff(b["ray_splits"])
+    splits = np.zeros(n + 1, np.int64)
+    np.cumsum(kept, out=splits[1:])
+    # Destination of every entry: its ray's new start + its place in the ray.
+    ray_a = np.repeat(np.arange(n), kept_a)
+    keep_a = ~a["truncated"][ray_a]
+    pos_a = np.arange(len(ray_a)) - a["ray_splits"][ray_a]
+    dst_a = (splits[ray_a] + pos_a)[keep_a]
+    kept_b = np.diff(b["ray_splits"])
+    ray_b = trunc[np.repeat(np.arange(len(trunc)), kept_b)]
+    pos_b = np.arange(len(ray_b)) - np.repeat(b["ray_splits"][:-1], kept_b)
+    dst_b = splits[ray_b] + pos_b
+    out = {"ray_splits": splits}
+    for col in ("box", "t_enter", "t_exit"):
+        v = np.empty(int(splits[-1]), a[col].dtype)
+        v[dst_a] = a[col][keep_a]
+        v[dst_b] = b[col]
+        out[col] = v
+    out["count"] = a["count"]
+    out["truncated"] = np.zeros(n, np.bool_)
+    out["max_hits"] = None
+    return out

@@ -3,8 +3,8 @@ import numpy as np
 
 from . import _native
 from ._arrays import (HIT_DTYPE, LIST_DTYPE, MODES, SHAPE_KINDS,
-                      all_columns, elements_array, nearest_columns,
-                      rays_array)
+                      all_columns, all_every_hit, elements_array,
+                      nearest_columns, rays_array)
 
 DEFAULT_MAX_HITS = 64  # as rayboxd's --default-max-hits
 
@@ -79,6 +79,10 @@ class Scene:
     # ---- queries
     def _query(self, mode, rays, tmin, tmax, max_hits=0, normals=False):
         r = rays_array(rays, self.dims, tmin, tmax)
+        if mode == "all" and max_hits is None:
+            return all_every_hit(
+                lambda rr, mh: self._query("all", rr, None, None, mh), r,
+                DEFAULT_MAX_HITS)
 
         def call(m, **out):
             return self._scene.intersect(m, r, **out)
@@ -104,11 +108,13 @@ class Scene:
         """{"count": uint32 per ray}: how many elements are hit."""
         return self._query("count", rays, tmin, tmax)
 
-    def all(self, rays, tmin=None, tmax=None, max_hits=DEFAULT_MAX_HITS):
-        """Every hit, sorted by (t_enter, id), at most max_hits per ray, as
-        CSR: ray i's hits are box/t_enter/t_exit[ray_splits[i]:
-        ray_splits[i+1]]; "count" is every hit (uint32) and "truncated"
-        where it exceeds max_hits."""
+    def all(self, rays, tmin=None, tmax=None, max_hits=None):
+        """Every hit, sorted by (t_enter, id), as CSR: ray i's hits are
+        box/t_enter/t_exit[ray_splits[i]:ray_splits[i+1]]; "count" is
+        every hit (uint32). With max_hits, at most that many a ray (the
+        library's and rayboxd's lists) and "truncated" where count
+        exceeds it; None (the default) keeps them all (rays with more than
+        64 are asked again with room for theirs)."""
         return self._query("all", rays, tmin, tmax, max_hits=max_hits)
 
     # ---- changes
@@ -159,7 +165,7 @@ class Scene:
 
 def intersect(rays, boxes=None, mode="nearest", obbs=None, xboxes=None,
               spheres=None, planes=None, dims=3, tmin=None, tmax=None,
-              max_hits=DEFAULT_MAX_HITS, normals=False, backend="auto",
+              max_hits=None, normals=False, backend="auto",
               threads=0, device=None, context=None):
     """One query against elements given with it (no scene kept): the same
     modes and answers as Scene, plus "pairs" (ray i against element i of
@@ -175,10 +181,13 @@ def intersect(rays, boxes=None, mode="nearest", obbs=None, xboxes=None,
     arrs = {k: elements_array(v, k, dims) for k, v in lists.items()}
     has_shapes = any(arrs[k] is not None and len(arrs[k]) for k in SHAPE_KINDS)
 
-    def call(m, **out):
-        return ctx.intersect(m, dims, r, **arrs, **out)
-    ans, _ = _run(call, mode, len(r), max_hits, normals, kinds=has_shapes)
-    return ans
+    def run(rr, mh):
+        def call(m, **out):
+            return ctx.intersect(m, dims, rr, **arrs, **out)
+        return _run(call, mode, len(rr), mh, normals, kinds=has_shapes)[0]
+    if mode == "all" and max_hits is None:
+        return all_every_hit(run, r, DEFAULT_MAX_HITS)
+    return run(r, max_hits)
 
 
 class Context:

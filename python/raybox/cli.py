@@ -71,7 +71,8 @@ def main(argv=None):
     g.add_argument("--boxes", help="boxes .npy (M, 6) sent with the query")
     p.add_argument("--mode", default="nearest",
                    choices=["nearest", "any", "count", "all", "pairs"])
-    p.add_argument("--max-hits", type=int, default=64)
+    p.add_argument("--max-hits", type=int, default=None,
+                   help="all: at most N hits a ray (default: every hit)")
     p.add_argument("--out", help="save the answer's arrays as .npz")
     a = ap.parse_args(argv)
     try:

@@ -24,7 +24,8 @@ import urllib.parse
 import numpy as np
 
 from ._arrays import (HIT_DTYPE, LIST_DTYPE, MODES, SHAPE_KINDS, all_from_flat,
-                      elements_array, nearest_columns, rays_array)
+                      all_every_hit, elements_array, nearest_columns,
+                      rays_array)
 
 MEDIA_TYPE = "application/x-raybox"
 HEADER = struct.Struct("<4sHHBBBBIQQffQdQ")  # bytes 0-63
@@ -200,16 +201,21 @@ class Client:
     # ---- queries
     def intersect(self, rays, mode="nearest", scene=None, boxes=None,
                   obbs=None, xboxes=None, spheres=None, planes=None, dims=3,
-                  tmin=None, tmax=None, max_hits=DEFAULT_MAX_HITS,
-                  normals=False):
+                  tmin=None, tmax=None, max_hits=None, normals=False):
         """One query in the binary form, against a stored scene (its id) or
         elements sent with it; the answer's columns as raybox.Scene gives
-        them (nearest/pairs, any, count, all). self.last_meta has the
-        header's elapsed_ms, fell_back and scene_version."""
+        them (nearest/pairs, any, count, all; all with max_hits None keeps
+        every hit, as Scene.all does: rays cut at 64 are sent again).
+        self.last_meta has the header's elapsed_ms, fell_back and
+        scene_version."""
         if mode not in MODES:
             raise ValueError("mode %r: expected one of %s"
                              % (mode, ", ".join(MODES)))
         r = rays_array(rays, dims, tmin, tmax)
+        if mode == "all" and max_hits is None:
+            return all_every_hit(lambda rr, mh: self.intersect(
+                rr, "all", scene, boxes, obbs, xboxes, spheres, planes,
+                dims, max_hits=mh), r, DEFAULT_MAX_HITS)
         lists = _lists(dims, boxes, obbs, xboxes, spheres, planes)
         if scene is not None and any(v is not None for v in lists.values()):
             raise ValueError("a query on a scene takes no elements")

@@ -105,6 +105,19 @@ def test_pairs_2d_and_inline_shapes(client, oracle, workdir):
                  boxes=boxes, **shapes)
 
 
+def test_all_every_hit(client, oracle, workdir):
+    from test_native import nested_case
+    boxes, rays = nested_case(np.random.default_rng(25))
+    write_case(workdir, rays, boxes)
+    ref = oracle(workdir, max_hits=1024)["all"]
+    ref["max_hits"] = None
+    assert (ref["count"] > 64).sum() > 100
+    sid = client.create_scene(boxes)["id"]
+    assert_all(client.all(rays, scene=sid), ref, "http every hit")
+    assert_all(client.all(rays, boxes=boxes), ref, "http every hit, inline")
+    client.delete_scene(sid)
+
+
 def test_errors(client):
     rays = np.zeros((4, 8), np.float32)
     rays[:, 3] = 1

@@ -114,6 +114,36 @@ def test_set_append(oracle, workdir):
     check_scene(scene, rays, oracle(workdir), "after set+append")
 
 
+def nested_case(rng):
+    """Rays through 150 nested boxes and 300 others: lists longer than the
+    64 a first `all` pass has room for."""
+    h = np.linspace(0.1, 15, 150, dtype=np.float32)[:, None]
+    nested = np.concatenate([-h * np.ones((1, 3)), h * np.ones((1, 3))],
+                            axis=1).astype(np.float32)
+    boxes = np.concatenate([nested, gen_boxes(rng, 300)])
+    rays = gen_rays(rng, 2000, boxes)
+    rays[::3, 3:6] = -rays[::3, :3]  # a third aimed at the centre
+    return boxes, rays
+
+
+def test_all_every_hit(oracle, workdir):
+    rng = np.random.default_rng(12)
+    boxes, rays = nested_case(rng)
+    write_case(workdir, rays, boxes)
+    ref = oracle(workdir, max_hits=1024)["all"]
+    assert ref["count"].max() > 100 and (ref["count"] > 64).sum() > 100
+    assert not ref["truncated"].any()
+    scene = raybox.Scene(boxes, backend="cpu")
+    ans = scene.all(rays)
+    assert ans["max_hits"] is None and not ans["truncated"].any()
+    ref["max_hits"] = None
+    assert_all(ans, ref, "every hit")
+    inline = raybox.intersect(rays, boxes, mode="all", backend="cpu")
+    assert_all(inline, ref, "every hit, inline")
+    cut = scene.all(rays, max_hits=64)
+    assert cut["truncated"].sum() == (ref["count"] > 64).sum()
+
+
 def test_ray_forms_and_zero_copy():
     rng = np.random.default_rng(3)
     boxes = gen_boxes(rng, 500)
