@@ -105,7 +105,8 @@ def main(argv=None):
             ans = c.intersect(rays, a.mode, scene=a.scene, boxes=boxes,
                               max_hits=a.max_hits)
             if a.out:
-                np.savez(a.out, **ans)
+                np.savez(a.out, **{k: v for k, v in ans.items()
+                                   if isinstance(v, np.ndarray)})
                 out = {"rays": len(rays), "saved": a.out}
             else:
                 out = {k: _jsonable(v) for k, v in ans.items()}
