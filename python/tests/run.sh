@@ -11,4 +11,7 @@ if [ ! -f "$venv/.raybox-stamp" ]; then
   exit 1
 fi
 cd "$tests" || exit 1
-exec "$venv/bin/python" -m pytest -q -p no:cacheprovider "$tests"
+# The batches and answers of the run go under $RAYBOX_PY_TMP (the build's
+# python-tests/, emptied by pytest at the start) when ctest sets it.
+exec "$venv/bin/python" -m pytest -q -p no:cacheprovider \
+  ${RAYBOX_PY_TMP:+--basetemp="$RAYBOX_PY_TMP"} "$tests"
