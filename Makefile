@@ -1,6 +1,7 @@
 # raybox - the two commands of the README, plus bench/load/fuzz.
 #   make run    install what is missing, build, serve (rayboxd)
 #   make test   install what is missing, build, run every test
+#   make bench-python  the Python module against C and Open3D
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make soak-durable  SOAK_CYCLES SIGKILL-restart cycles of --data-dir
@@ -25,14 +26,17 @@ endif
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
-       python3 python3-venv \
-       gnuplot-nox openssl
+       python3 python3-venv python3-dev gnuplot-nox openssl
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
-# packages: tests/schemathesis/requirements.txt).
+# packages: tests/schemathesis/requirements.txt) and build/venv-python for
+# test_python (tests/python-requirements.txt, then python/ itself, whose
+# extension needs python3-dev's headers).
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
 # draw one, so it is a test dependency too. openssl makes the self-signed
 # certificate of test_http_access's HTTPS tests.
 BENCH_DEPS = libembree-dev
+# Open3D's wheel (make bench-python) loads these system libraries.
+PYBENCH_DEPS = libusb-1.0-0 libgl1 libegl1
 LOAD_DEPS = wrk curl
 # libFuzzer comes with clang's runtime libraries in Debian 12.
 FUZZ_DEPS = clang libclang-rt-14-dev
@@ -41,7 +45,8 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
-        run test install bench load soak-durable gpu-check-fetch fuzz clean
+        run test install bench bench-python load soak-durable \
+        gpu-check-fetch fuzz clean
 
 all: build
 
@@ -103,6 +108,15 @@ bench: bench-deps
 	$(BUILD)/bin/raybox-bench $(ARGS)
 	$(BUILD)/bin/raybox-bench-bvh $(BVH_ARGS)
 	$(BUILD)/bin/raybox-bench-shapes $(SHAPES_ARGS)
+
+# raybox's Python module (nearest, any) against libraybox from C and
+# against Open3D's RaycastingScene on the same 100K-box scene and rays
+# (python/bench/bench.py; it makes BUILD/venv-bench with Open3D from PyPI;
+# PYBENCH_ARGS are its options).
+PYBENCH_ARGS ?=
+bench-python: build
+	$(call install_missing,$(PYBENCH_DEPS))
+	python3 python/bench/bench.py --build $(BUILD) $(PYBENCH_ARGS)
 
 # Bounded wrk runs against rayboxd and a minimal libmicrohttpd server, and
 # the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).
