@@ -4,6 +4,8 @@
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make install  build, then install into PREFIX (and DESTDIR)
+#   make image    the container image (Dockerfile) with podman; image-test
+#                 builds it from scratch and smoke-tests it
 # CI=1 builds into build-ci with -Werror, ASan/LSan and UBSan.
 
 BUILD ?= build
@@ -28,6 +30,10 @@ DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
 # certificate of test_http_access's HTTPS tests.
 BENCH_DEPS = libembree-dev
 LOAD_DEPS = wrk curl
+# podman (with runc, its own configuration: scripts/image.sh) builds the
+# Dockerfile; debootstrap makes its base image, as no registry is used.
+IMAGE_DEPS = podman runc debootstrap python3
+IMAGE_TARGET ?= cpu
 # libFuzzer comes with clang's runtime libraries in Debian 12.
 FUZZ_DEPS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 60
@@ -35,7 +41,8 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
-        run test install bench load gpu-check-fetch fuzz clean
+        run test install bench load gpu-check-fetch fuzz clean \
+        image-deps image image-test image-clean
 
 all: build
 
@@ -64,6 +71,9 @@ load-deps: deps
 
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEPS))
+
+image-deps:
+	$(call install_missing,$(IMAGE_DEPS))
 
 configure: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -114,6 +124,21 @@ fuzz: fuzz-deps
 	    -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	    build-fuzz/corpus/$$t tests/fuzz/seeds/$$t || exit 1; \
 	done
+
+# The image of the Dockerfile's IMAGE_TARGET stage (cpu, nvidia, or test,
+# which runs the test suite inside) as raybox:IMAGE_TARGET, with podman's
+# storage in BUILD/image (docs/deploy.md). image-test rebuilds raybox:cpu
+# with --no-cache (the debootstrapped base is reused once imported) and
+# smoke-tests it on loopback port SMOKE_PORT (18080).
+image: image-deps
+	$(SUDO) env TARGET=$(IMAGE_TARGET) scripts/image.sh $(BUILD) build
+
+image-test: image-deps
+	$(SUDO) env SMOKE_PORT=$(or $(SMOKE_PORT),18080) scripts/image.sh $(BUILD) test
+
+# Removes podman's containers and images in BUILD/image (the base too).
+image-clean:
+	$(SUDO) scripts/image.sh $(BUILD) clean
 
 clean:
 	rm -rf build build-ci build-asan build-fuzz
