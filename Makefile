@@ -24,7 +24,14 @@ DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        libmicrohttpd-dev libcurl4-openssl-dev python3 python3-venv \
        gnuplot-nox openssl
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
-# packages: tests/schemathesis/requirements.txt).
+# packages: tests/schemathesis/requirements.txt) and build/venv-k8s for
+# test_k8s (tests/k8s/requirements.txt).
+# test_k8s needs kubectl (for `kubectl kustomize`): Debian's
+# kubernetes-client, unless a kubectl is on PATH already (another package
+# may own /usr/bin/kubectl, and the two cannot both be installed).
+ifeq ($(shell command -v kubectl 2>/dev/null),)
+DEPS += kubernetes-client
+endif
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
 # draw one, so it is a test dependency too. openssl makes the self-signed
 # certificate of test_http_access's HTTPS tests.

@@ -1,10 +1,15 @@
-# cmake -DPYTHON=... -DVENV=DIR -DREQUIREMENTS=FILE -DSTAMP=FILE -P venv.cmake
+# cmake -DPYTHON=... -DVENV=DIR -DREQUIREMENTS=FILE -DSTAMP=FILE
+#       [-DTEST=name] -P venv.cmake
 #
-# Makes the Python venv of test_schemathesis: python3 -m venv, then pip
-# install -r REQUIREMENTS. A failure (no python3-venv, no PyPI) does not
-# fail the build: it is written to VENV.log and test_schemathesis fails
-# with it, so the test is never skipped in silence. STAMP is written only
-# on success, so the next build tries again.
+# Makes the Python venv of a test (TEST, default test_schemathesis; also
+# test_k8s): python3 -m venv, then pip install -r REQUIREMENTS. A failure
+# (no python3-venv, no PyPI) does not fail the build: it is written to
+# VENV.log and the test fails with it, so the test is never skipped in
+# silence. STAMP is written only on success, so the next build tries
+# again.
+if(NOT TEST)
+  set(TEST test_schemathesis)
+endif()
 file(REMOVE "${STAMP}")
 set(log "${VENV}.log")
 file(WRITE "${log}" "")
@@ -15,14 +20,14 @@ macro(step)
   file(APPEND "${log}" "$ ${cmdline}\n${out}\n")
   if(NOT rc EQUAL 0)
     file(APPEND "${log}" "failed: ${rc}\n")
-    message(WARNING "test_schemathesis: could not make ${VENV} (see ${log}); "
+    message(WARNING "${TEST}: could not make ${VENV} (see ${log}); "
                     "the test will fail until a build makes it")
     return()
   endif()
 endmacro()
 if(NOT PYTHON)
   file(APPEND "${log}" "no python3 found by CMake\n")
-  message(WARNING "test_schemathesis: no python3; the test will fail")
+  message(WARNING "${TEST}: no python3; the test will fail")
   return()
 endif()
 if(NOT EXISTS "${VENV}/bin/pip")
