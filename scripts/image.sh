@@ -180,13 +180,16 @@ print(u.urlopen(r, timeout=10).read().decode())' "$url/v1/intersect" "$body") ||
 
 case $CMD in
 base) base ;;
-build) build ;;
+build)
+    build
+    podman image prune -f >/dev/null # layers the new image replaced
+    ;;
 test)
     t0=$(date +%s)
     build --no-cache
     t1=$(date +%s)
     smoke
-    podman image prune -f >/dev/null # the builder's dangling layers
+    podman image prune -f >/dev/null # the builder's and replaced layers
     say "image-test passed: build $((t1 - t0)) s, all $(($(date +%s) - t0)) s"
     podman images --format '{{.Repository}}:{{.Tag}} {{.Size}}' >&2
     ;;
