@@ -6,6 +6,8 @@
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make soak-durable  SOAK_CYCLES SIGKILL-restart cycles of --data-dir
 #   make install  build, then install into PREFIX (and DESTDIR)
+#   make image    the container image (Dockerfile) with podman; image-test
+#                 builds it from scratch and smoke-tests it
 # CI=1 builds into build-ci with -Werror, ASan/LSan and UBSan.
 
 # cmake's generated makefiles run inside this make: without this, each
@@ -28,9 +30,16 @@ DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
        python3 python3-venv python3-dev gnuplot-nox openssl
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
-# packages: tests/schemathesis/requirements.txt) and build/venv-python for
+# packages: tests/schemathesis/requirements.txt), build/venv-python for
 # test_python (tests/python-requirements.txt, then python/ itself, whose
-# extension needs python3-dev's headers).
+# extension needs python3-dev's headers) and build/venv-k8s for test_k8s
+# (tests/k8s/requirements.txt).
+# test_k8s needs kubectl (for `kubectl kustomize`): Debian's
+# kubernetes-client, unless a kubectl is on PATH already (another package
+# may own /usr/bin/kubectl, and the two cannot both be installed).
+ifeq ($(shell command -v kubectl 2>/dev/null),)
+DEPS += kubernetes-client
+endif
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
 # draw one, so it is a test dependency too. openssl makes the self-signed
 # certificate of test_http_access's HTTPS tests.
@@ -38,6 +47,10 @@ BENCH_DEPS = libembree-dev
 # Open3D's wheel (make bench-python) loads these system libraries.
 PYBENCH_DEPS = libusb-1.0-0 libgl1 libegl1
 LOAD_DEPS = wrk curl
+# podman (with runc, its own configuration: scripts/image.sh) builds the
+# Dockerfile; debootstrap makes its base image, as no registry is used.
+IMAGE_DEPS = podman runc debootstrap python3
+IMAGE_TARGET ?= cpu
 # libFuzzer comes with clang's runtime libraries in Debian 12.
 FUZZ_DEPS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 60
@@ -46,7 +59,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
         run test install bench bench-python load soak-durable \
-        gpu-check-fetch fuzz clean
+        gpu-check-fetch fuzz clean image-deps image image-test image-clean
 
 all: build
 
@@ -75,6 +88,9 @@ load-deps: deps
 
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEPS))
+
+image-deps:
+	$(call install_missing,$(IMAGE_DEPS))
 
 configure: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -146,6 +162,21 @@ fuzz: fuzz-deps
 	    -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	    build-fuzz/corpus/$$t tests/fuzz/seeds/$$t || exit 1; \
 	done
+
+# The image of the Dockerfile's IMAGE_TARGET stage (cpu, nvidia, or test,
+# which runs the test suite inside) as raybox:IMAGE_TARGET, with podman's
+# storage in BUILD/image (docs/deploy.md). image-test rebuilds raybox:cpu
+# with --no-cache (the debootstrapped base is reused once imported) and
+# smoke-tests it on loopback port SMOKE_PORT (18080).
+image: image-deps
+	$(SUDO) env TARGET=$(IMAGE_TARGET) scripts/image.sh $(BUILD) build
+
+image-test: image-deps
+	$(SUDO) env SMOKE_PORT=$(or $(SMOKE_PORT),18080) scripts/image.sh $(BUILD) test
+
+# Removes podman's containers and images in BUILD/image (the base too).
+image-clean:
+	$(SUDO) scripts/image.sh $(BUILD) clean
 
 clean:
 	rm -rf build build-ci build-asan build-fuzz

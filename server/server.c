@@ -156,8 +156,8 @@ static int build_devices_json(rbd_server *s, const rb_context_options *copt)
 /* ------------------------------------------------------------------------
  * Start
  */
-static int parse_bind(const char *text, uint16_t port,
-                      struct sockaddr_storage *ss, socklen_t *len)
+int server_parse_address(const char *text, uint16_t port,
+                         struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof *ss);
     /* "localhost" is the one name taken: 127.0.0.1, as a person means it.
@@ -489,7 +489,8 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
 
     struct sockaddr_storage addr;
     socklen_t addr_len = 0;
-    if (parse_bind(s->cfg.bind, (uint16_t)s->cfg.port, &addr, &addr_len)) {
+    if (server_parse_address(s->cfg.bind, (uint16_t)s->cfg.port, &addr,
+                             &addr_len)) {
         snprintf(why, why_len,
                  "--bind '%s' is not an IPv4 or IPv6 address (or localhost)",
                  s->cfg.bind);
