@@ -46,7 +46,10 @@ static void limits_from(const rbd_config *c, rbj_limits *l)
     l->max_results = c->max_results;
     /* Numbers in a body: every ray with its range, every box with an
      * index; the limit then only guards against bodies of lone numbers. */
-    l->max_numbers = 8 * c->max_rays + 7 * c->max_boxes + 64;
+    l->max_numbers = 8 * c->max_rays + 7 * c->max_boxes +
+                     3 * (c->max_observers + c->max_targets) + 64;
+    l->max_observers = c->max_observers;
+    l->max_targets = c->max_targets;
     l->default_max_hits = (uint32_t)c->default_max_hits;
 }
 
