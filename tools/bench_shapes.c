@@ -648,15 +648,20 @@ static void print_json(const figure *fs, size_t n, const options *o,
 
 /* ---- options ------------------------------------------------------------ */
 
-static int usage(const char *argv0)
+static int usage_to(FILE *f, const char *argv0)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: %s [--elements N[,N...]] [--rays N] [--threads N] "
             "[--repeat R] [--kinds box,obb,xbox,sphere,mixed] [--fill F] "
             "[--embree-quality low|medium|high[,...]] [--no-embree] "
             "[--opencl] [--cl-rays N] [--sort-rays] [--seed S] [--json]\n",
             argv0);
     return 2;
+}
+
+static int usage(const char *argv0)
+{
+    return usage_to(stderr, argv0);
 }
 
 static int parse_list(char *p, int (*item)(const char *, void *), void *u)
@@ -709,7 +714,16 @@ static int parse(int argc, char **argv, options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json")) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("raybox-bench-shapes: obbs, xboxes, spheres and a mix "
+                   "through raybox's CPU backend (and --opencl) against "
+                   "Embree 3's native primitives, 12 triangles and user "
+                   "geometry running raybox's exact tests, at every "
+                   "--embree-quality; the fastest Embree setup is the "
+                   "yardstick (docs/benchmarks-shapes.md).\n");
+            usage_to(stdout, argv[0]);
+            return -1;
+        } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--no-embree")) {
             o->embree = 0;
@@ -792,7 +806,7 @@ int main(int argc, char **argv)
     options o;
     int prc = parse(argc, argv, &o);
     if (prc)
-        return prc;
+        return prc < 0 ? 0 : prc; /* -1: --help */
 
     rb_context_options opt;
     rb_context_options_init(&opt);
