@@ -3,7 +3,9 @@
  * scene, raw observers, .npy targets; and a .npy scene), shards written
  * in any order into one file equal one run byte for byte, a shard run
  * again changes nothing, OpenCL writes the same file, and bad input exits
- * 2 with one line naming the element. RAYBOX_CLI is the executable. */
+ * 2 with one line naming the element; deploy/batch/visibility-slurm.sh
+ * run as eight array tasks writes the same file. RAYBOX_CLI is the
+ * executable. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,9 @@
 
 #ifndef RAYBOX_CLI
 #error "RAYBOX_CLI must name the raybox executable"
+#endif
+#ifndef RAYBOX_SOURCE_DIR
+#error "RAYBOX_SOURCE_DIR must name the source tree"
 #endif
 
 enum { G = 12, NB = G * G, NO = 101, NT = 37 };
@@ -214,6 +219,36 @@ START_TEST(test_files_and_shards)
 }
 END_TEST
 
+/* deploy/batch/visibility-slurm.sh as Slurm would run it: eight array
+ * tasks, in any order, give the file one run gives. */
+START_TEST(test_slurm_array_script)
+{
+    setup();
+    size_t n;
+    unsigned char *want = expected(&n);
+    write_npy("city.npy", (const float *)boxes, NB, 6);
+    write_npy("observers.npy", obs, NO, 3);
+    write_npy("targets.npy", tgt, NT, 3);
+    char bin[512];
+    snprintf(bin, sizeof bin, "%s", RAYBOX_CLI);
+    *strrchr(bin, '/') = '\0';
+    const int order[8] = {5, 0, 7, 2, 1, 6, 3, 4};
+    for (int k = 0; k < 8; k++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && PATH='%s':\"$PATH\" SLURM_ARRAY_TASK_ID=%d "
+                 "sh '%s/deploy/batch/visibility-slurm.sh'",
+                 dir, bin, order[k], RAYBOX_SOURCE_DIR);
+        int st = system(cmd);
+        ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "task %d: %s", order[k], cmd);
+    }
+    expect_file("vis.bin", want, n, "the Slurm array's eight tasks");
+    free(want);
+    teardown();
+}
+END_TEST
+
 static void expect_error(const char *args, int status, const char *text)
 {
     char err[1024];
@@ -258,6 +293,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_files_and_shards);
     tcase_add_test(tc, test_bad_input);
+    tcase_add_test(tc, test_slurm_array_script);
     suite_add_tcase(s, tc);
     int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -86,12 +86,52 @@ def main():
             pods[variant] = check_variant(variant, rel, docs, uid, cache_dir)
             print(f"test_k8s: {rel}: kustomize, kubernetes-validate --strict "
                   f"and the checks passed ({len(docs)} objects)")
+        check_batch_job(src, tmp, validate, yaml, uid, cache_dir)
     # Each variant's selectors see only its own pods.
     for a, b in (("cpu", "gpu"), ("gpu", "cpu")):
         for kind, sel in pods[a]["selectors"].items():
             need(not selects(sel, pods[b]["labels"]),
                  f"the {a} {kind} selector {sel} also selects the {b} pods")
     print("test_k8s: passed")
+
+
+def check_batch_job(src, tmp, validate, yaml, uid, cache_dir):
+    """deploy/batch/visibility-job.yaml: an Indexed Job whose pods run
+    raybox visibility, shard JOB_COMPLETION_INDEX of as many as there are
+    completions."""
+    rel = "deploy/batch/visibility-job.yaml"
+    path = os.path.join(src, rel)
+    r = subprocess.run([validate, "--strict", path], capture_output=True,
+                       text=True)
+    need(r.returncode == 0, f"kubernetes-validate --strict on {rel}: exit "
+         f"{r.returncode}:\n{r.stdout}{r.stderr}")
+    job = yaml.safe_load(open(path))
+    spec = job["spec"]
+    need(spec.get("completionMode") == "Indexed",
+         f"{rel}: completionMode {spec.get('completionMode')}, not Indexed")
+    n = spec["completions"]
+    pod = spec["template"]["spec"]
+    c = pod["containers"][0]
+    cmd = " ".join(c.get("command", []) + c.get("args", []))
+    m = re.search(r"--shard\s+\"?\$\{?JOB_COMPLETION_INDEX\}?/(\d+)", cmd)
+    need(m, f"{rel}: the command does not pass --shard "
+         f"$JOB_COMPLETION_INDEX/N: {cmd}")
+    need(int(m.group(1)) == n, f"{rel}: --shard .../{m.group(1)} but "
+         f"{n} completions")
+    need("raybox visibility" in cmd, f"{rel}: not raybox visibility: {cmd}")
+    need(spec.get("parallelism", 1) <= n, f"{rel}: parallelism > completions")
+    sc = pod.get("securityContext", {})
+    need(sc.get("runAsNonRoot") is True and sc.get("runAsUser") == uid,
+         f"{rel}: runAsNonRoot and runAsUser {uid} expected, got {sc}")
+    mounts = [v["mountPath"] for v in c.get("volumeMounts", [])]
+    need(any(cache_dir.startswith(m.rstrip("/") + "/") or cache_dir == m
+             for m in mounts), f"{rel}: no writable volume holds {cache_dir}")
+    out = re.search(r"-o\s+(\S+)", cmd)
+    need(out and any(out.group(1).startswith(m.rstrip("/") + "/")
+                     for m in mounts),
+         f"{rel}: the output is on no mounted volume")
+    print(f"test_k8s: {rel}: kubernetes-validate --strict and the checks "
+          f"passed ({n} shards)")
 
 
 def selects(selector, labels):
