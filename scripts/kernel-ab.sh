@@ -1,0 +1,72 @@
+#!/bin/sh
+# kernel-ab.sh - kernel-only rays/s of the hierarchy walks on the OpenCL
+# device (PoCL here) for several configurations in the same run, each
+# measured ROUNDS times in turn (A B C A B C ...), so that the load of a
+# shared machine falls on all of them alike; prints the median of each
+# row over the rounds and its ratio to the first configuration.
+#
+#   scripts/kernel-ab.sh [--rounds N] BUILD_DIR LABEL=ENV... [-- BENCH_ARGS]
+#
+# Each configuration is LABEL=VAR=VALUE[,VAR=VALUE...], the environment of
+# its raybox-bench runs, e.g. RAYBOX_KERNEL_DIR (kernels from a directory),
+# RAYBOX_CL_KERNELS, RAYBOX_CL_BVH_STACK. The bench runs the scene shapes
+# (RAYBOX_BVH=on: every scene query walks) with BENCH_ARGS (default
+# --scene-rays 64K --rays 16 --repeats 3). docs/gpu.md shows a run.
+set -eu
+rounds=3
+if [ "${1:-}" = --rounds ]; then rounds=$2; shift 2; fi
+case "${1:-}" in -h|--help|"")
+    sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+esac
+build=$1; shift
+bench=$build/bin/raybox-bench
+[ -x "$bench" ] || { echo "kernel-ab.sh: $bench not found (make build)" >&2; exit 1; }
+configs=""
+while [ $# -gt 0 ] && [ "$1" != -- ]; do
+    case "$1" in *=*) ;; *) echo "kernel-ab.sh: '$1' is not LABEL=ENV" >&2; exit 2 ;; esac
+    configs="$configs $1"; shift
+done
+[ "${1:-}" = -- ] && shift
+[ -n "$configs" ] || { echo "kernel-ab.sh: no configuration" >&2; exit 2; }
+[ $# -gt 0 ] || set -- --scene-rays 64K --rays 16 --repeats 3
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+r=1
+while [ "$r" -le "$rounds" ]; do
+    for c in $configs; do
+        label=${c%%=*}
+        envs=$(echo "${c#*=}" | tr ',' ' ')
+        echo "round $r: $label" >&2
+        # shellcheck disable=SC2086
+        env RAYBOX_BVH=on RAYBOX_CACHE_DIR="$out/cache" \
+            POCL_CACHE_DIR="$out/pocl" $envs "$bench" --backend opencl \
+            --modes nearest,any,count,all --quiet --json "$out/$label.$r.json" \
+            "$@" >/dev/null
+    done
+    r=$((r + 1))
+done
+python3 - "$out" $configs <<'PY'
+import json, statistics, sys, glob
+out, configs = sys.argv[1], [c.split('=', 1)[0] for c in sys.argv[2:]]
+rows = {}
+for label in configs:
+    for f in glob.glob(f"{out}/{label}.*.json"):
+        for r in json.load(open(f))["rows"]:
+            if r["category"] == "scenes" and r["path"] == "kernel" and \
+               r["metric"] == "rays_per_s" and r["status"] == "ok":
+                rows.setdefault((r["test"], r["shape"], r["size"]), {}) \
+                    .setdefault(label, []).append(r["value"])
+head = f"{'mode':8} {'shape':10} {'size':14}" + "".join(
+    f" {l:>12}" for l in configs) + "".join(
+    f" {l + '/' + configs[0]:>14}" for l in configs[1:])
+print("kernel-only rays/s, median of", len(glob.glob(f"{out}/{configs[0]}.*.json")),
+      "rounds (each the median of its repeats)")
+print(head)
+for key in sorted(rows, key=lambda k: (k[1], ["nearest","any","count","all"].index(k[0]))):
+    med = {l: statistics.median(v) for l, v in rows[key].items()}
+    line = f"{key[0]:8} {key[1]:10} {key[2]:14}" + "".join(
+        f" {med.get(l, float('nan'))/1e6:11.3f}M" for l in configs)
+    line += "".join(f" {med.get(l, float('nan'))/med[configs[0]]:14.3f}"
+                    for l in configs[1:])
+    print(line)
+PY
