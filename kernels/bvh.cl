@@ -215,10 +215,22 @@ typedef struct rb_walk {
  * visit last) and notes the loss; rb_wpop resumes from the path when the
  * ring runs empty after a loss. */
 #define RB_SHORT_MASK ((uint)RB_BVH_SHORT - 1u)
+/* Whether the ring can overflow at all: a walk holds at most WIDTH - 1
+ * entries a level, plus one (host/bvh/bvh.h). When it cannot (the wide
+ * variant's 1024), the path is not kept and the walk is the plain one. */
+#define RB_WALK_NEED (7 * RB_BVH_DEPTH + 1)
+#define RB_WALK_RESUMES (RB_BVH_SHORT < RB_WALK_NEED)
+#if RB_WALK_RESUMES
+#define RB_WALK_CAP RB_BVH_SHORT
+#define RB_WALK_DCAP RB_BVH_SHORT
+#else
+#define RB_WALK_CAP RB_WALK_NEED
+#define RB_WALK_DCAP 1
+#endif
 typedef struct rb_wstack {
-    uint ns[RB_BVH_SHORT];  /* node << 3 | its slot in its parent */
-    float t[RB_BVH_SHORT];  /* nearest and any: the slot's entry */
-    uchar d[RB_BVH_SHORT];  /* the node's depth (root 0) */
+    uint ns[RB_WALK_CAP];  /* node << 3 | its slot in its parent */
+    float t[RB_WALK_CAP];  /* nearest and any: the slot's entry */
+    uchar d[RB_WALK_DCAP]; /* the node's depth (root 0) */
     uint top;               /* pushes minus pops (the ring index) */
     uint n;                 /* entries held */
     int lost;               /* an entry was overwritten since the resume */
@@ -248,6 +260,11 @@ static inline void rb_path_take(rb_wpos *p, uint d, uint slot)
 static inline void rb_wpush(rb_wstack *st, uint node, uint slot, float t,
                             uint depth)
 {
+    if (!RB_WALK_RESUMES) {
+        st->ns[st->n] = node << 3 | slot;
+        st->t[st->n++] = t;
+        return;
+    }
     uint j = st->top++ & RB_SHORT_MASK;
     st->ns[j] = node << 3 | slot;
     st->t[j] = t;
@@ -350,7 +367,7 @@ static inline int rb_wpop(const rb_wray *w, __global const float *nodes,
 {
     for (;;) {
         if (st->n == 0) {
-            if (!st->lost)
+            if (!RB_WALK_RESUMES || !st->lost)
                 return 0;
             float limit = w->r.tmax;
             if (mode == RB_WALK_NEAREST && s->best_t < limit)
@@ -358,10 +375,12 @@ static inline int rb_wpop(const rb_wray *w, __global const float *nodes,
             rb_wresume(w, nodes, mode, limit, st, pos);
             continue;
         }
-        st->n--;
-        uint j = --st->top & RB_SHORT_MASK;
+        uint j = --st->n;
+        if (RB_WALK_RESUMES)
+            j = --st->top & RB_SHORT_MASK;
         uint ns = st->ns[j];
-        rb_path_take(pos, st->d[j], ns & 7u);
+        if (RB_WALK_RESUMES)
+            rb_path_take(pos, st->d[j], ns & 7u);
         if (mode != RB_WALK_NEAREST || st->t[j] <= s->best_t) {
             *cur = ns >> 3;
             return 1;
@@ -415,7 +434,8 @@ static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
                                                     d, 1)
                                      : rb_ctz(m);
                 cur = child[k];
-                rb_path_take(&pos, d, k);
+                if (RB_WALK_RESUMES)
+                    rb_path_take(&pos, d, k);
             } else {
                 walking = rb_wpop(w, nodes, mode, s, &st, &pos, &cur);
             }

@@ -3,7 +3,8 @@
 # device (PoCL here) for several configurations in the same run, each
 # measured ROUNDS times in turn (A B C A B C ...), so that the load of a
 # shared machine falls on all of them alike; prints the median of each
-# row over the rounds and its ratio to the first configuration.
+# row over the rounds, and the median (with min..max) over the rounds of
+# its ratio to the first configuration in the same round.
 #
 #   scripts/kernel-ab.sh [--rounds N] BUILD_DIR LABEL=ENV... [-- BENCH_ARGS]
 #
@@ -50,23 +51,28 @@ import json, statistics, sys, glob
 out, configs = sys.argv[1], [c.split('=', 1)[0] for c in sys.argv[2:]]
 rows = {}
 for label in configs:
-    for f in glob.glob(f"{out}/{label}.*.json"):
+    for f in sorted(glob.glob(f"{out}/{label}.*.json")):
+        rnd = int(f.rsplit(".", 2)[1])
         for r in json.load(open(f))["rows"]:
             if r["category"] == "scenes" and r["path"] == "kernel" and \
                r["metric"] == "rays_per_s" and r["status"] == "ok":
                 rows.setdefault((r["test"], r["shape"], r["size"]), {}) \
-                    .setdefault(label, []).append(r["value"])
+                    .setdefault(label, {})[rnd] = r["value"]
 head = f"{'mode':8} {'shape':10} {'size':14}" + "".join(
     f" {l:>12}" for l in configs) + "".join(
-    f" {l + '/' + configs[0]:>14}" for l in configs[1:])
+    f" {l + '/' + configs[0]:>24}" for l in configs[1:])
 print("kernel-only rays/s, median of", len(glob.glob(f"{out}/{configs[0]}.*.json")),
       "rounds (each the median of its repeats)")
 print(head)
 for key in sorted(rows, key=lambda k: (k[1], ["nearest","any","count","all"].index(k[0]))):
-    med = {l: statistics.median(v) for l, v in rows[key].items()}
+    by = rows[key]
+    med = {l: statistics.median(v.values()) for l, v in by.items()}
     line = f"{key[0]:8} {key[1]:10} {key[2]:14}" + "".join(
         f" {med.get(l, float('nan'))/1e6:11.3f}M" for l in configs)
-    line += "".join(f" {med.get(l, float('nan'))/med[configs[0]]:14.3f}"
-                    for l in configs[1:])
+    for l in configs[1:]:
+        rs = [by[l][n] / by[configs[0]][n] for n in by.get(l, {})
+              if n in by[configs[0]]]
+        line += (f" {statistics.median(rs):7.3f} ({min(rs):.2f}..{max(rs):.2f})"
+                 .rjust(25) if rs else " " * 25)
     print(line)
 PY
