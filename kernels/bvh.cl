@@ -51,7 +51,9 @@
  * or past the best, and ties are kept as in the pops). Each resume moves
  * the walk on, so it ends; a ray resumes at most about
  * (its pushes) / RB_BVH_SHORT times. Tests build a ring of one entry
- * (RAYBOX_CL_BVH_STACK=1) to run the resume everywhere.
+ * (RAYBOX_CL_BVH_STACK=1) to run the resume everywhere. A ring that
+ * cannot overflow (RB_WALK_RESUMES is 0: the wide variant's) keeps no
+ * path: it is the plain stack of the deepest tree.
  *
  * Two node tests, chosen with the brute kernels' variant: RB_WIDE (CPU
  * devices) tests a node's 8 slots as float8 vectors, one per plane row;
