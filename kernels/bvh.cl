@@ -259,17 +259,21 @@ static inline void rb_path_take(rb_wpos *p, uint d, uint slot)
     p->depth = d;
 }
 
-static inline void rb_wpush(rb_wstack *st, uint node, uint slot, float t,
-                            uint depth)
+/* ns: node << 3 | slot; t only where with_t (nearest and any read it). */
+static inline void rb_wpush(rb_wstack *st, uint ns, float t, uint depth,
+                            const int with_t)
 {
     if (!RB_WALK_RESUMES) {
-        st->ns[st->n] = node << 3 | slot;
-        st->t[st->n++] = t;
+        st->ns[st->n] = ns;
+        if (with_t)
+            st->t[st->n] = t;
+        st->n++;
         return;
     }
     uint j = st->top++ & RB_SHORT_MASK;
-    st->ns[j] = node << 3 | slot;
-    st->t[j] = t;
+    st->ns[j] = ns;
+    if (with_t)
+        st->t[j] = t;
     st->d[j] = (uchar)depth;
     if (st->n < RB_BVH_SHORT)
         st->n++;
@@ -289,7 +293,8 @@ static inline uint rb_wpush_set(const int mode, rb_wstack *st, uint m,
     if (!m)
         return 8;
     if (mode == RB_WALK_NEAREST || mode == RB_WALK_ANY) {
-        /* Far to near: entries non-increasing, equal entries by slot. */
+        /* Far to near: entries non-increasing, equal entries by slot
+         * (hk: node << 3 | slot). */
         uint hk[8];
         float ht[8];
         int h = 0;
@@ -303,13 +308,13 @@ static inline uint rb_wpush_set(const int mode, rb_wstack *st, uint m,
                 ht[pos] = ht[pos - 1];
                 pos--;
             }
-            hk[pos] = k;
+            hk[pos] = child[k] << 3 | k;
             ht[pos] = t;
         }
         int last = keep ? h - 1 : h;
         for (int j = 0; j < last; j++)
-            rb_wpush(st, child[hk[j]], hk[j], ht[j], d);
-        return keep ? hk[h - 1] : 8;
+            rb_wpush(st, hk[j], ht[j], d, 1);
+        return keep ? hk[h - 1] & 7u : 8;
     }
     uint first = keep ? 31 - clz(m) : 8;
     if (keep)
@@ -317,7 +322,7 @@ static inline uint rb_wpush_set(const int mode, rb_wstack *st, uint m,
     while (m) {
         uint k = rb_ctz(m);
         m &= m - 1;
-        rb_wpush(st, child[k], k, 0.0f, d);
+        rb_wpush(st, child[k] << 3 | k, 0.0f, d, 0);
     }
     return first;
 }
