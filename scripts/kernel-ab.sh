@@ -6,7 +6,12 @@
 # row over the rounds, and the median (with min..max) over the rounds of
 # its ratio to the first configuration in the same round.
 #
-#   scripts/kernel-ab.sh [--rounds N] BUILD_DIR LABEL=ENV... [-- BENCH_ARGS]
+#   scripts/kernel-ab.sh [--rounds N] [--cputime] BUILD_DIR LABEL=ENV...
+#                        [-- BENCH_ARGS]
+#
+# --cputime measures process CPU time per ray instead, with
+# BUILD_DIR/tests/walk_cputime on one PoCL thread (fixed work; robust to
+# the time other processes take), the ratio old/new of ns per ray.
 #
 # Each configuration is LABEL=VAR=VALUE[,VAR=VALUE...], the environment of
 # its raybox-bench runs, e.g. RAYBOX_KERNEL_DIR (kernels from a directory),
@@ -15,7 +20,14 @@
 # --scene-rays 64K --rays 16 --repeats 3). docs/gpu.md shows a run.
 set -eu
 rounds=3
-if [ "${1:-}" = --rounds ]; then rounds=$2; shift 2; fi
+cputime=0
+while :; do
+    case "${1:-}" in
+    --rounds) rounds=$2; shift 2 ;;
+    --cputime) cputime=1; shift ;;
+    *) break ;;
+    esac
+done
 case "${1:-}" in -h|--help|"")
     sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
@@ -38,6 +50,13 @@ while [ "$r" -le "$rounds" ]; do
         label=${c%%=*}
         envs=$(echo "${c#*=}" | tr ',' ' ')
         echo "round $r: $label" >&2
+        if [ "$cputime" = 1 ]; then
+            # shellcheck disable=SC2086
+            env POCL_MAX_PTHREAD_COUNT=1 RAYBOX_CACHE_DIR="$out/cache" \
+                POCL_CACHE_DIR="$out/pocl" $envs "$build/tests/walk_cputime" 2 \
+                > "$out/$label.$r.txt"
+            continue
+        fi
         # shellcheck disable=SC2086
         env RAYBOX_BVH=on RAYBOX_CACHE_DIR="$out/cache" \
             POCL_CACHE_DIR="$out/pocl" $envs "$bench" --backend opencl \
@@ -46,10 +65,32 @@ while [ "$r" -le "$rounds" ]; do
     done
     r=$((r + 1))
 done
-python3 - "$out" $configs <<'PY'
+python3 - "$out" "$cputime" $configs <<'PY'
 import json, statistics, sys, glob
-out, configs = sys.argv[1], [c.split('=', 1)[0] for c in sys.argv[2:]]
+out, cputime = sys.argv[1], sys.argv[2] == "1"
+configs = [c.split('=', 1)[0] for c in sys.argv[3:]]
 rows = {}
+if cputime:
+    for label in configs:
+        for f in glob.glob(f"{out}/{label}.*.txt"):
+            rnd = int(f.rsplit(".", 2)[1])
+            for line in open(f):
+                w = line.split()
+                if len(w) == 6 and w[2] == "kernel_ns_per_ray":
+                    rows.setdefault((w[1], w[0]), {}).setdefault(label, {})[rnd] = float(w[5])
+    print("CPU ns per ray (one PoCL thread), median of", rounds_n := len(glob.glob(f"{out}/{configs[0]}.*.txt")),
+          "rounds; ratio: first config's ns / this one's (above 1: faster)")
+    print(f"{'mode':8} {'shape':10}" + "".join(f" {l:>10}" for l in configs) +
+          "".join(f" {l + '/' + configs[0]:>24}" for l in configs[1:]))
+    for key in sorted(rows, key=lambda k: (k[1], ["nearest","any","count","all"].index(k[0]))):
+        by = rows[key]
+        line = f"{key[0]:8} {key[1]:10}" + "".join(
+            f" {statistics.median(by[l].values()):10.0f}" for l in configs)
+        for l in configs[1:]:
+            rs = [by[configs[0]][n] / by[l][n] for n in by[l] if n in by[configs[0]]]
+            line += f" {statistics.median(rs):7.3f} ({min(rs):.2f}..{max(rs):.2f})".rjust(25)
+        print(line)
+    sys.exit(0)
 for label in configs:
     for f in sorted(glob.glob(f"{out}/{label}.*.json")):
         rnd = int(f.rsplit(".", 2)[1])

@@ -110,7 +110,7 @@ typedef struct rb_cl_backend {
 enum rb_cl_division {
     RB_CL_DIV_EXACT,  /* -cl-fp32-correctly-rounded-divide-sqrt */
     RB_CL_DIV_DOUBLE, /* no such option but fp64: RB_RECIP_VIA_DOUBLE */
-    RB_CL_DIV_NONE    /* neither (the backend then keeps off the device) */
+    RB_CL_DIV_NONE    /* neither: plain 1/d (reported as not exact) */
 };
 
 /* cl_program.c: the options the program is built with for a kernel
