@@ -5,6 +5,8 @@
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make soak-durable  SOAK_CYCLES SIGKILL-restart cycles of --data-dir
+#   make gpu-report  registers, stack and spills of the kernels on NVIDIA
+#               GPUs, offline (needs the CUDA toolkit's ptxas)
 #   make install  build, then install into PREFIX (and DESTDIR)
 #   make image    the container image (Dockerfile) with podman; image-test
 #                 builds it from scratch and smoke-tests it
@@ -54,12 +56,22 @@ IMAGE_TARGET ?= cpu
 # libFuzzer comes with clang's runtime libraries in Debian 12.
 FUZZ_DEPS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 60
+# The GPU kernel report (scripts/gpu-report.sh): clang-14 with libclc's
+# nvptx64 builtins makes PTX, the CUDA toolkit's ptxas (not a Debian
+# package) the machine code. Where ptxas is found, make test installs
+# these too, since CMake then registers the gpu_report test.
+GPU_REPORT_DEPS = clang-14 libclc-14
+PTXAS := $(or $(shell command -v ptxas 2>/dev/null),$(wildcard /usr/local/cuda/bin/ptxas))
+ifneq ($(PTXAS),)
+DEPS += $(GPU_REPORT_DEPS)
+endif
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
         run test install bench bench-python load soak-durable \
-        gpu-check-fetch fuzz clean image-deps image image-test image-clean
+        gpu-check-fetch gpu-report-deps gpu-report fuzz clean image-deps \
+        image image-test image-clean
 
 all: build
 
@@ -91,6 +103,9 @@ fuzz-deps: deps
 
 image-deps:
 	$(call install_missing,$(IMAGE_DEPS))
+
+gpu-report-deps: deps
+	$(call install_missing,$(GPU_REPORT_DEPS))
 
 configure: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -177,6 +192,14 @@ image-test: image-deps
 # Removes podman's containers and images in BUILD/image (the base too).
 image-clean:
 	$(SUDO) scripts/image.sh $(BUILD) clean
+
+# Every kernel as an NVIDIA GPU would compile it (sm_90 and sm_80, the
+# library's own source and options): registers, stack frame, spills,
+# shared memory, warps per SM; fails on spills and on stack frames over
+# 512 bytes (docs/gpu.md). Without ptxas it says so and fails.
+gpu-report: gpu-report-deps build
+	@[ -n "$(PTXAS)" ] || { echo "make gpu-report: no ptxas (the CUDA toolkit's) in PATH or /usr/local/cuda/bin; the report needs it" >&2; exit 1; }
+	PTXAS=$(PTXAS) scripts/gpu-report.sh --max-stack 512 --min-warps 32 $(BUILD)
 
 clean:
 	rm -rf build build-ci build-asan build-fuzz

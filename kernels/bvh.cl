@@ -35,10 +35,25 @@
  * and descends, nearer children first for nearest and any, until it meets
  * a node with box hits; an outer loop then takes those boxes and resumes,
  * so that the items of a SIMD group tend to be in the same loop (node
- * tests, or box work) at the same time. The stack lives in private
- * memory with room for the deepest
- * tree the builder can make (RB_BVH_STACK, passed by the host from
- * bvh.h: at most WIDTH - 1 entries per level).
+ * tests, or box work) at the same time.
+ *
+ * The stack is short (RB_BVH_SHORT entries, a ring in private memory, set
+ * by the host: a deep tree would need 680, kilobytes of local memory per
+ * work-item on a GPU). A push onto a full ring drops the oldest entry, the
+ * one the walk would visit last; when the ring runs empty after a drop,
+ * the walk resumes from its path (the slot taken at each level, 3 bits a
+ * level): it tests the path's nodes again from the root and pushes the
+ * children after the path's child in a fixed visit order (rb_wpush_set),
+ * which are what an unlimited stack would hold then. So every node is
+ * visited once, in the order of a walk without limit (count and all count
+ * each box once), and box hits are taken at the first visit only; nearest
+ * resumes with its bound as it is (a dropped subtree could only start at
+ * or past the best, and ties are kept as in the pops). Each resume moves
+ * the walk on, so it ends; a ray resumes at most about
+ * (its pushes) / RB_BVH_SHORT times. Tests build a ring of one entry
+ * (RAYBOX_CL_BVH_STACK=1) to run the resume everywhere. A ring that
+ * cannot overflow (RB_WALK_RESUMES is 0: the wide variant's) keeps no
+ * path: it is the plain stack of the deepest tree.
  *
  * Two node tests, chosen with the brute kernels' variant: RB_WIDE (CPU
  * devices) tests a node's 8 slots as float8 vectors, one per plane row;
@@ -51,8 +66,11 @@
  * permutation of the chunk's rays: item k walks ray order[k] and writes
  * that ray's answer.
  */
-#ifndef RB_BVH_STACK
-#error "RB_BVH_STACK must be defined by the host (host/bvh/bvh.h)"
+#if !defined(RB_BVH_SHORT) || !defined(RB_BVH_DEPTH)
+#error "RB_BVH_SHORT and RB_BVH_DEPTH must be defined by the host"
+#endif
+#if RB_BVH_SHORT < 1 || (RB_BVH_SHORT & (RB_BVH_SHORT - 1)) != 0
+#error "RB_BVH_SHORT must be a power of two"
 #endif
 
 
@@ -194,6 +212,189 @@ typedef struct rb_walk {
     uint stored;     /* all: entries in the list */
 } rb_walk;
 
+/* The short stack: a ring of RB_BVH_SHORT subtrees still to visit. A push
+ * onto a full ring overwrites the oldest entry (the one the walk would
+ * visit last) and notes the loss; rb_wpop resumes from the path when the
+ * ring runs empty after a loss. */
+#define RB_SHORT_MASK ((uint)RB_BVH_SHORT - 1u)
+/* Whether the ring can overflow at all: a walk holds at most WIDTH - 1
+ * entries a level, plus one (host/bvh/bvh.h). When it cannot (the wide
+ * variant's 1024), the path is not kept and the walk is the plain one. */
+#define RB_WALK_NEED (7 * RB_BVH_DEPTH + 1)
+#define RB_WALK_RESUMES (RB_BVH_SHORT < RB_WALK_NEED)
+#if RB_WALK_RESUMES
+#define RB_WALK_CAP RB_BVH_SHORT
+#define RB_WALK_DCAP RB_BVH_SHORT
+#else
+#define RB_WALK_CAP RB_WALK_NEED
+#define RB_WALK_DCAP 1
+#endif
+typedef struct rb_wstack {
+    uint ns[RB_WALK_CAP];  /* node << 3 | its slot in its parent */
+    float t[RB_WALK_CAP];  /* nearest and any: the slot's entry */
+    uchar d[RB_WALK_DCAP]; /* the node's depth (root 0) */
+    uint top;               /* pushes minus pops (the ring index) */
+    uint n;                 /* entries held */
+    int lost;               /* an entry was overwritten since the resume */
+} rb_wstack;
+
+/* Where the walk is: the slot of each node of the path from the root to
+ * the node last taken, 3 bits a level, ten levels a word; depth is that
+ * node's depth (root 0). */
+#define RB_PATH_WORDS (RB_BVH_DEPTH / 10 + 1)
+typedef struct rb_wpos {
+    uint path[RB_PATH_WORDS];
+    uint depth;
+} rb_wpos;
+
+static inline uint rb_path_get(const rb_wpos *p, uint d)
+{
+    return (p->path[d / 10] >> (3 * (d % 10))) & 7u;
+}
+
+static inline void rb_path_take(rb_wpos *p, uint d, uint slot)
+{
+    uint w = d / 10, sh = 3 * (d % 10);
+    p->path[w] = (p->path[w] & ~(7u << sh)) | (slot << sh);
+    p->depth = d;
+}
+
+/* ns: node << 3 | slot; t only where with_t (nearest and any read it). */
+static inline void rb_wpush(rb_wstack *st, uint ns, float t, uint depth,
+                            const int with_t)
+{
+    if (!RB_WALK_RESUMES) {
+        st->ns[st->n] = ns;
+        if (with_t)
+            st->t[st->n] = t;
+        st->n++;
+        return;
+    }
+    uint j = st->top++ & RB_SHORT_MASK;
+    st->ns[j] = ns;
+    if (with_t)
+        st->t[j] = t;
+    st->d[j] = (uchar)depth;
+    if (st->n < RB_BVH_SHORT)
+        st->n++;
+    else
+        st->lost = 1;
+}
+
+/* The visit order of a node's children, which the resume relies on: for
+ * nearest and any by entry, then by higher slot; for count and all by
+ * higher slot. Pushes the subtree slots of m (children at depth d) so
+ * that the first to visit is on top; with `keep` that first one is not
+ * pushed but returned (its slot). Returns 8 when none was kept. */
+static inline uint rb_wpush_set(const int mode, rb_wstack *st, uint m,
+                                const float ev[8],
+                                __global const uint *child, uint d, int keep)
+{
+    if (!m)
+        return 8;
+    if (mode == RB_WALK_NEAREST || mode == RB_WALK_ANY) {
+        /* Far to near: entries non-increasing, equal entries by slot
+         * (hk: node << 3 | slot). */
+        uint hk[8];
+        float ht[8];
+        int h = 0;
+        while (m) {
+            uint k = rb_ctz(m);
+            m &= m - 1;
+            float t = ev[k];
+            int pos = h++;
+            while (pos > 0 && ht[pos - 1] < t) {
+                hk[pos] = hk[pos - 1];
+                ht[pos] = ht[pos - 1];
+                pos--;
+            }
+            hk[pos] = child[k] << 3 | k;
+            ht[pos] = t;
+        }
+        int last = keep ? h - 1 : h;
+        for (int j = 0; j < last; j++)
+            rb_wpush(st, hk[j], ht[j], d, 1);
+        return keep ? hk[h - 1] & 7u : 8;
+    }
+    uint first = keep ? 31 - clz(m) : 8;
+    if (keep)
+        m &= ~(1u << first);
+    while (m) {
+        uint k = rb_ctz(m);
+        m &= m - 1;
+        rb_wpush(st, child[k] << 3 | k, 0.0f, d, 0);
+    }
+    return first;
+}
+
+/* After a loss, with the ring empty: walks the path from the root again,
+ * testing each node of it (with the bound the walk has now), and pushes
+ * the children that come after the path's child in the visit order,
+ * deepest last, which are the subtrees a stack without limit would hold.
+ * For nearest, a path child that now fails the test (its entry beyond the
+ * best) holds nothing left to visit, so the path ends there. Box hits of
+ * the path's nodes were taken when the walk first met them. */
+static inline void rb_wresume(const rb_wray *w, __global const float *nodes,
+                              const int mode, float limit, rb_wstack *st,
+                              const rb_wpos *pos)
+{
+    __global const uint *words = (__global const uint *)nodes;
+    st->lost = 0;
+    uint node = 0;
+    for (uint d = 1; d <= pos->depth; d++) {
+        float ev[8], xv[8];
+        uint hits;
+        uint m = rb_node_test(w, nodes + (size_t)node * RB_NODE_WORDS, limit,
+                              ev, xv, &hits);
+        __global const uint *child = words + (size_t)node * RB_NODE_WORDS +
+                                     RB_NODE_CHILD;
+        uint c = rb_path_get(pos, d);
+        uint after = 0;
+        if (mode == RB_WALK_NEAREST || mode == RB_WALK_ANY) {
+            for (uint mm = m; mm; mm &= mm - 1) {
+                uint k = rb_ctz(mm);
+                if (ev[k] > ev[c] || (ev[k] == ev[c] && k < c))
+                    after |= 1u << k;
+            }
+        } else {
+            after = m & ((1u << c) - 1u);
+        }
+        rb_wpush_set(mode, st, after, ev, child, d, 0);
+        if (!((m >> c) & 1u))
+            break;
+        node = child[c];
+    }
+}
+
+/* The next subtree to visit into *cur (1), or 0 when the walk is over;
+ * nearest skips entries that start past its best. */
+static inline int rb_wpop(const rb_wray *w, __global const float *nodes,
+                          const int mode, const rb_walk *s, rb_wstack *st,
+                          rb_wpos *pos, uint *cur)
+{
+    for (;;) {
+        if (st->n == 0) {
+            if (!RB_WALK_RESUMES || !st->lost)
+                return 0;
+            float limit = w->r.tmax;
+            if (mode == RB_WALK_NEAREST && s->best_t < limit)
+                limit = s->best_t;
+            rb_wresume(w, nodes, mode, limit, st, pos);
+            continue;
+        }
+        uint j = --st->n;
+        if (RB_WALK_RESUMES)
+            j = --st->top & RB_SHORT_MASK;
+        uint ns = st->ns[j];
+        if (RB_WALK_RESUMES)
+            rb_path_take(pos, st->d[j], ns & 7u);
+        if (mode != RB_WALK_NEAREST || st->t[j] <= s->best_t) {
+            *cur = ns >> 3;
+            return 1;
+        }
+    }
+}
+
 /* One ray through the tree. mode is a constant at every call site, so
  * each kernel gets its own loop. */
 static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
@@ -201,9 +402,14 @@ static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
                                 __global rb_list_hit *list, uint cap)
 {
     __global const uint *words = (__global const uint *)nodes;
-    uint st_node[RB_BVH_STACK];
-    float st_t[RB_BVH_STACK];
-    int sp = 0;
+    rb_wstack st;
+    st.top = 0;
+    st.n = 0;
+    st.lost = 0;
+    rb_wpos pos;
+    for (int j = 0; j < RB_PATH_WORDS; j++)
+        pos.path[j] = 0;
+    pos.depth = 0;
     uint cur = 0;
     int walking = 1;
     while (walking) {
@@ -228,54 +434,17 @@ static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
                      pm &= pm - 1)
                     rb_prefetch_node(nodes + (size_t)child[rb_ctz(pm)] *
                                                  RB_NODE_WORDS);
-                uint k = rb_ctz(m);
-                m &= m - 1;
-                if (!m) {
-                    cur = child[k];
-                } else if (mode == RB_WALK_NEAREST || mode == RB_WALK_ANY) {
-                    /* Pushed far to near; the nearest is walked now. */
-                    uint hn[8];
-                    float ht[8];
-                    int h = 1;
-                    hn[0] = child[k];
-                    ht[0] = ev[k];
-                    while (m) {
-                        k = rb_ctz(m);
-                        m &= m - 1;
-                        float t = ev[k];
-                        int pos = h++;
-                        while (pos > 0 && ht[pos - 1] < t) {
-                            hn[pos] = hn[pos - 1];
-                            ht[pos] = ht[pos - 1];
-                            pos--;
-                        }
-                        hn[pos] = child[k];
-                        ht[pos] = t;
-                    }
-                    for (int j = 0; j < h - 1; j++) {
-                        st_node[sp] = hn[j];
-                        st_t[sp++] = ht[j];
-                    }
-                    cur = hn[h - 1];
-                } else {
-                    cur = child[k];
-                    while (m) {
-                        k = rb_ctz(m);
-                        m &= m - 1;
-                        st_node[sp++] = child[k];
-                    }
-                }
+                /* The first child in the visit order is walked now, the
+                 * others wait on the stack. */
+                uint d = pos.depth + 1;
+                uint k = m & (m - 1) ? rb_wpush_set(mode, &st, m, ev, child,
+                                                    d, 1)
+                                     : rb_ctz(m);
+                cur = child[k];
+                if (RB_WALK_RESUMES)
+                    rb_path_take(&pos, d, k);
             } else {
-                /* Pop; nearest skips entries that start past its best. */
-                walking = 0;
-                while (sp > 0) {
-                    sp--;
-                    if (mode != RB_WALK_NEAREST || st_t[sp] <= s->best_t) {
-                        cur = st_node[sp];
-                        walking = 1;
-                        break;
-                    }
-                }
+                walking = rb_wpop(w, nodes, mode, s, &st, &pos, &cur);
             }
         }
         if (!hits)

@@ -12,7 +12,10 @@
  * reference), the CPU walk and the OpenCL walk (both with the hierarchy
  * forced on: RB_BVH_USE_ALWAYS). The suite runs twice under CTest, with
  * the device's default kernels and with the GPU configuration
- * (test_cl_bvh_gpu_path: tiled kernels, copies through device buffers). */
+ * (test_cl_bvh_gpu_path: tiled kernels, copies through device buffers),
+ * and twice more with a walk stack of one and of two entries
+ * (test_cl_bvh_short_stack*: RAYBOX_CL_BVH_STACK), so that nearly every
+ * push overflows and the walks resume from their paths. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +51,16 @@ static trio trio_make(uint64_t max_buf, uint64_t budget)
     t.c[CPU_BVH] = make_ctx(RBT_CPU, RB_BVH_USE_ALWAYS, 0, 0, 1);
     t.c[CL_BVH] = make_ctx(RBT_OPENCL, RB_BVH_USE_ALWAYS, max_buf, budget,
                            1);
+    /* The stack the suite asked for is the one the program was built
+     * with (else the overflow runs would test nothing new). */
+    const char *stack = getenv("RAYBOX_CL_BVH_STACK");
+    unsigned have = rb_cl_bvh_stack(t.c[CL_BVH]);
+    if (stack)
+        ck_assert_msg(have == (unsigned)atoi(stack),
+                      "walk stack %u, RAYBOX_CL_BVH_STACK=%s", have, stack);
+    else
+        ck_assert_msg(have >= 16 && (have & (have - 1)) == 0,
+                      "walk stack %u entries", have);
     return t;
 }
 

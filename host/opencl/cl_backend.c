@@ -181,6 +181,21 @@ int rb_cl_backend_create(rb_context *ctx, int want_gpu_only, rb_backend **out,
         be->wide = 0;
     else
         be->wide = !be->dev.is_gpu;
+    be->bvh_stack = be->wide ? RB_CL_BVH_STACK_WIDE : RB_CL_BVH_STACK_TILED;
+    const char *stack = getenv("RAYBOX_CL_BVH_STACK");
+    if (stack) {
+        char *end;
+        unsigned long v = strtoul(stack, &end, 10);
+        if (end == stack || *end || v == 0 || v > RB_CL_BVH_STACK_MAX ||
+            (v & (v - 1))) {
+            snprintf(why, why_len,
+                     "RAYBOX_CL_BVH_STACK=%s: not a power of two in 1..%u",
+                     stack, RB_CL_BVH_STACK_MAX);
+            rc = RB_EINVAL;
+            goto fail;
+        }
+        be->bvh_stack = (unsigned)v;
+    }
     /* A CPU device reads and writes the caller's arrays in place
      * (CL_MEM_USE_HOST_PTR): copying them would be all the cost there.
      * RAYBOX_CL_ZERO_COPY=0|1 overrides (tests run both paths). */
@@ -241,6 +256,13 @@ unsigned long long rb_cl_node_uploads(const rb_context *ctx)
     if (!ctx || !ctx->cl)
         return 0;
     return ((const rb_cl_backend *)ctx->cl)->node_uploads;
+}
+
+unsigned rb_cl_bvh_stack(const rb_context *ctx)
+{
+    if (!ctx || !ctx->cl)
+        return 0;
+    return ((const rb_cl_backend *)ctx->cl)->bvh_stack;
 }
 
 int rb_cl_program_from_cache(const rb_context *ctx)

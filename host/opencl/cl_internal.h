@@ -76,6 +76,7 @@ typedef struct rb_cl_backend {
     int from_cache;       /* the program came from the binary cache */
     int exact_division;   /* the kernel's 1/d is correctly rounded */
     int wide;             /* brute_wide.cl's kernels (CPU devices) */
+    unsigned bvh_stack;   /* entries of the walk's short stack (bvh.cl) */
     int zero_copy;        /* rays and answers stay in the caller's memory */
     size_t wg;            /* work-group size of every launch */
     size_t tile;          /* boxes per __local tile */
@@ -95,6 +96,29 @@ typedef struct rb_cl_backend {
     size_t nodes_n;
     uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
 } rb_cl_backend;
+
+/* Entries of the hierarchy walk's short stack (kernels/bvh.cl), a power
+ * of two: the tiled variant's keeps a GPU's local memory per work-item
+ * small (docs/gpu.md); the wide variant's never overflows on a CPU device
+ * (above RB_BVH_STACK, host/bvh/bvh.h), where private memory is cheap.
+ * RAYBOX_CL_BVH_STACK=N overrides both (tests force overflows with 1). */
+#define RB_CL_BVH_STACK_TILED 16u
+#define RB_CL_BVH_STACK_WIDE 1024u
+#define RB_CL_BVH_STACK_MAX 1024u
+
+/* How the device divides (R8), for the build options. */
+enum rb_cl_division {
+    RB_CL_DIV_EXACT,  /* -cl-fp32-correctly-rounded-divide-sqrt */
+    RB_CL_DIV_DOUBLE, /* no such option but fp64: RB_RECIP_VIA_DOUBLE */
+    RB_CL_DIV_NONE    /* neither: plain 1/d (reported as not exact) */
+};
+
+/* cl_program.c: the options the program is built with for a kernel
+ * variant (wide or tiled), a division and a short stack of bvh_stack
+ * entries, into out (cap bytes, always NUL-terminated). The GPU report
+ * (tests/gpu_options.c, scripts/gpu-report.sh) prints them too. */
+void rb_cl_build_options(int wide, enum rb_cl_division div,
+                         unsigned bvh_stack, char *out, size_t cap);
 
 /* cl_program.c: builds the program for be->dev (or loads it from the
  * binary cache) and creates the kernels. RB_EBUILD with the log stored in

@@ -62,11 +62,10 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
         uint64_t nodes = (uint64_t)bvh->n_nodes * sizeof(rb_bvh_node);
         uint64_t first_rays = min_u64(job->n_rays, wg) *
                               (per_ray + sizeof(uint32_t));
-        /* The private stack must hold the tree's deepest path: always so
+        /* The walk's path holds RB_BVH_MAX_DEPTH levels: always enough
          * for the builder's trees (bvh.h), checked all the same. */
-        uint64_t stack = (uint64_t)(RB_BVH_WIDTH - 1) * bvh->depth + 1;
         if (nodes <= max_buf && nodes + first_rays <= budget &&
-            stack <= RB_BVH_STACK) {
+            bvh->depth <= RB_BVH_MAX_DEPTH) {
             out->bvh = 1;
             out->bytes[RB_CLB_NODES] = (size_t)nodes;
             box_bytes = nodes;

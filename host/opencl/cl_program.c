@@ -158,16 +158,25 @@ out:
     return rc;
 }
 
-/* RB_BVH_STACK: the walk's private stack holds the deepest tree the
- * builder can make (host/bvh/bvh.h). */
+/* RB_BVH_SHORT: the walk's short stack; RB_BVH_DEPTH: the deepest tree
+ * the builder can make (host/bvh/bvh.h), which sizes the walk's path. */
+void rb_cl_build_options(int wide, enum rb_cl_division div,
+                         unsigned bvh_stack, char *out, size_t cap)
+{
+    snprintf(out, cap, "-cl-std=CL1.2 -DRB_BVH_SHORT=%u -DRB_BVH_DEPTH=%d%s%s",
+             bvh_stack, (int)RB_BVH_MAX_DEPTH, wide ? " -DRB_WIDE" : "",
+             div == RB_CL_DIV_EXACT    ? " -cl-fp32-correctly-rounded-divide-sqrt"
+             : div == RB_CL_DIV_DOUBLE ? " -DRB_RECIP_VIA_DOUBLE"
+                                       : "");
+}
+
 static void build_options(const rb_cl_backend *be, char *out, size_t cap)
 {
-    snprintf(out, cap, "-cl-std=CL1.2 -DRB_BVH_STACK=%d%s%s",
-             (int)RB_BVH_STACK, be->wide ? " -DRB_WIDE" : "",
-             be->dev.desc.exact_division
-                 ? " -cl-fp32-correctly-rounded-divide-sqrt"
-             : be->dev.fp64 ? " -DRB_RECIP_VIA_DOUBLE"
-                            : "");
+    rb_cl_build_options(be->wide,
+                        be->dev.desc.exact_division ? RB_CL_DIV_EXACT
+                        : be->dev.fp64              ? RB_CL_DIV_DOUBLE
+                                                    : RB_CL_DIV_NONE,
+                        be->bvh_stack, out, cap);
 }
 
 static uint64_t cache_key(const rb_cl_backend *be, const char *options,

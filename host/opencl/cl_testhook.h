@@ -23,6 +23,10 @@ unsigned long long rb_cl_calls(const rb_context *ctx);
 unsigned long long rb_cl_walks(const rb_context *ctx);
 unsigned long long rb_cl_node_uploads(const rb_context *ctx);
 
+/* Entries of the hierarchy walk's short stack in ctx's program
+ * (kernels/bvh.cl; RAYBOX_CL_BVH_STACK sets it), 0 without a backend. */
+unsigned rb_cl_bvh_stack(const rb_context *ctx);
+
 /* 1 if ctx's program came from the binary cache, 0 if it was built from
  * source, -1 without an OpenCL backend. */
 int rb_cl_program_from_cache(const rb_context *ctx);
