@@ -25,6 +25,7 @@ endif
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
+       libpng-dev \
        python3 python3-venv \
        gnuplot-nox openssl
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI

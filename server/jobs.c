@@ -15,6 +15,7 @@
 #include "auth.h"
 #include "block_cache.h"
 #include "deadline.h"
+#include "render_image.h"
 #include "request.h"
 #include "sbuf.h"
 
@@ -205,9 +206,65 @@ static void set_stopped(rbd_request *r)
     set_error(r, 503, detail);
 }
 
+/* A camera's rays (SPEC section 8) into r->cam_body, whose memory the
+ * handler took. 0, or -1 with the reply set (422 w = 0 or a ray beyond
+ * float32 at some pixel, 503 out of memory). */
+static int camera_rays(rbd_request *r)
+{
+    rbj_request *b = &r->cam_body;
+    size_t n = b->n_rays;
+    r->cam_rays = malloc((n ? n : 1) * sizeof(rb_ray));
+    if (!r->cam_rays) {
+        set_error(r, 503, "out of memory for the camera's rays");
+        return -1;
+    }
+    rb_error e;
+    if (rb_camera_rays(b->camera, 0, n, r->cam_rays, &e) != RB_OK) {
+        scene_ver_release(r->ver);
+        r->ver = NULL;
+        rbj_error_from_library(b, RBJ_FROM_CAMERA, &e, &r->reply.err);
+        r->reply.status = r->reply.err.status;
+        return -1;
+    }
+    b->rays = r->cam_rays;
+    return 0;
+}
+
+/* A render's picture: the colours of the nearest answer as a PNG. */
+static int png_answer(rbd_request *r, const rb_results *res)
+{
+    const rbj_request *b = r->body;
+    size_t n = b->n_rays;
+    uint8_t *rgb = malloc(3 * (n ? n : 1));
+    if (!rgb) {
+        set_error(r, 503, "out of memory for the picture");
+        return -1;
+    }
+    rbr_image_rgb(b->image, res, n, rgb);
+    void *png;
+    size_t len;
+    char why[200];
+    int rc = rbr_png_encode(rgb, (uint32_t)b->camera->viewport[2],
+                            (uint32_t)b->camera->viewport[3], &png, &len, why,
+                            sizeof why);
+    free(rgb);
+    if (rc) {
+        set_error(r, 503, why);
+        return -1;
+    }
+    r->reply.body = png;
+    r->reply.len = len;
+    r->reply.kind = OUT_BUFFER;
+    r->reply.content_type = "image/png";
+    r->reply.status = 200;
+    return 0;
+}
+
 void job_intersect(rbd_job *job, rb_context *ctx)
 {
     rbd_request *r = (rbd_request *)job;
+    if (r->body == &r->cam_body && !r->cam_body.rays && camera_rays(r))
+        return;
     const rbj_request *b = r->body;
     rbd_payload *p = calloc(1, sizeof *p);
     /* A scene with kinds beyond boxes names them in nearest answers, as
@@ -245,6 +302,11 @@ void job_intersect(rbd_job *job, rb_context *ctx)
     }
     metrics_query(&r->srv->metrics, b->n_rays, p->res.info.slab_tests,
                   p->res.info.fell_back);
+    if (r->route == ROUTE_SCENE_RENDER && !r->out_binary) {
+        png_answer(r, &p->res);
+        payload_free(p);
+        return;
+    }
     if (r->out_binary ? binary_answer(p, r, has_version, version)
                       : render_json(p, b, has_version, version)) {
         payload_free(p);
