@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "binary_codec.h"
 #include "http_expect.h"
@@ -20,6 +21,7 @@
 #include "testutil.h"
 
 #define JSON "application/json"
+#define ID4 "[1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1]"
 #define BIN RBB_MEDIA_TYPE
 
 static rbt_server srv;
@@ -583,6 +585,58 @@ START_TEST(test_render_png)
         free(rgb);
         rbt_resp_free(&r);
     }
+    /* raybox render: the same PNG, byte for byte, from the files. */
+    char dir[] = "/tmp/rbcamXXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char scene_path[64], cam_path[64], png_path[64], cmd[512];
+    snprintf(scene_path, sizeof scene_path, "%s/scene.json", dir);
+    snprintf(cam_path, sizeof cam_path, "%s/camera.json", dir);
+    snprintf(png_path, sizeof png_path, "%s/out.png", dir);
+    FILE *f = fopen(scene_path, "w");
+    ck_assert_ptr_nonnull(f);
+    sbuf sb;
+    sbuf_init(&sb);
+    sbuf_add(&sb, "{\"boxes\":");
+    put_boxes(&sb, q.boxes, q.n_boxes);
+    sbuf_add(&sb, "}");
+    fputs(sb.data, f);
+    fclose(f);
+    sbuf_free(&sb);
+    f = fopen(cam_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "{%s,\"image\":\"depth\"}", cam.data);
+    fclose(f);
+    snprintf(body, sizeof body, "{%s,\"image\":\"normal\"}", cam.data);
+    rbt_resp want = render(path, body, NULL);
+    ck_assert_int_eq(want.status, 200);
+    snprintf(cmd, sizeof cmd, "%s render %s --camera %s -o %s --image normal "
+             "--backend cpu", RAYBOX_CLI, scene_path, cam_path, png_path);
+    ck_assert_int_eq(system(cmd), 0);
+    size_t got_len;
+    char *got = rbt_read_file(png_path, &got_len);
+    ck_assert_msg(got_len == want.len && memcmp(got, want.body, got_len) == 0,
+                  "raybox render wrote another PNG (%zu / %zu bytes)",
+                  got_len, want.len);
+    free(got);
+    rbt_resp_free(&want);
+    /* A bad camera file: exit 2, the file and the pointer named. */
+    f = fopen(cam_path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("{\"camera\":{\"view\":" ID4 ",\"projection\":" ID4
+          ",\"viewport\":[0,0,0,4]}}", f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s render %s --camera %s -o %s 2>%s/err",
+             RAYBOX_CLI, scene_path, cam_path, png_path, dir);
+    int st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    snprintf(cmd, sizeof cmd, "%s/err", dir);
+    char *err = rbt_read_file(cmd, &got_len);
+    ck_assert_msg(strstr(err, "camera.json: /camera/viewport/2:") != NULL,
+                  "%s", err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    ck_assert_int_eq(system(cmd), 0);
+
     rbt_resp_free(&nb);
     rbt_resp_free(&qb);
     sbuf_free(&cam);
@@ -611,7 +665,6 @@ static void expect_problem(const char *path, const char *ctype,
 }
 
 #define BOX ",\"boxes\":[[0,0,0,1,1,1]]}"
-#define ID4 "[1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1]"
 
 static void expect_json(const char *body, long status, const char *pointer)
 {
