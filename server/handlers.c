@@ -179,7 +179,14 @@ static enum MHD_Result intersect(rbd_request *r)
             b->image == RBJ_IMAGE_NORMAL)
             r->cam_body.outputs |= RB_OUTPUT_NORMAL;
         r->body = b = &r->cam_body;
-        if (request_take_memory(r, (uint64_t)b->n_rays * sizeof(rb_ray),
+        /* A picture: its RGB bytes, and about as many again for the
+         * PNG (libpng's worst case is a little over the raw bytes). */
+        uint64_t picture = r->route == ROUTE_SCENE_RENDER && !r->out_binary
+                               ? 7 * (uint64_t)b->n_rays
+                               : 0;
+        if (request_take_memory(r,
+                                (uint64_t)b->n_rays * sizeof(rb_ray) +
+                                    picture,
                                 "the camera's rays", detail, sizeof detail))
             return respond_problem(r, 503, NULL, detail);
     }

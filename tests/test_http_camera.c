@@ -236,8 +236,9 @@ static void *rays_binary(const rb_ray *rays, size_t n, rb_mode mode,
     ck_assert_ptr_nonnull(b);
     v2_header(b, mode, RBB_FLAG_RANGES, max_hits, n, nb, 0, INFINITY);
     memcpy(b + RBB_HEADER_SIZE_2, rays, n * sizeof(rb_ray));
-    memcpy(b + RBB_HEADER_SIZE_2 + n * sizeof(rb_ray), boxes,
-           nb * sizeof(rb_box));
+    if (nb)
+        memcpy(b + RBB_HEADER_SIZE_2 + n * sizeof(rb_ray), boxes,
+               nb * sizeof(rb_box));
     return b;
 }
 
