@@ -22,6 +22,7 @@
 #include "access_log.h"
 #include "allowed_hosts.h"
 #include "auth.h"
+#include "block_cache.h"
 #include "deadline.h"
 #include "listener.h"
 #include "request.h"
@@ -119,7 +120,7 @@ static void request_free(rbd_request *r)
     rbb_decoder_destroy(r->bd);
     scene_ver_release(r->ver);
     free(r->reply.body);
-    free(r->cam_rays);
+    rbc_block_free(r->cam_rays);
     payload_free(r->reply.payload);
     free(r);
     budget_give(&s->budget, held);

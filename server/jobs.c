@@ -8,6 +8,7 @@
  * to PRE_RENDER_MAX bytes and the rest, if any, as it is sent (by the I/O
  * thread, 64 KiB at a time, so memory stays bounded for huge answers).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,20 +207,72 @@ static void set_stopped(rbd_request *r)
     set_error(r, 503, detail);
 }
 
+/* A piece of a camera's rays, for one thread. */
+typedef struct ray_piece {
+    const rb_camera *cam;
+    uint64_t first;
+    size_t n;
+    rb_ray *out;
+    rb_error err;
+    int status;
+    pthread_t thread;
+    int started;
+} ray_piece;
+
+static void *make_piece(void *arg)
+{
+    ray_piece *k = arg;
+    k->status = rb_camera_rays(k->cam, k->first, k->n, k->out + k->first,
+                               &k->err);
+    return NULL;
+}
+
+/* Rays per thread below which one thread makes them all. */
+#define CAMERA_PIECE_MIN 65536u
+#define CAMERA_PIECES_MAX 64u
+
 /* A camera's rays (SPEC section 8) into r->cam_body, whose memory the
- * handler took. 0, or -1 with the reply set (422 w = 0 or a ray beyond
- * float32 at some pixel, 503 out of memory). */
+ * handler took; a large picture's are made by up to --threads threads
+ * (rb_camera_rays gives the same bits whatever the pieces). 0, or -1
+ * with the reply set (422 w = 0 or a ray beyond float32 at some pixel:
+ * the lowest such pixel; 503 out of memory). */
 static int camera_rays(rbd_request *r)
 {
     rbj_request *b = &r->cam_body;
     size_t n = b->n_rays;
-    r->cam_rays = malloc((n ? n : 1) * sizeof(rb_ray));
+    r->cam_rays = rbc_block_alloc((n ? n : 1) * sizeof(rb_ray));
     if (!r->cam_rays) {
         set_error(r, 503, "out of memory for the camera's rays");
         return -1;
     }
+    size_t pieces = n / CAMERA_PIECE_MIN;
+    uint64_t threads = r->srv->cfg.threads;
+    pieces = pieces > threads ? (size_t)threads : pieces;
+    pieces = pieces > CAMERA_PIECES_MAX ? CAMERA_PIECES_MAX
+             : pieces ? pieces
+                      : 1;
+    ray_piece k[CAMERA_PIECES_MAX];
+    for (size_t i = 0; i < pieces; i++) {
+        k[i] = (ray_piece){.cam = b->camera, .first = n * i / pieces,
+                           .out = r->cam_rays};
+        k[i].n = (size_t)(n * (i + 1) / pieces - k[i].first);
+        /* Piece 0 runs here; a thread that cannot start runs here too. */
+        k[i].started = i > 0 && pthread_create(&k[i].thread, NULL,
+                                               make_piece, &k[i]) == 0;
+    }
+    for (size_t i = 0; i < pieces; i++)
+        if (!k[i].started)
+            make_piece(&k[i]);
+    int failed = -1;
+    for (size_t i = 0; i < pieces; i++) {
+        if (k[i].started)
+            pthread_join(k[i].thread, NULL);
+        if (k[i].status != RB_OK && failed < 0)
+            failed = (int)i; /* the pieces are in pixel order */
+    }
     rb_error e;
-    if (rb_camera_rays(b->camera, 0, n, r->cam_rays, &e) != RB_OK) {
+    if (failed >= 0) {
+        e = k[failed].err;
         scene_ver_release(r->ver);
         r->ver = NULL;
         rbj_error_from_library(b, RBJ_FROM_CAMERA, &e, &r->reply.err);
