@@ -451,6 +451,27 @@ START_TEST(test_camera_opencl)
         rbt_resp_free(&b);
         free(body);
     }
+    /* A picture large enough that the server makes its rays in pieces
+     * (--threads 2, 65536 rays a piece at least). */
+    char id[160], path[200];
+    create_scene(&cl, q.boxes, q.n_boxes, id, sizeof id);
+    snprintf(path, sizeof path, "/v1/scenes/%s/intersect", id);
+    c.viewport[2] = 512;
+    c.viewport[3] = 300;
+    size_t n, lb, lr;
+    rb_ray *rays = camera_rays(&c, &n);
+    ck_assert_uint_eq(n, 153600);
+    void *cb = camera_binary(&c, RB_MODE_NEAREST, 0, NULL, 0, &lb);
+    void *eb = rays_binary(rays, n, RB_MODE_NEAREST, 0, NULL, 0, &lr);
+    rbt_resp a, b;
+    rbt_http(NULL, "POST", U(&cl, path), BIN, cb, lb, BIN, NULL, &a);
+    rbt_http(NULL, "POST", U(&cl, path), BIN, eb, lr, BIN, NULL, &b);
+    same_binary(&a, &b, "a picture in pieces");
+    rbt_resp_free(&a);
+    rbt_resp_free(&b);
+    free(cb);
+    free(eb);
+    free(rays);
     rbt_query_free(&q);
     ck_assert_int_eq(rbt_server_stop(&cl), 0);
 }
