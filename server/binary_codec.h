@@ -16,7 +16,8 @@
  *   10   1   dims (2 or 3)
  *   11   1   flags (request: bit 0 = each ray record carries tmin, tmax;
  *                   version 2 also bit 1 = normals wanted, bit 2 = obb
- *                   records are quaternion-form;
+ *                   records are quaternion-form, bit 3 = a camera record
+ *                   in place of the rays (see RBB_FLAG_CAMERA);
  *                   result: bit 0 = scene_version is set, bit 1 = the
  *                   query fell back from OpenCL to the CPU; version 2
  *                   also bit 2 = kinds follow, bit 3 = normals follow)
