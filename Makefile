@@ -1,10 +1,13 @@
 # raybox - the two commands of the README, plus bench/load/fuzz.
 #   make run    install what is missing, build, serve (rayboxd)
 #   make test   install what is missing, build, run every test
+#   make bench-python  the Python module against C and Open3D
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make soak-durable  SOAK_CYCLES SIGKILL-restart cycles of --data-dir
 #   make install  build, then install into PREFIX (and DESTDIR)
+#   make image    the container image (Dockerfile) with podman; image-test
+#                 builds it from scratch and smoke-tests it
 # CI=1 builds into build-ci with -Werror, ASan/LSan and UBSan.
 
 # cmake's generated makefiles run inside this make: without this, each
@@ -26,15 +29,29 @@ DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
        libpng-dev \
-       python3 python3-venv \
-       gnuplot-nox openssl
+       python3 python3-venv python3-dev gnuplot-nox openssl
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
-# packages: tests/schemathesis/requirements.txt).
+# packages: tests/schemathesis/requirements.txt), build/venv-python for
+# test_python (tests/python-requirements.txt, then python/ itself, whose
+# extension needs python3-dev's headers) and build/venv-k8s for test_k8s
+# (tests/k8s/requirements.txt).
+# test_k8s needs kubectl (for `kubectl kustomize`): Debian's
+# kubernetes-client, unless a kubectl is on PATH already (another package
+# may own /usr/bin/kubectl, and the two cannot both be installed).
+ifeq ($(shell command -v kubectl 2>/dev/null),)
+DEPS += kubernetes-client
+endif
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
 # draw one, so it is a test dependency too. openssl makes the self-signed
 # certificate of test_http_access's HTTPS tests.
 BENCH_DEPS = libembree-dev
+# Open3D's wheel (make bench-python) loads these system libraries.
+PYBENCH_DEPS = libusb-1.0-0 libgl1 libegl1
 LOAD_DEPS = wrk curl
+# podman (with runc, its own configuration: scripts/image.sh) builds the
+# Dockerfile; debootstrap makes its base image, as no registry is used.
+IMAGE_DEPS = podman runc debootstrap python3
+IMAGE_TARGET ?= cpu
 # libFuzzer comes with clang's runtime libraries in Debian 12.
 FUZZ_DEPS = clang libclang-rt-14-dev
 FUZZ_SECONDS ?= 60
@@ -42,7 +59,8 @@ FUZZ_SECONDS ?= 60
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
-        run test install bench load soak-durable gpu-check-fetch fuzz clean
+        run test install bench bench-python load soak-durable \
+        gpu-check-fetch fuzz clean image-deps image image-test image-clean
 
 all: build
 
@@ -71,6 +89,9 @@ load-deps: deps
 
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_DEPS))
+
+image-deps:
+	$(call install_missing,$(IMAGE_DEPS))
 
 configure: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
@@ -105,6 +126,15 @@ bench: bench-deps
 	$(BUILD)/bin/raybox-bench-bvh $(BVH_ARGS)
 	$(BUILD)/bin/raybox-bench-shapes $(SHAPES_ARGS)
 
+# raybox's Python module (nearest, any) against libraybox from C and
+# against Open3D's RaycastingScene on the same 100K-box scene and rays
+# (python/bench/bench.py; it makes BUILD/venv-bench with Open3D from PyPI;
+# PYBENCH_ARGS are its options).
+PYBENCH_ARGS ?=
+bench-python: build
+	$(call install_missing,$(PYBENCH_DEPS))
+	python3 python/bench/bench.py --build $(BUILD) $(PYBENCH_ARGS)
+
 # Bounded wrk runs against rayboxd and a minimal libmicrohttpd server, and
 # the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).
 load: load-deps build
@@ -133,6 +163,21 @@ fuzz: fuzz-deps
 	    -print_final_stats=1 -artifact_prefix=build-fuzz/ \
 	    build-fuzz/corpus/$$t tests/fuzz/seeds/$$t || exit 1; \
 	done
+
+# The image of the Dockerfile's IMAGE_TARGET stage (cpu, nvidia, or test,
+# which runs the test suite inside) as raybox:IMAGE_TARGET, with podman's
+# storage in BUILD/image (docs/deploy.md). image-test rebuilds raybox:cpu
+# with --no-cache (the debootstrapped base is reused once imported) and
+# smoke-tests it on loopback port SMOKE_PORT (18080).
+image: image-deps
+	$(SUDO) env TARGET=$(IMAGE_TARGET) scripts/image.sh $(BUILD) build
+
+image-test: image-deps
+	$(SUDO) env SMOKE_PORT=$(or $(SMOKE_PORT),18080) scripts/image.sh $(BUILD) test
+
+# Removes podman's containers and images in BUILD/image (the base too).
+image-clean:
+	$(SUDO) scripts/image.sh $(BUILD) clean
 
 clean:
 	rm -rf build build-ci build-asan build-fuzz

@@ -333,8 +333,10 @@ typedef enum rb_element_kind {
     RB_ELEMENT_XBOX = 4,
     RB_ELEMENT_SPHERE = 5,
     RB_ELEMENT_PLANE = 6,
-    RB_ELEMENT_CAMERA = 7, /* rb_camera: field as in rb_camera_rays */
-    RB_ELEMENT_PIXEL = 8   /* a camera's pixel: index in answer order */
+    RB_ELEMENT_OBSERVER = 7, /* rb_visibility: index = observer, field xyz */
+    RB_ELEMENT_TARGET = 8,   /* rb_visibility: index = target, field xyz */
+    RB_ELEMENT_CAMERA = 9,   /* rb_camera: field as in rb_camera_rays */
+    RB_ELEMENT_PIXEL = 10    /* a camera's pixel: index in answer order */
 } rb_element_kind;
 
 typedef struct rb_error {
@@ -575,6 +577,44 @@ typedef struct rb_results {
  * RB_ENOMEM, or a device status when OpenCL failed and fallback is off. */
 RB_API int rb_intersect(rb_context *ctx, const rb_query *query,
                         rb_results *results);
+
+/* ------------------------------------------------------------------------
+ * Visibility (SPEC section 9): line of sight between every observer and
+ * every target of a scene without N x M rays in memory.
+ */
+typedef struct rb_visibility_query {
+    const rb_scene *scene;    /* 3D */
+    const float *observers;   /* n_observers x (x, y, z) */
+    size_t n_observers;
+    const float *targets;     /* n_targets x (x, y, z) */
+    size_t n_targets;
+    /* The range of every segment: 0 and 1 for the whole segment; a
+     * margin such as [1e-4, 0.9999] ignores elements touching its ends. */
+    float tmin, tmax;
+    int (*stop)(void *stop_user); /* as rb_query.stop */
+    void *stop_user;
+} rb_visibility_query;
+
+/* The bit matrix's bytes: n_observers rows of ceil(n_targets / 8). */
+RB_API uint64_t rb_visibility_bytes(size_t n_observers, size_t n_targets);
+
+/* Pair (i, j) is the segment o = observer i, d = target j - observer i
+ * (each component in float32), tested as RB_MODE_ANY over [tmin, tmax];
+ * it is visible when nothing is hit. Writes the row-major bit matrix to
+ * bits (bits_len >= rb_visibility_bytes): bit j % 8 of byte j / 8 of row
+ * i is set when (i, j) is visible, padding bits 0; the count of visible
+ * pairs to *n_visible (may be NULL) and what ran to *info (may be NULL).
+ * The segments are made a tile at a time where they are tested, so
+ * memory is O(observers + targets + tile + answer), and every answer is
+ * the bit `any` gives for the explicit segment (same backend paths).
+ * Errors: RB_EINVAL (no scene, a 2D scene, bits too small, an invalid
+ * range), RB_EINPUT (a coordinate that is not finite: element
+ * RB_ELEMENT_OBSERVER or _TARGET, its index, field 0-2; or a direction
+ * that overflows float32: element RB_ELEMENT_TARGET, the message names
+ * both ends), RB_ECANCELED, RB_ENOMEM, or a backend's status. */
+RB_API int rb_visibility(rb_context *ctx, const rb_visibility_query *q,
+                         uint8_t *bits, size_t bits_len,
+                         uint64_t *n_visible, rb_run_info *info);
 
 /* SPEC R6 for a ray's range, as rb_intersect applies it: tmin finite,
  * tmax neither NaN nor -inf, and tmin <= tmax after subnormals are flushed

@@ -66,9 +66,11 @@ wrk_run() {
     echo "$line" | sed 's/[a-z0-9_]*=//g; s/RESULT //' >>"$DIR/$1"
 }
 
-# median EXPR FILE / spread EXPR FILE over the runs in FILE.
+# median EXPR FILE / spread EXPR FILE over the runs in FILE. An even
+# number of runs gives the mean of the two middle values.
 median() {
-    awk "{print $1}" "$2" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+    awk "{print $1}" "$2" | sort -g | awk '{v[NR]=$1} END {
+        if (NR % 2) print v[(NR+1)/2]; else printf "%.6g\n", (v[NR/2]+v[NR/2+1])/2 }'
 }
 spread() {
     awk "{print $1}" "$2" | sort -g | awk '{v[NR]=$1} END {printf "%.3g..%.3g", v[1], v[NR]}'

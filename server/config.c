@@ -185,6 +185,12 @@ void rbd_config_help(FILE *out)
     fprintf(out, "  %-30s  the options as a markdown table\n",
             "--help-markdown");
     fprintf(out, "  %-30s  the version\n", "--version");
+    fprintf(out, "  %-30s", "--healthcheck [URL]");
+    wrap(out, "alone: serve nothing, GET URL (http://HOST:PORT/PATH, HOST "
+              "an address literal or localhost; plain HTTP only; default "
+              "http://127.0.0.1:$RAYBOX_PORT/v1/health, port 8080 when "
+              "unset) within 3 s and exit 0 on a 200, else 1 (a "
+              "container's HEALTHCHECK)");
 }
 
 void rbd_config_markdown(FILE *out)

@@ -71,6 +71,15 @@
       1ull << 40, "`all` mode: rays x max_hits per request")                   \
     X(default_max_hits, "default-max-hits", "RAYBOX_DEFAULT_MAX_HITS", U64,    \
       "64", 1, 4294967295u, "`all` mode: max_hits of requests that omit it")   \
+    X(max_observers, "max-observers", "RAYBOX_MAX_OBSERVERS", U64, "1048576", \
+      1, 2147483647, "visibility: observers per request")                    \
+    X(max_targets, "max-targets", "RAYBOX_MAX_TARGETS", U64, "1048576", 1,    \
+      2147483647, "visibility: targets per request")                          \
+    X(max_visibility_bytes, "max-visibility-bytes",                           \
+      "RAYBOX_MAX_VISIBILITY_BYTES", U64, "256M", 1, 1ull << 40,              \
+      "visibility: the answer's bit matrix, observers x ceil(targets / 8) "   \
+      "bytes (413 beyond, before any work); JSON answers also keep "          \
+      "observers x targets within --max-results")                             \
     X(max_scenes, "max-scenes", "RAYBOX_MAX_SCENES", U64, "1024", 0, 1u << 30, \
       "stored scenes (507 beyond)")                                            \
     X(max_scene_bytes, "max-scene-bytes", "RAYBOX_MAX_SCENE_BYTES", U64, "1G", \

@@ -223,6 +223,57 @@ static enum MHD_Result intersect(rbd_request *r)
     return submit(r, job_intersect);
 }
 
+/* POST /v1/scenes/{id}/visibility: the answer's size is known from the
+ * counts, so the limits and the memory are decided before any work. */
+static enum MHD_Result visibility(rbd_request *r)
+{
+    const rbj_request *b = r->body;
+    rbd_server *s = r->srv;
+    char detail[400];
+    r->ver = store_acquire(s->store, r->scene_id, r->owner);
+    if (!r->ver) {
+        snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
+        return respond_problem(r, 404, NULL, detail);
+    }
+    if (scene_ver_dims(r->ver) != 3) {
+        scene_ver_release(r->ver);
+        r->ver = NULL;
+        return respond_problem(r, 422, NULL, "visibility needs a 3D scene");
+    }
+    uint64_t pairs = (uint64_t)b->n_observers * b->n_targets;
+    uint64_t bits = rb_visibility_bytes(b->n_observers, b->n_targets);
+    /* JSON lists each visible target's index: up to 11 bytes a pair. */
+    uint64_t need = bits + (r->out_binary ? RBB_HEADER_SIZE
+                                          : 11 * pairs + 32 * b->n_observers);
+    const char *too_big = NULL;
+    if (bits > s->cfg.max_visibility_bytes)
+        too_big = "--max-visibility-bytes";
+    else if (!r->out_binary && pairs > s->cfg.max_results)
+        too_big = "--max-results";
+    if (too_big) {
+        scene_ver_release(r->ver);
+        r->ver = NULL;
+        snprintf(detail, sizeof detail,
+                 "%zu observers x %zu targets: the answer would hold %llu "
+                 "pairs (%llu bytes as bits), more than %s allows (%s); "
+                 "send fewer observers a request%s",
+                 b->n_observers, b->n_targets, (unsigned long long)pairs,
+                 (unsigned long long)bits, too_big,
+                 too_big[6] == 'v' ? "bytes" : "JSON pairs",
+                 r->out_binary ? "" : ", or ask for the binary answer");
+        return respond_problem(r, 413, "/targets", detail);
+    }
+    if (request_take_memory(r, need, "the answer", detail, sizeof detail)) {
+        scene_ver_release(r->ver);
+        r->ver = NULL;
+        return respond_problem(r, 503, NULL, detail);
+    }
+    r->rays = pairs;
+    r->boxes = scene_ver_elements(r->ver);
+    r->job.heavy = pairs >= 65536;
+    return submit(r, job_visibility);
+}
+
 enum MHD_Result handle_request(rbd_request *r)
 {
     switch (r->route) {
@@ -244,6 +295,8 @@ enum MHD_Result handle_request(rbd_request *r)
     case ROUTE_SCENE_INTERSECT:
     case ROUTE_SCENE_RENDER:
         return intersect(r);
+    case ROUTE_SCENE_VISIBILITY:
+        return visibility(r);
     default:
         return respond_problem(r, 404, NULL, "no such path");
     }

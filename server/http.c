@@ -227,8 +227,10 @@ static enum MHD_Result start_parser(rbd_request *r)
         rbj_options o;
         rbj_options_init(&o, r->route == ROUTE_SCENES ? RBJ_SCENE_CREATE
                              : r->route == ROUTE_SCENE ? RBJ_SCENE_PATCH
+                             : r->route == ROUTE_SCENE_VISIBILITY
+                                 ? RBJ_VISIBILITY
                              : r->route == ROUTE_SCENE_RENDER ? RBJ_RENDER
-                                                       : RBJ_INTERSECT);
+                                 : RBJ_INTERSECT);
         o.limits = s->limits;
         o.patch_dims = r->route == ROUTE_SCENE ? r->scene_dims : 3;
         o.scene_in_path = scene_path;
@@ -338,18 +340,25 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
     const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND,
                                                  "Content-Type");
     r->in = body_kind(ct);
-    int json_only = r->route == ROUTE_SCENE || r->route == ROUTE_SCENE_RENDER;
+    int json_only = r->route == ROUTE_SCENE ||
+                    r->route == ROUTE_SCENE_VISIBILITY ||
+                    r->route == ROUTE_SCENE_RENDER;
     if (r->in == BODY_NONE || (r->in == BODY_BINARY && json_only)) {
         snprintf(detail, sizeof detail, "Content-Type %s%s%s: %s takes %s",
                  ct ? "'" : "", ct ? ct : "missing", ct ? "'" : "",
                  route_template(r->route),
                  r->route == ROUTE_SCENE ? "application/json (PATCH bodies "
                                            "are JSON only)"
-                 : json_only ? "application/json"
+                 : json_only ? (r->route == ROUTE_SCENE_RENDER
+                                    ? "application/json"
+                                    : "application/json (visibility bodies "
+                                      "are JSON only; the answer may be "
+                                      "binary)")
                              : "application/json or " RBB_MEDIA_TYPE);
         return respond_problem(r, 415, NULL, detail);
     }
     if (r->route == ROUTE_SCENE || r->route == ROUTE_SCENE_INTERSECT ||
+        r->route == ROUTE_SCENE_VISIBILITY ||
         r->route == ROUTE_SCENE_RENDER) {
         scene_ver *v = store_acquire(s->store, r->scene_id, r->owner);
         if (!v) {
@@ -359,7 +368,8 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
         r->scene_dims = scene_ver_dims(v); /* never changes */
         scene_ver_release(v);
     }
-    if (r->route == ROUTE_INTERSECT || r->route == ROUTE_SCENE_INTERSECT) {
+    if (r->route == ROUTE_INTERSECT || r->route == ROUTE_SCENE_INTERSECT ||
+        r->route == ROUTE_SCENE_VISIBILITY) {
         const char *accept = MHD_lookup_connection_value(
             r->conn, MHD_HEADER_KIND, "Accept");
         int out = negotiate(accept, r->in == BODY_BINARY,

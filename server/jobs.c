@@ -447,6 +447,133 @@ void job_scene_patch(rbd_job *job, rb_context *ctx)
     json_reply(r, 200, &o);
 }
 
+/* The visibility answer: binary, the header (kind 130) and the bits as
+ * one buffer; JSON, the visible targets of each observer. */
+static int visibility_json(const rbj_request *b, const uint8_t *bits,
+                           uint64_t version, const rb_run_info *info,
+                           sbuf *o)
+{
+    size_t stride = (b->n_targets + 7) / 8;
+    sbuf_printf(o, "{\"observers\":%zu,\"targets\":%zu,\"visible\":[",
+                b->n_observers, b->n_targets);
+    uint64_t *counts = malloc((b->n_observers ? b->n_observers : 1) *
+                              sizeof *counts);
+    if (!counts)
+        return -1;
+    for (size_t i = 0; i < b->n_observers; i++) {
+        const uint8_t *row = bits + i * stride;
+        uint64_t n = 0;
+        sbuf_add(o, i ? ",[" : "[");
+        for (size_t j = 0; j < b->n_targets; j++)
+            if (row[j / 8] >> (j % 8) & 1)
+                sbuf_printf(o, n++ ? ",%zu" : "%zu", j);
+        sbuf_add(o, "]");
+        counts[i] = n;
+    }
+    sbuf_add(o, "],\"visible_count\":[");
+    for (size_t i = 0; i < b->n_observers; i++)
+        sbuf_printf(o, i ? ",%llu" : "%llu", (unsigned long long)counts[i]);
+    free(counts);
+    sbuf_printf(o, "],\"scene_version\":%llu,\"meta\":{\"backend\":",
+                (unsigned long long)version);
+    sbuf_json_str(o, info->backend);
+    sbuf_add(o, ",\"device\":");
+    sbuf_json_str(o, info->device);
+    sbuf_printf(o, ",\"elapsed_ms\":%.3f,\"fell_back\":%s}}",
+                info->elapsed_ms, info->fell_back ? "true" : "false");
+    return sbuf_failed(o) ? -1 : 0;
+}
+
+void job_visibility(rbd_job *job, rb_context *ctx)
+{
+    rbd_request *r = (rbd_request *)job;
+    const rbj_request *b = r->body;
+    size_t bytes = (size_t)rb_visibility_bytes(b->n_observers, b->n_targets);
+    size_t head = r->out_binary ? RBB_HEADER_SIZE : 0;
+    uint8_t *buf = malloc(head + bytes + 1);
+    if (!buf) {
+        set_error(r, 503, "out of memory for the answer");
+        return;
+    }
+    rb_visibility_query q = {.scene = scene_ver_scene(r->ver),
+                             .observers = b->observers,
+                             .n_observers = b->n_observers,
+                             .targets = b->targets,
+                             .n_targets = b->n_targets,
+                             .tmin = b->tmin, .tmax = b->tmax,
+                             .stop = query_should_stop, .stop_user = r};
+    uint64_t visible = 0;
+    rb_run_info info;
+    memset(&info, 0, sizeof info);
+    double t0 = rbd_now_ms();
+    int st = rb_visibility(ctx, &q, buf + head, bytes, &visible, &info);
+    info.elapsed_ms = rbd_now_ms() - t0;
+    if (!info.backend[0]) { /* no pair: nothing ran, name what would */
+        rb_backend_info bi;
+        if (rb_context_info(ctx, &bi) == RB_OK) {
+            snprintf(info.backend, sizeof info.backend, "%s", bi.backend);
+            snprintf(info.device, sizeof info.device, "%s", bi.device);
+        }
+    }
+    uint64_t version = scene_ver_version(r->ver);
+    scene_ver_release(r->ver);
+    r->ver = NULL;
+    if (st == RB_ECANCELED) {
+        free(buf);
+        set_stopped(r);
+        return;
+    }
+    if (st != RB_OK) {
+        free(buf);
+        set_lib_error(r, RBJ_FROM_INTERSECT, ctx);
+        return;
+    }
+    metrics_query(&r->srv->metrics, (uint64_t)b->n_observers * b->n_targets,
+                  0, info.fell_back);
+    if (!r->out_binary) {
+        sbuf o;
+        sbuf_init(&o);
+        int bad = visibility_json(b, buf, version, &info, &o);
+        free(buf);
+        if (bad) {
+            sbuf_free(&o);
+            set_error(r, 503, "out of memory for the answer");
+            return;
+        }
+        json_reply(r, 200, &o);
+        return;
+    }
+    /* The header of docs/binary-format.md's visibility answer. */
+    memset(buf, 0, RBB_HEADER_SIZE);
+    memcpy(buf, "RBOX", 4);
+    uint16_t version1 = 1, size = RBB_HEADER_SIZE;
+    uint64_t n = b->n_observers, m = b->n_targets;
+    memcpy(buf + 4, &version1, 2);
+    memcpy(buf + 6, &size, 2);
+    buf[8] = 130;
+    buf[9] = RB_MODE_ANY;
+    buf[10] = 3;
+    buf[11] = (uint8_t)(1u | (info.fell_back ? 2u : 0u)); /* SCENE_VERSION */
+    memcpy(buf + 16, &n, 8);
+    memcpy(buf + 24, &m, 8);
+    memcpy(buf + 32, &b->tmin, 4);
+    memcpy(buf + 36, &b->tmax, 4);
+    memcpy(buf + 40, &version, 8);
+    memcpy(buf + 48, &info.elapsed_ms, 8);
+    rbd_payload *p = calloc(1, sizeof *p);
+    if (!p) {
+        free(buf);
+        set_error(r, 503, "out of memory for the answer");
+        return;
+    }
+    p->pre = (char *)buf;
+    p->pre_len = head + bytes;
+    r->reply.binary = 1;
+    r->reply.payload = p;
+    r->reply.kind = OUT_PAYLOAD;
+    r->reply.status = 200;
+}
+
 void job_scene_delete(rbd_job *job, rb_context *ctx)
 {
     (void)ctx;

@@ -25,6 +25,7 @@ const char *const rbj_member_names[M_COUNT] = {
     [M_TMAX] = "tmax",   [M_MAX_HITS] = "max_hits", [M_SET] = "set",
     [M_APPEND] = "append", [M_OBBS] = "obbs",       [M_XBOXES] = "xboxes",
     [M_SPHERES] = "spheres", [M_PLANES] = "planes", [M_OUTPUTS] = "outputs",
+    [M_OBSERVERS] = "observers", [M_TARGETS] = "targets",
     [M_APPEND_BOXES] = "append/boxes", [M_APPEND_OBBS] = "append/obbs",
     [M_APPEND_XBOXES] = "append/xboxes",
     [M_APPEND_SPHERES] = "append/spheres",
@@ -56,8 +57,10 @@ static const struct {
     [M_RAYS] = {B(RBJ_INTERSECT), "an array"},
     [M_BOXES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
     [M_SCENE] = {B(RBJ_INTERSECT), "a string"},
-    [M_TMIN] = {B(RBJ_INTERSECT) | B(RBJ_RENDER), "a number"},
-    [M_TMAX] = {B(RBJ_INTERSECT) | B(RBJ_RENDER), "a number or null"},
+    [M_TMIN] = {B(RBJ_INTERSECT) | B(RBJ_VISIBILITY) | B(RBJ_RENDER),
+                "a number"},
+    [M_TMAX] = {B(RBJ_INTERSECT) | B(RBJ_VISIBILITY) | B(RBJ_RENDER),
+                "a number or null"},
     [M_MAX_HITS] = {B(RBJ_INTERSECT), "an integer"},
     [M_SET] = {B(RBJ_SCENE_PATCH), "an array"},
     [M_APPEND] = {B(RBJ_SCENE_PATCH), "an array or an object"},
@@ -66,6 +69,8 @@ static const struct {
     [M_SPHERES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
     [M_PLANES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
     [M_OUTPUTS] = {B(RBJ_INTERSECT), "an array of strings"},
+    [M_OBSERVERS] = {B(RBJ_VISIBILITY), "an array"},
+    [M_TARGETS] = {B(RBJ_VISIBILITY), "an array"},
     /* inside "append" only (see on_map_key) */
     [M_APPEND_BOXES] = {0, "an array"},
     [M_APPEND_OBBS] = {0, "an array"},
@@ -83,7 +88,8 @@ static const struct {
 static int is_list(rbj_member m)
 {
     return m == M_RAYS || m == M_BOXES || m == M_SET || m == M_APPEND ||
-           RBJ_IS_SHAPE(m) || RBJ_IS_APPEND_LIST(m) || m == M_CAM_PIXELS;
+           m == M_OBSERVERS || m == M_TARGETS || RBJ_IS_SHAPE(m) ||
+           RBJ_IS_APPEND_LIST(m) || m == M_CAM_PIXELS;
 }
 
 /* The list whose elements m's elements are: an append list's kind. */
@@ -151,6 +157,9 @@ unsigned rbj_max_numbers(rbj_member m, unsigned dims)
     case M_SPHERES:
     case M_PLANES:
         return 4;
+    case M_OBSERVERS:
+    case M_TARGETS:
+        return 3;
     case M_CAM_PIXELS:
         return 2;
     default:
@@ -192,6 +201,10 @@ const char *rbj_arity_text(rbj_member m, unsigned dims)
         return "a sphere has 4 numbers: center xyz, radius";
     case M_PLANES:
         return "a plane has 4 numbers: normal xyz, d";
+    case M_OBSERVERS:
+        return "an observer has 3 numbers: x y z";
+    case M_TARGETS:
+        return "a target has 3 numbers: x y z";
     case M_CAM_PIXELS:
         return "a pixel has 2 numbers: px, py";
     default:
@@ -476,10 +489,18 @@ static int start_element(rbj_parser *p)
                             "more than %llu results: max_hits %u per ray",
                             (unsigned long long)lim->max_results,
                             p->max_hits);
+    } else if (p->member == M_OBSERVERS || p->member == M_TARGETS) {
+        uint64_t most = p->member == M_OBSERVERS ? lim->max_observers
+                                                 : lim->max_targets;
+        if (i >= most)
+            return rbj_fail(p, 413, (int)p->member, (long long)i, -1,
+                            "more than %llu %s", (unsigned long long)most,
+                            rbj_member_names[p->member]);
     } else {
         size_t boxes = 0;
         for (int m = 0; m < M_COUNT; m++)
-            if (m != M_RAYS && m != M_OUTPUTS && m != M_CAM_PIXELS)
+            if (m != M_RAYS && m != M_OUTPUTS && m != M_OBSERVERS &&
+                m != M_TARGETS && m != M_CAM_PIXELS)
                 boxes += p->lists[m].n;
         rbj_member kind = element_kind(p->member);
         if (boxes >= lim->max_boxes)
@@ -488,10 +509,12 @@ static int start_element(rbj_parser *p)
                             (unsigned long long)lim->max_boxes,
                             RBJ_IS_SHAPE(kind) ? "elements" : "boxes");
     }
-    if (list_reserve(p, l,
-                     p->member == M_RAYS || p->member == M_CAM_PIXELS
-                         ? lim->max_rays
-                         : lim->max_boxes))
+    uint64_t cap = p->member == M_RAYS || p->member == M_CAM_PIXELS
+                       ? lim->max_rays
+                   : p->member == M_OBSERVERS ? lim->max_observers
+                   : p->member == M_TARGETS   ? lim->max_targets
+                                              : lim->max_boxes;
+    if (list_reserve(p, l, cap))
         return fail_oom(p);
     l->n++;
     p->index = i;
@@ -901,6 +924,8 @@ void rbj_limits_default(rbj_limits *limits)
     limits->max_results = 16u << 20;
     limits->max_numbers = 64u << 20;
     limits->default_max_hits = 64;
+    limits->max_observers = 1u << 20;
+    limits->max_targets = 1u << 20;
 }
 
 void rbj_options_init(rbj_options *opt, rbj_body body)
@@ -947,6 +972,8 @@ int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
     p->lists[M_OBBS].width = 15;    /* an rb_obb; quaternions settle later */
     p->lists[M_XBOXES].width = 18;  /* an rb_xbox */
     p->lists[M_SPHERES].width = 4;  /* an rb_sphere */
+    p->lists[M_OBSERVERS].width = 3; /* x y z */
+    p->lists[M_TARGETS].width = 3;
     p->lists[M_PLANES].width = 4;   /* an rb_plane */
     p->lists[M_APPEND_BOXES].width = 6;
     p->lists[M_APPEND_OBBS].width = 15;

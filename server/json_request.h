@@ -62,7 +62,8 @@ typedef enum rbj_body {
     RBJ_INTERSECT = 0,    /* POST /v1/intersect, /v1/scenes/{id}/intersect */
     RBJ_SCENE_CREATE = 1, /* POST /v1/scenes */
     RBJ_SCENE_PATCH = 2,  /* PATCH /v1/scenes/{id} */
-    RBJ_RENDER = 3        /* POST /v1/scenes/{id}/render */
+    RBJ_VISIBILITY = 3,   /* POST /v1/scenes/{id}/visibility */
+    RBJ_RENDER = 4        /* POST /v1/scenes/{id}/render */
 } rbj_body;
 
 /* The picture of a render body ("image"). */
@@ -79,10 +80,13 @@ typedef struct rbj_limits {
                                   of a patch */
     uint64_t max_results;      /* all mode: n_rays * max_hits */
     uint64_t max_numbers;      /* numbers in the whole body */
+    uint64_t max_observers;    /* visibility: observers, and targets */
+    uint64_t max_targets;
     uint32_t default_max_hits; /* when the request has no "max_hits" */
 } rbj_limits;
 
-/* Defaults: 4M rays, 1M boxes, 16M results, 64M numbers, max_hits 64. */
+/* Defaults: 4M rays, 1M boxes, 16M results, 64M numbers, max_hits 64,
+ * 1M observers and 1M targets. */
 void rbj_limits_default(rbj_limits *limits);
 
 typedef struct rbj_options {
@@ -134,6 +138,10 @@ typedef struct rbj_request {
     void *boxes;                /* intersect, create: rb_box or rb_box2 */
     size_t n_boxes;
     const char *scene;          /* intersect: scene id, or NULL */
+    const float *observers;     /* visibility: n_observers x (x, y, z) */
+    size_t n_observers;
+    const float *targets;       /* visibility: n_targets x (x, y, z) */
+    size_t n_targets;
     rb_shapes shapes;           /* intersect: the other kinds (3D), obbs in
                                    the axes form (quaternions converted) */
     unsigned outputs;           /* intersect: RB_OUTPUT_* */

@@ -320,6 +320,35 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
     return 0;
 }
 
+/* A visibility body: observers and targets of x y z, the range [0, 1]
+ * unless given. */
+static int settle_visibility(rbj_parser *p, rbj_request *r)
+{
+    for (int m = M_OBSERVERS; m <= M_TARGETS; m++) {
+        if (!(p->seen & (1u << m)))
+            return FAIL(422, M_COUNT, -1, -1, "missing \"%s\"",
+                        rbj_member_names[m]);
+        rbj_list *l = &p->lists[m];
+        for (size_t i = 0; i < l->n; i++)
+            if (l->arity[i] != 3)
+                return FAIL(422, m, (long long)i, -1, "%u numbers: %s",
+                            l->arity[i], rbj_arity_text((rbj_member)m, 3));
+    }
+    r->tmin = (p->seen & (1u << M_TMIN)) ? p->tmin : 0;
+    r->tmax = (p->seen & (1u << M_TMAX)) ? p->tmax : 1;
+    if (!rb_ray_range_valid(r->tmin, r->tmax)) {
+        char lo[RB_FLOAT_TEXT_MAX], hi[RB_FLOAT_TEXT_MAX];
+        rb_float_format(r->tmin, lo);
+        rb_float_format(r->tmax, hi);
+        return FAIL(422, M_TMIN, -1, -1, "tmin (%s) > tmax (%s)", lo, hi);
+    }
+    r->observers = p->lists[M_OBSERVERS].slots;
+    r->n_observers = p->lists[M_OBSERVERS].n;
+    r->targets = p->lists[M_TARGETS].slots;
+    r->n_targets = p->lists[M_TARGETS].n;
+    return 0;
+}
+
 int rbj_settle(rbj_parser *p)
 {
     rbj_request *r = &p->req;
@@ -332,6 +361,8 @@ int rbj_settle(rbj_parser *p)
     switch (p->opt.body) {
     case RBJ_INTERSECT:
         return settle_intersect(p, r);
+    case RBJ_VISIBILITY:
+        return settle_visibility(p, r);
     case RBJ_RENDER:
         if (!(p->seen & (1u << M_CAMERA)))
             return FAIL(422, M_COUNT, -1, -1, "missing \"camera\"");
@@ -443,6 +474,26 @@ void rbj_error_from_library(const rbj_request *req, rbj_source source,
     if (lib->status == RB_EINPUT && (lib->element == RB_ELEMENT_CAMERA ||
                                      lib->element == RB_ELEMENT_PIXEL)) {
         camera_error(req, lib, out);
+        return;
+    }
+    if ((lib->element == RB_ELEMENT_OBSERVER ||
+         lib->element == RB_ELEMENT_TARGET) && lib->status == RB_EINPUT) {
+        /* "observer 3: y is NaN" names /observers/3/1; a direction that
+         * overflows names the target, its message both ends. */
+        const char *m = lib->message, *colon = strstr(m, ": ");
+        int observer = lib->element == RB_ELEMENT_OBSERVER;
+        snprintf(out->detail, sizeof out->detail, "%s",
+                 colon && lib->field >= 0 ? colon + 2 : m);
+        out->status = 422;
+        out->has_pointer = 1;
+        if (lib->field >= 0)
+            snprintf(out->pointer, sizeof out->pointer, "/%s/%llu/%d",
+                     observer ? "observers" : "targets",
+                     (unsigned long long)lib->index, lib->field);
+        else
+            snprintf(out->pointer, sizeof out->pointer, "/%s/%llu",
+                     observer ? "observers" : "targets",
+                     (unsigned long long)lib->index);
         return;
     }
     int is_box = lib->element == RB_ELEMENT_BOX;

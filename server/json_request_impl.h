@@ -27,6 +27,8 @@ typedef enum rbj_member {
     M_SPHERES,
     M_PLANES,
     M_OUTPUTS,
+    M_OBSERVERS,
+    M_TARGETS,
     /* The lists of "append" in its object form ({"boxes": ..., "obbs":
      * ...}): named "append/boxes" and so on, which makes their pointers
      * "/append/obbs/3/2"; never root keys. */

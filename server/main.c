@@ -7,18 +7,28 @@
  * Exit status: 0 after a clean shutdown or --help; 2 bad configuration
  * (options, tokens, TLS files, a refused --bind); 1 the server could not
  * start (backend, address in use).
+ *
+ * `rayboxd --healthcheck [URL]` serves nothing: it GETs URL (default
+ * http://127.0.0.1:$RAYBOX_PORT/v1/health, port 8080 when unset) and
+ * exits 0 on a 200, else 1 (healthcheck.h), for a container's
+ * HEALTHCHECK.
  */
 #include <signal.h>
 #include <stdio.h>
-#include <unistd.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include "access_log.h"
 #include "auth.h"
 #include "config.h"
+#include "healthcheck.h"
 #include "sbuf.h"
 #include "server.h"
+
+/* All of --healthcheck's connect, send and read. */
+#define HEALTHCHECK_MS 3000
 
 static void log_listening(const rbd_server *s)
 {
@@ -96,6 +106,20 @@ static void fit_descriptor_limit(const rbd_config *c)
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "--healthcheck") == 0) {
+        if (argc > 3) {
+            fprintf(stderr, "rayboxd: usage: rayboxd --healthcheck "
+                            "[http://HOST:PORT/PATH]\n");
+            return 1;
+        }
+        /* No URL: this host's health on $RAYBOX_PORT, the port the
+         * server takes from the same environment. */
+        char url[64];
+        const char *port = getenv("RAYBOX_PORT");
+        snprintf(url, sizeof url, "http://127.0.0.1:%.8s/v1/health",
+                 port && port[0] ? port : "8080");
+        return rbd_healthcheck(argc == 3 ? argv[2] : url, HEALTHCHECK_MS);
+    }
     rbd_config cfg;
     char err[512];
     int rc = rbd_config_load(&cfg, argc, argv, stdout, err, sizeof err);

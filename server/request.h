@@ -152,6 +152,8 @@ enum MHD_Result handle_request(rbd_request *r);
 void job_intersect(rbd_job *job, rb_context *ctx);
 void job_scene_create(rbd_job *job, rb_context *ctx);
 void job_scene_patch(rbd_job *job, rb_context *ctx);
+/* POST /v1/scenes/{id}/visibility on r->ver. */
+void job_visibility(rbd_job *job, rb_context *ctx);
 /* With --data-dir only: removing the files waits for the disk. */
 void job_scene_delete(rbd_job *job, rb_context *ctx);
 /* Resumes the connection (any thread). */

@@ -21,6 +21,7 @@ static const struct {
     [ROUTE_SCENE] = {GET_HEAD | M(METHOD_PATCH) | M(METHOD_DELETE),
                      "GET, HEAD, PATCH, DELETE"},
     [ROUTE_SCENE_INTERSECT] = {M(METHOD_POST), "POST"},
+    [ROUTE_SCENE_VISIBILITY] = {M(METHOD_POST), "POST"},
     [ROUTE_SCENE_RENDER] = {M(METHOD_POST), "POST"},
     [ROUTE_HEALTH] = {GET_HEAD, "GET, HEAD"},
     [ROUTE_DEVICES] = {GET_HEAD, "GET, HEAD"},
@@ -76,6 +77,8 @@ rbd_route route_match(const char *path, char *scene_id)
         r = ROUTE_SCENE;
     else if (strcmp(id + n, "/intersect") == 0)
         r = ROUTE_SCENE_INTERSECT;
+    else if (strcmp(id + n, "/visibility") == 0)
+        r = ROUTE_SCENE_VISIBILITY;
     else if (strcmp(id + n, "/render") == 0)
         r = ROUTE_SCENE_RENDER;
     else

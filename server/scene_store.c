@@ -334,6 +334,11 @@ int store_insert(scene_store *s, rb_scene *scene, double build_ms,
      * refused is not written, and again when it goes in. */
     pthread_mutex_lock(&s->lock);
     int rc = over_limits_locked(s, 1, 0, v->stats.host_bytes, why, why_len);
+    if (!rc && id_taken_locked(s, e->id)) {
+        /* never written over: its files are another scene's */
+        snprintf(why, why_len, "scene id collision");
+        rc = 500;
+    }
     pthread_mutex_unlock(&s->lock);
     if (!rc && s->disk &&
         disk_create(s->disk, e->id, owner_key, v->stats.dims, elements, why,

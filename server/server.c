@@ -46,7 +46,10 @@ static void limits_from(const rbd_config *c, rbj_limits *l)
     l->max_results = c->max_results;
     /* Numbers in a body: every ray with its range, every box with an
      * index; the limit then only guards against bodies of lone numbers. */
-    l->max_numbers = 8 * c->max_rays + 7 * c->max_boxes + 64;
+    l->max_numbers = 8 * c->max_rays + 7 * c->max_boxes +
+                     3 * (c->max_observers + c->max_targets) + 64;
+    l->max_observers = c->max_observers;
+    l->max_targets = c->max_targets;
     l->default_max_hits = (uint32_t)c->default_max_hits;
 }
 
@@ -156,8 +159,8 @@ static int build_devices_json(rbd_server *s, const rb_context_options *copt)
 /* ------------------------------------------------------------------------
  * Start
  */
-static int parse_bind(const char *text, uint16_t port,
-                      struct sockaddr_storage *ss, socklen_t *len)
+int server_parse_address(const char *text, uint16_t port,
+                         struct sockaddr_storage *ss, socklen_t *len)
 {
     memset(ss, 0, sizeof *ss);
     /* "localhost" is the one name taken: 127.0.0.1, as a person means it.
@@ -489,7 +492,8 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
 
     struct sockaddr_storage addr;
     socklen_t addr_len = 0;
-    if (parse_bind(s->cfg.bind, (uint16_t)s->cfg.port, &addr, &addr_len)) {
+    if (server_parse_address(s->cfg.bind, (uint16_t)s->cfg.port, &addr,
+                             &addr_len)) {
         snprintf(why, why_len,
                  "--bind '%s' is not an IPv4 or IPv6 address (or localhost)",
                  s->cfg.bind);

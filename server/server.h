@@ -7,6 +7,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "config.h"
 #include "executor.h"
@@ -54,6 +55,12 @@ typedef struct rbd_server {
  * non-loopback --bind without tokens or --insecure). */
 int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  size_t why_len);
+
+/* --bind's address (an IPv4 or IPv6 literal, or localhost = 127.0.0.1)
+ * with port into *ss and *len; -1 when text is none of those. Also the
+ * host of rayboxd --healthcheck URL. */
+int server_parse_address(const char *text, uint16_t port,
+                         struct sockaddr_storage *ss, socklen_t *len);
 
 /* SIGHUP: reads --auth-token-file again (auth.h) and logs the outcome; a
  * bad file keeps the tokens in force. Nothing else is reloaded. */

@@ -5,10 +5,13 @@
  * and the paths of docs/openapi.yaml. One server (a child process on an
  * ephemeral port, CPU backend, small limits) serves the suite; it must
  * exit 0 on SIGTERM at the end, which under ASan also means no leak. */
+#include <arpa/inet.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -976,6 +979,9 @@ START_TEST(test_openapi_paths)
                 if (verb == 2)
                     body = strcmp(path, "/v1/scenes") == 0
                                ? "{\"boxes\":[[0,0,0,1,1,1]]}"
+                           : strstr(path, "/visibility")
+                               ? "{\"observers\":[[0,0,0]],"
+                                 "\"targets\":[[1,1,1]]}"
                            : strstr(path, "/render")
                                ? "{\"camera\":{\"view\":[1,0,0,0,0,1,0,"
                                  "0,0,0,1,0,0,0,0,1],\"projection\":[1,0,"
@@ -1069,6 +1075,65 @@ START_TEST(test_port_in_use)
     ck_assert_int_eq(r.status, 200);
     rbt_resp_free(&r);
     ck_assert_int_eq(rbt_server_stop(&s), 0);
+}
+END_TEST
+
+/* cmd's exit status, its stdout and stderr together in out. */
+static int run_capture(const char *cmd, char *out, size_t cap)
+{
+    char full[1024];
+    snprintf(full, sizeof full, "%s 2>&1", cmd);
+    FILE *p = popen(full, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t n = fread(out, 1, cap - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* rayboxd --healthcheck [URL] (the image's HEALTHCHECK): 0 with health's
+ * answer on a 200 from the suite's server, with the URL given and from
+ * RAYBOX_PORT; 1, saying why, on another status, a closed port, https
+ * and a host name that is not an address. */
+START_TEST(test_healthcheck_mode)
+{
+    char cmd[512], out[4096];
+    snprintf(cmd, sizeof cmd, "'%s' --healthcheck '%s/v1/health'", RAYBOXD,
+             srv.base);
+    ck_assert_int_eq(run_capture(cmd, out, sizeof out), 0);
+    ck_assert_msg(strstr(out, "HTTP/1.1 200") &&
+                  strstr(out, "\"status\":\"ok\""), "%s", out);
+    snprintf(cmd, sizeof cmd, "RAYBOX_PORT=%d '%s' --healthcheck", srv.port,
+             RAYBOXD);
+    ck_assert_msg(run_capture(cmd, out, sizeof out) == 0, "%s", out);
+
+    snprintf(cmd, sizeof cmd, "'%s' --healthcheck http://localhost:%d/v1/nope",
+             RAYBOXD, srv.port);
+    ck_assert_int_eq(run_capture(cmd, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "404 Not Found"), "%s", out);
+
+    /* A port that was free a moment ago: nothing listens there. */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    close(fd);
+    snprintf(cmd, sizeof cmd, "'%s' --healthcheck http://127.0.0.1:%u/v1/health",
+             RAYBOXD, (unsigned)ntohs(a.sin_port));
+    ck_assert_int_eq(run_capture(cmd, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "connect: Connection refused"), "%s", out);
+
+    snprintf(cmd, sizeof cmd, "'%s' --healthcheck https://127.0.0.1:%d/",
+             RAYBOXD, srv.port);
+    ck_assert_int_eq(run_capture(cmd, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "https is not supported"), "%s", out);
+    snprintf(cmd, sizeof cmd, "'%s' --healthcheck http://raybox:%d/",
+             RAYBOXD, srv.port);
+    ck_assert_int_eq(run_capture(cmd, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "host 'raybox' is not an IPv4"), "%s", out);
 }
 END_TEST
 
@@ -1337,6 +1402,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_event_loop);
     tcase_add_test(tc, test_config_sources);
     tcase_add_test(tc, test_port_in_use);
+    tcase_add_test(tc, test_healthcheck_mode);
     tcase_add_test(tc, test_buffer_cache);
     tcase_add_test(tc, test_python_client);
     tcase_add_test(tc, test_store_full_507);

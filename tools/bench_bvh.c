@@ -1,22 +1,37 @@
 /* bench_bvh.c - raybox-bench-bvh: raybox's hierarchy against Embree 3 on
  * the same random boxes and rays with the same number of threads, and
- * raybox's OpenCL walk (kernels/bvh.cl) on the same scenes.
+ * raybox's OpenCL walk (kernels/bvh.cl) on the same scenes; then a
+ * line-of-sight workload (a city, observers x targets) the same way.
  *
  *   raybox-bench-bvh [--boxes N[,N...]] [--rays N] [--threads N] [--json]
  *                    [--no-embree] [--no-opencl] [--seed S] [--repeat R]
+ *                    [--embree-quality low|medium|high[,...]]
+ *                    [--los BOXES,OBSERVERS,TARGETS | --no-los]
  *
  * Scenes are N random boxes in the unit cube (sides 0.2-1.0 / cbrt(N), so
  * a ray crosses a few dozen boxes over the cube); rays start at uniform
  * points of the cube in uniform directions, t in [0, inf). raybox answers
- * through rb_intersect on a scene (validation, preparation and threads
- * included); Embree gets each box as six quads (RTC_GEOMETRY_TYPE_QUAD,
- * default build quality) and the rays through rtcIntersect1/rtcOccluded1,
- * traced on the context's thread pool. Build rates count boxes per second
- * of wall time until the scene can be queried (raybox: rb_scene_create,
- * validation included; Embree: rtcCommitScene). Refit moves every box a
- * little: rb_scene_set of all boxes, and the tree refit alone. --repeat R
- * runs every query (both sides) R times and keeps the best time, for
- * shared, noisy machines.
+ * through rb_intersect on a scene (validation, preparation, its own ray
+ * sort and threads included). Embree (bench_shapes_embree.c) gets the
+ * boxes three ways - 6 quads per box, 12 triangles per box, and one
+ * user-geometry primitive per box whose callbacks run raybox's slab test
+ * (its answers must equal raybox's) - at every --embree-quality (default
+ * medium,high), and the rays two ways: in input order, and in raybox's
+ * walk order (host/cpu/ray_order.h, the order raybox's walk follows);
+ * the sort's time is reported and charged to Embree's walk-order
+ * figures, since raybox pays its own. Every ratio is against the fastest
+ * Embree configuration of that figure (the uncharged best is printed
+ * too). Build rates count boxes per second of wall time until the scene
+ * can be queried (raybox: rb_scene_create, validation included; Embree:
+ * rtcCommitScene). Memory: raybox's scene (boxes and hierarchy) against
+ * Embree's own allocations, plus the boxes its user geometry reads.
+ * Refit moves every box a little: rb_scene_set of all boxes, and the tree
+ * refit alone. Times are medians of --repeat runs (default 1).
+ *
+ * Line of sight (--los, default 200000,2000,2000): a city of BOXES
+ * buildings on a street grid, OBSERVERS and TARGETS at street level, and
+ * the OBSERVERS x TARGETS segments (o = observer, d = target - observer,
+ * t in [0, 1], observer-major) through `any` / rtcOccluded1.
  *
  * OpenCL: a second context on the first OpenCL device (PoCL on a machine
  * without a GPU) queries the same scene objects in all four modes after
@@ -33,17 +48,38 @@
 #include <time.h>
 
 #include "bench_bvh.h"
+#include "bench_shapes.h"
 #include "bvh/bvh.h"
+#include "cpu/ray_order.h"
 #include "internal.h"
 
 #define MAX_SCENES 8
 #define ALL_MAX_HITS 16
+#define MAX_QUALITIES 3
+#define MAX_CONFIGS (EM_SETUPS * MAX_QUALITIES * 2)
+
+static const char *const setup_names[EM_SETUPS] = {"6 quads", "user",
+                                                   "12 triangles"};
+static const char *const quality_names[MAX_QUALITIES] = {"low", "medium",
+                                                         "high"};
+
+/* One Embree configuration's figures on a scene. */
+typedef struct em_config {
+    int setup, quality; /* EM_*, RTC_BUILD_QUALITY_* */
+    int walk_order;     /* the rays in raybox's walk order (sorted) */
+    double build_ms, nearest_ms, any_ms, bytes_per_box;
+    /* rays answered as raybox did (user geometry: must be all) */
+    double agree_nearest, agree_any;
+} em_config;
 
 typedef struct scene_result {
     size_t boxes;
     rb_scene_stats st;
-    bench_side rb, em;
-    int have_embree;
+    bench_side rb;
+    int32_t *rb_nearest; /* raybox's answers in input order (for the */
+    uint8_t *rb_any;     /* Embree cross-check), the caller's arrays */
+    em_config em[MAX_CONFIGS];
+    int n_em;
     char embree_error[256];
     double count_ms, all_ms, set_ms, refit_ms;
     uint64_t count_sum, all_sum;
@@ -54,33 +90,13 @@ typedef struct scene_result {
     int cl_same; /* every sum equals the CPU's */
 } scene_result;
 
-double bench_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static float uniform(uint64_t *s)
-{
-    return (float)((double)(rng_next(s) >> 40) / 16777216.0);
-}
-
 static void make_boxes(uint64_t *s, rb_box *b, size_t n)
 {
     float side = 1.0f / cbrtf((float)n);
     for (size_t i = 0; i < n; i++) {
         for (int a = 0; a < 3; a++) {
-            float w = side * (0.2f + 0.8f * uniform(s));
-            b[i].min[a] = uniform(s) * (1 - w);
+            float w = side * (0.2f + 0.8f * bench_uniform(s));
+            b[i].min[a] = bench_uniform(s) * (1 - w);
             b[i].max[a] = b[i].min[a] + w;
         }
     }
@@ -90,8 +106,8 @@ static void make_rays(uint64_t *s, rb_ray *r, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         for (int a = 0; a < 3; a++) {
-            r[i].origin[a] = uniform(s);
-            r[i].dir[a] = uniform(s) * 2 - 1;
+            r[i].origin[a] = bench_uniform(s);
+            r[i].dir[a] = bench_uniform(s) * 2 - 1;
         }
         r[i].tmin = 0;
         r[i].tmax = INFINITY;
@@ -107,23 +123,24 @@ static int fail(const char *what, rb_context *ctx, int rc)
 
 static int repeat = 1;
 
-/* One mode through the scene: best wall time of `repeat` runs and the
- * sum of its answers. */
+/* One mode through the scene: the median wall time of `repeat` runs (as
+ * the Embree side reports) and the sum of its answers. */
 static int query(rb_context *ctx, const rb_scene *scene, rb_mode mode,
                  const rb_ray *rays, size_t n, rb_results *res, double *ms,
                  uint64_t *sum)
 {
     rb_query q = {.mode = mode, .dims = 3, .rays = rays, .n_rays = n,
                   .scene = scene, .max_hits = ALL_MAX_HITS};
-    for (int k = 0; k < repeat; k++) {
+    double t[64];
+    int runs = repeat < 64 ? repeat : 64;
+    for (int k = 0; k < runs; k++) {
         double t0 = bench_now_ms();
         int rc = rb_intersect(ctx, &q, res);
-        double t = bench_now_ms() - t0;
+        t[k] = bench_now_ms() - t0;
         if (rc)
             return fail(rb_mode_name(mode), ctx, rc);
-        if (k == 0 || t < *ms)
-            *ms = t;
     }
+    *ms = bench_median(t, runs);
     *sum = 0;
     for (size_t i = 0; i < n; i++) {
         switch (mode) {
@@ -210,10 +227,16 @@ static int bench_raybox(rb_context *ctx, rb_context *cl, rb_box *boxes,
     out->rb.bytes_per_box = out->st.bytes_per_box;
 
     if (query(ctx, scene, RB_MODE_NEAREST, rays, nr, &res,
-              &out->rb.nearest_ms, &out->rb.nearest_hits) ||
-        query(ctx, scene, RB_MODE_ANY, rays, nr, &res, &out->rb.any_ms,
-              &out->rb.any_hits) ||
-        query(ctx, scene, RB_MODE_COUNT, rays, nr, &res, &out->count_ms,
+              &out->rb.nearest_ms, &out->rb.nearest_hits))
+        goto done;
+    for (size_t i = 0; i < nr && out->rb_nearest; i++)
+        out->rb_nearest[i] = res.hits[i].hit ? res.hits[i].box : -1;
+    if (query(ctx, scene, RB_MODE_ANY, rays, nr, &res, &out->rb.any_ms,
+              &out->rb.any_hits))
+        goto done;
+    if (out->rb_any)
+        memcpy(out->rb_any, res.any, nr);
+    if (query(ctx, scene, RB_MODE_COUNT, rays, nr, &res, &out->count_ms,
               &out->count_sum) ||
         query(ctx, scene, RB_MODE_ALL, rays, nr, &res, &out->all_ms,
               &out->all_sum))
@@ -226,7 +249,7 @@ static int bench_raybox(rb_context *ctx, rb_context *cl, rb_box *boxes,
     for (size_t i = 0; i < nb; i++) {
         idx[i] = (uint32_t)i;
         for (int a = 0; a < 3; a++) {
-            float d = (uniform(&s) - 0.5f) * 0.2f *
+            float d = (bench_uniform(&s) - 0.5f) * 0.2f *
                       (boxes[i].max[a] - boxes[i].min[a]);
             boxes[i].min[a] += d;
             boxes[i].max[a] += d;
@@ -260,12 +283,165 @@ done:
     return rc;
 }
 
+/* ---- Embree ------------------------------------------------------------ */
+
+typedef struct run_options {
+    int qualities[MAX_QUALITIES];
+    int n_qualities;
+    unsigned threads;
+} run_options;
+
+/* Every Embree setup at every quality, the rays in input order and in
+ * walk order (sorted[i] = rays[order[i]]); answers checked against
+ * raybox's (out->rb_nearest, rb_any). */
+static void bench_embree_all(rb_context *ctx, const run_options *o,
+                             const rb_box *boxes, size_t nb,
+                             const rb_ray *rays, const rb_ray *sorted,
+                             const uint32_t *order, size_t nr,
+                             scene_result *out)
+{
+    bench_scene bs = {.boxes = boxes, .n_boxes = nb};
+    em_result em = {0};
+    em.nearest_id = malloc((nr ? nr : 1) * sizeof *em.nearest_id);
+    em.any = malloc(nr ? nr : 1);
+    if (!em.nearest_id || !em.any) {
+        snprintf(out->embree_error, sizeof out->embree_error,
+                 "out of memory");
+        goto done;
+    }
+    for (int setup = 0; setup < EM_SETUPS; setup++)
+        for (int qi = 0; qi < o->n_qualities; qi++)
+            for (int wo = 0; wo < (sorted ? 2 : 1); wo++) {
+                if (bench_embree_shapes(ctx->pool, o->threads, repeat, setup,
+                                        o->qualities[qi], &bs,
+                                        wo ? sorted : rays, nr, &em)) {
+                    snprintf(out->embree_error, sizeof out->embree_error,
+                             "%s", em.error);
+                    continue;
+                }
+                em_config *c = &out->em[out->n_em++];
+                c->setup = setup;
+                c->quality = o->qualities[qi];
+                c->walk_order = wo;
+                c->build_ms = em.build_ms;
+                c->nearest_ms = em.nearest_ms;
+                c->any_ms = em.any_ms;
+                /* the user geometry reads our boxes: they count too */
+                c->bytes_per_box = em.bytes_per_element +
+                                   (setup == EM_USER ? sizeof(rb_box) : 0);
+                uint64_t same_n = 0, same_a = 0;
+                for (size_t i = 0; i < nr; i++) {
+                    size_t j = wo ? order[i] : i;
+                    same_n += em.nearest_id[i] == out->rb_nearest[j];
+                    same_a += em.any[i] == out->rb_any[j];
+                }
+                c->agree_nearest = nr ? (double)same_n / (double)nr : 1;
+                c->agree_any = nr ? (double)same_a / (double)nr : 1;
+            }
+done:
+    free(em.nearest_id);
+    free(em.any);
+}
+
+/* The fastest configuration of a figure (0 nearest, 1 any, 2 build),
+ * walk-order times charged with sort_ms when `charged`; NULL if none. */
+static const em_config *fastest(const scene_result *r, int fig,
+                                double sort_ms, int charged)
+{
+    const em_config *best = NULL;
+    double best_ms = 0;
+    for (int k = 0; k < r->n_em; k++) {
+        const em_config *c = &r->em[k];
+        double ms = fig == 0 ? c->nearest_ms : fig == 1 ? c->any_ms
+                                                         : c->build_ms;
+        if (fig < 2 && charged && c->walk_order)
+            ms += sort_ms;
+        if (!best || ms < best_ms) {
+            best = c;
+            best_ms = ms;
+        }
+    }
+    return best;
+}
+
+static double config_ms(const em_config *c, int fig, double sort_ms,
+                        int charged)
+{
+    double ms = fig == 0 ? c->nearest_ms : fig == 1 ? c->any_ms
+                                                     : c->build_ms;
+    return ms + (fig < 2 && charged && c->walk_order ? sort_ms : 0);
+}
+
+static const char *config_name(const em_config *c, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s, %s, %s", setup_names[c->setup],
+             quality_names[c->quality], c->walk_order ? "walk order"
+                                                      : "input order");
+    return buf;
+}
+
+/* ---- reports ------------------------------------------------------------ */
+
 static double rate(double n, double ms)
 {
     return ms > 0 ? n / ms / 1e3 : 0; /* millions per second */
 }
 
-static void print_table(const scene_result *r, size_t nr)
+static void print_embree(const scene_result *r, size_t nr, double sort_ms,
+                         double rb_nearest_ms, double rb_any_ms,
+                         double rb_build_ms, int with_nearest)
+{
+    if (!r->n_em) {
+        printf("  embree: %s\n", r->embree_error[0] ? r->embree_error
+                                                      : "not run");
+        return;
+    }
+    printf("  %-40s %9s %9s %9s %7s %s\n", "embree [M/s]", "build",
+           "nearest", "any", "B/box", "agreement nearest/any");
+    for (int k = 0; k < r->n_em; k++) {
+        const em_config *c = &r->em[k];
+        char name[96], near[16] = "-", agree[16] = "-";
+        if (with_nearest) {
+            snprintf(near, sizeof near, "%.3f",
+                     rate((double)nr, c->nearest_ms));
+            snprintf(agree, sizeof agree, "%.4f", c->agree_nearest);
+        }
+        printf("  %-40s %9.3f %9s %9.3f %7.1f %s/%.4f%s\n",
+               config_name(c, name, sizeof name),
+               rate((double)r->boxes, c->build_ms), near,
+               rate((double)nr, c->any_ms), c->bytes_per_box, agree,
+               c->agree_any,
+               c->setup == EM_USER &&
+                       ((with_nearest && c->agree_nearest < 1) ||
+                        c->agree_any < 1)
+                   ? "  DIFFERS FROM RAYBOX"
+                   : "");
+    }
+    if (sort_ms > 0)
+        printf("  walk-order sort of the rays: %.1f ms (charged to Embree's "
+               "walk-order figures below; raybox's own sort is in its "
+               "times)\n", sort_ms);
+    static const char *const figs[3] = {"nearest", "any", "build"};
+    const double mine[3] = {rb_nearest_ms, rb_any_ms, rb_build_ms};
+    for (int fig = with_nearest ? 0 : 1; fig < 3; fig++) {
+        const em_config *b = fastest(r, fig, sort_ms, 1);
+        const em_config *u = fastest(r, fig, sort_ms, 0);
+        char name[96], uname[96];
+        double n = fig == 2 ? (double)r->boxes : (double)nr;
+        printf("  %-8s raybox %8.3f vs fastest embree %8.3f (%s): %.2fx",
+               figs[fig], rate(n, mine[fig]),
+               rate(n, config_ms(b, fig, sort_ms, 1)),
+               config_name(b, name, sizeof name),
+               config_ms(b, fig, sort_ms, 1) / mine[fig]);
+        if (fig < 2 && u != b)
+            printf("; sort not charged: %.2fx (%s)",
+                   config_ms(u, fig, sort_ms, 0) / mine[fig],
+                   config_name(u, uname, sizeof uname));
+        printf("\n");
+    }
+}
+
+static void print_table(const scene_result *r, size_t nr, double sort_ms)
 {
     const rb_scene_stats *st = &r->st;
     printf("\n%zu boxes: hierarchy %llu nodes, depth %u, SAH %.1f, "
@@ -273,45 +449,24 @@ static void print_table(const scene_result *r, size_t nr)
            r->boxes, (unsigned long long)st->bvh_nodes, st->bvh_depth,
            st->bvh_sah, st->bytes_per_box,
            (unsigned long long)st->bvh_rebuilds);
-    printf("  %-24s %12s %12s %8s\n", "", "raybox", "embree", "ratio");
-#define ROW(name, a, b)                                                        \
-    do {                                                                       \
-        if (r->have_embree)                                                    \
-            printf("  %-24s %12.3f %12.3f %7.2fx\n", name, a, b,               \
-                   (b) > 0 ? (a) / (b) : 0);                                   \
-        else                                                                   \
-            printf("  %-24s %12.3f %12s %8s\n", name, a, "-", "-");           \
-    } while (0)
-    ROW("build [Mboxes/s]", rate((double)r->boxes, r->rb.build_ms),
-        rate((double)r->boxes, r->em.build_ms));
-    ROW("nearest [Mrays/s]", rate((double)nr, r->rb.nearest_ms),
-        rate((double)nr, r->em.nearest_ms));
-    ROW("any [Mrays/s]", rate((double)nr, r->rb.any_ms),
-        rate((double)nr, r->em.any_ms));
-#undef ROW
-    printf("  %-24s %12.3f %12s\n", "count [Mrays/s]",
-           rate((double)nr, r->count_ms), "-");
-    printf("  %-24s %12.3f %12s\n", "all [Mrays/s]",
-           rate((double)nr, r->all_ms), "-");
-    printf("  %-24s %12.1f %12s\n", "build [ms]", r->rb.build_ms,
-           r->have_embree ? "" : "-");
-    if (r->have_embree)
-        printf("  %-24s %12s %12.1f\n", "embree build [ms]", "",
-               r->em.build_ms);
+    printf("  %-24s %12s\n", "raybox", "");
+    printf("  %-24s %12.3f\n", "build [Mboxes/s]",
+           rate((double)r->boxes, r->rb.build_ms));
+    printf("  %-24s %12.3f\n", "nearest [Mrays/s]",
+           rate((double)nr, r->rb.nearest_ms));
+    printf("  %-24s %12.3f\n", "any [Mrays/s]", rate((double)nr, r->rb.any_ms));
+    printf("  %-24s %12.3f\n", "count [Mrays/s]", rate((double)nr, r->count_ms));
+    printf("  %-24s %12.3f\n", "all [Mrays/s]", rate((double)nr, r->all_ms));
     printf("  %-24s %12.1f\n", "refit, tree only [ms]", r->refit_ms);
     printf("  %-24s %12.1f\n", "rb_scene_set, all [ms]", r->set_ms);
-    printf("  %-24s %12.1f %12.1f\n", "memory [B/box]", r->rb.bytes_per_box,
-           r->have_embree ? r->em.bytes_per_box : 0.0);
-    printf("  %-24s %12llu %12llu\n", "nearest hits",
+    printf("  %-24s %12.1f\n", "memory [B/box]", r->rb.bytes_per_box);
+    printf("  %-24s %12llu / %llu\n", "nearest / any hits",
            (unsigned long long)r->rb.nearest_hits,
-           (unsigned long long)r->em.nearest_hits);
-    printf("  %-24s %12llu %12llu\n", "any hits",
-           (unsigned long long)r->rb.any_hits,
-           (unsigned long long)r->em.any_hits);
+           (unsigned long long)r->rb.any_hits);
     printf("  %-24s %12.2f\n", "mean count",
            (double)r->count_sum / (double)nr);
-    if (!r->have_embree && r->embree_error[0])
-        printf("  embree: %s\n", r->embree_error);
+    print_embree(r, nr, sort_ms, r->rb.nearest_ms, r->rb.any_ms,
+                 r->rb.build_ms, 1);
     if (!r->have_cl)
         return;
     static const char *const names[4] = {"nearest", "any", "count", "all"};
@@ -333,18 +488,6 @@ static void print_table(const scene_result *r, size_t nr)
            r->cl_same ? "same" : "DIFFER");
 }
 
-static void print_side(const bench_side *s, size_t boxes, size_t nr)
-{
-    printf("{\"build_ms\": %.3f, \"build_mboxes_s\": %.4f, "
-           "\"nearest_mrays_s\": %.4f, \"any_mrays_s\": %.4f, "
-           "\"nearest_hits\": %llu, \"any_hits\": %llu, "
-           "\"bytes_per_box\": %.2f",
-           s->build_ms, rate((double)boxes, s->build_ms),
-           rate((double)nr, s->nearest_ms), rate((double)nr, s->any_ms),
-           (unsigned long long)s->nearest_hits,
-           (unsigned long long)s->any_hits, s->bytes_per_box);
-}
-
 /* A JSON string: quotes, backslashes and control characters escaped. */
 static void print_json_text(const char *t)
 {
@@ -361,9 +504,59 @@ static void print_json_text(const char *t)
     putchar('"');
 }
 
+static void print_json_embree(const scene_result *r, size_t nr,
+                              double sort_ms, const double *mine,
+                              int with_nearest)
+{
+    printf(", \"embree\": {\"sort_ms\": %.3f, \"configs\": [", sort_ms);
+    for (int k = 0; k < r->n_em; k++) {
+        const em_config *c = &r->em[k];
+        printf("%s{\"setup\": \"%s\", \"quality\": \"%s\", \"order\": "
+               "\"%s\", \"build_mboxes_s\": %.4f, \"nearest_mrays_s\": "
+               "%.4f, \"any_mrays_s\": %.4f, \"bytes_per_box\": %.2f, "
+               "\"agree_nearest\": %.6f, \"agree_any\": %.6f}",
+               k ? ", " : "", setup_names[c->setup],
+               quality_names[c->quality],
+               c->walk_order ? "walk" : "input",
+               rate((double)r->boxes, c->build_ms),
+               rate((double)nr, c->nearest_ms), rate((double)nr, c->any_ms),
+               c->bytes_per_box, c->agree_nearest, c->agree_any);
+    }
+    printf("]");
+    static const char *const figs[3] = {"nearest", "any", "build"};
+    int first = with_nearest ? 0 : 1;
+    printf(", \"ratio_vs_fastest\": {");
+    for (int fig = first; fig < 3 && r->n_em; fig++) {
+        const em_config *b = fastest(r, fig, sort_ms, 1);
+        printf("%s\"%s\": %.3f", fig > first ? ", " : "", figs[fig],
+               config_ms(b, fig, sort_ms, 1) / mine[fig]);
+    }
+    printf("}, \"ratio_vs_fastest_sort_not_charged\": {");
+    for (int fig = first; fig < 2 && r->n_em; fig++) {
+        const em_config *b = fastest(r, fig, sort_ms, 0);
+        printf("%s\"%s\": %.3f", fig > first ? ", " : "", figs[fig],
+               config_ms(b, fig, sort_ms, 0) / mine[fig]);
+    }
+    printf("}}");
+}
+
+typedef struct los_result {
+    int ran;
+    size_t boxes, observers, targets;
+    double build_ms, any_ms;
+    uint64_t visible;
+    /* rb_visibility on the same pairs: its time, its answer's agreement
+     * with the explicit segments, and the memory each way holds */
+    double vis_ms;
+    int vis_same;
+    double explicit_mb, vis_mb;
+    scene_result em; /* its Embree configurations (any only) */
+} los_result;
+
 static void print_json(const scene_result *r, size_t n, size_t nr,
                        unsigned threads, const char *cl_device,
-                       const char *cl_skipped)
+                       const char *cl_skipped, double sort_ms,
+                       const los_result *los)
 {
     printf("{\"threads\": %u, \"rays\": %zu, ", threads, nr);
     printf(cl_device ? "\"opencl_device\": " : "\"opencl_skipped\": ");
@@ -376,22 +569,23 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
                "\"bvh_depth\": %u, \"bvh_sah\": %.3f, "
                "\"refit_ms\": %.3f, \"scene_set_all_ms\": %.3f, "
                "\"count_mrays_s\": %.4f, \"all_mrays_s\": %.4f, "
-               "\"raybox\": ",
+               "\"raybox\": {\"build_mboxes_s\": %.4f, "
+               "\"nearest_mrays_s\": %.4f, \"any_mrays_s\": %.4f, "
+               "\"nearest_hits\": %llu, \"any_hits\": %llu, "
+               "\"bytes_per_box\": %.2f}",
                k ? "," : "", s->boxes,
                (unsigned long long)s->st.bvh_nodes, s->st.bvh_depth,
                s->st.bvh_sah, s->refit_ms, s->set_ms,
-               rate((double)nr, s->count_ms), rate((double)nr, s->all_ms));
-        print_side(&s->rb, s->boxes, nr);
-        printf("}");
-        if (s->have_embree) {
-            const bench_side *a = &s->rb, *b = &s->em;
-            printf(", \"embree\": ");
-            print_side(b, s->boxes, nr);
-            printf("}, \"ratio\": {\"build\": %.3f, \"nearest\": %.3f, "
-                   "\"any\": %.3f}",
-                   b->build_ms / a->build_ms, b->nearest_ms / a->nearest_ms,
-                   b->any_ms / a->any_ms);
-        }
+               rate((double)nr, s->count_ms), rate((double)nr, s->all_ms),
+               rate((double)s->boxes, s->rb.build_ms),
+               rate((double)nr, s->rb.nearest_ms),
+               rate((double)nr, s->rb.any_ms),
+               (unsigned long long)s->rb.nearest_hits,
+               (unsigned long long)s->rb.any_hits, s->rb.bytes_per_box);
+        const double mine[3] = {s->rb.nearest_ms, s->rb.any_ms,
+                                s->rb.build_ms};
+        if (s->n_em)
+            print_json_embree(s, nr, sort_ms, mine, 1);
         if (s->have_cl)
             printf(", \"opencl\": {\"nearest_mrays_s\": %.4f, "
                    "\"any_mrays_s\": %.4f, \"count_mrays_s\": %.4f, "
@@ -402,24 +596,296 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
                    s->cl_upload_ms, s->cl_same ? "true" : "false");
         printf("}");
     }
-    printf("\n]}\n");
+    printf("\n]");
+    if (los->ran) {
+        size_t segs = los->observers * los->targets;
+        printf(",\n\"line_of_sight\": {\"boxes\": %zu, \"observers\": %zu, "
+               "\"targets\": %zu, \"raybox\": {\"build_mboxes_s\": %.4f, "
+               "\"any_msegments_s\": %.4f, \"visible\": %llu, "
+               "\"explicit_mb\": %.2f}, \"rb_visibility\": "
+               "{\"msegments_s\": %.4f, \"same_answers\": %s, "
+               "\"mb\": %.2f}",
+               los->boxes, los->observers, los->targets,
+               rate((double)los->boxes, los->build_ms),
+               rate((double)segs, los->any_ms),
+               (unsigned long long)los->visible, los->explicit_mb,
+               rate((double)segs, los->vis_ms),
+               los->vis_same ? "true" : "false", los->vis_mb);
+        const double mine[3] = {los->any_ms, los->any_ms, los->build_ms};
+        if (los->em.n_em)
+            print_json_embree(&los->em, segs, 0, mine, 0);
+        printf("}");
+    }
+    printf("}\n");
+}
+
+/* ---- line of sight -------------------------------------------------------- */
+
+/* A city: n buildings on a square grid of blocks (cell 1, street 0.2
+ * wide), each 0.5..4 high; observers and targets at street level (0.1
+ * to 2 up, on the streets between blocks). */
+static void make_city(uint64_t *s, rb_box *b, size_t n, rb_ray *ends,
+                      size_t n_ends, size_t *grid_out)
+{
+    size_t g = 1;
+    while (g * g < n)
+        g++;
+    for (size_t i = 0; i < n; i++) {
+        float x = (float)(i % g), y = (float)(i / g);
+        float h = 0.5f + 3.5f * bench_uniform(s);
+        b[i] = (rb_box){{x, y, 0}, {x + 0.8f, y + 0.8f, h}};
+    }
+    for (size_t i = 0; i < n_ends; i++) {
+        /* on a street: one coordinate in a gap, the other anywhere */
+        float along = bench_uniform(s) * (float)g;
+        float gap = (float)(bench_rng_next(s) % g) + 0.8f +
+                    0.2f * bench_uniform(s);
+        int swap = bench_uniform(s) < 0.5f;
+        ends[i].origin[0] = swap ? gap : along;
+        ends[i].origin[1] = swap ? along : gap;
+        ends[i].origin[2] = 0.1f + 1.9f * bench_uniform(s);
+    }
+    *grid_out = g;
+}
+
+static int bench_los(rb_context *ctx, const run_options *o, size_t nb,
+                     size_t n_obs, size_t n_tgt, uint64_t seed, int embree,
+                     los_result *out)
+{
+    size_t segs = n_obs * n_tgt, g;
+    rb_box *boxes = malloc((nb ? nb : 1) * sizeof *boxes);
+    rb_ray *ends = malloc((n_obs + n_tgt) * sizeof *ends);
+    rb_ray *rays = malloc((segs ? segs : 1) * sizeof *rays);
+    rb_results res = {.capacity = segs};
+    res.any = malloc(segs ? segs : 1);
+    rb_scene *scene = NULL;
+    int rc = 1;
+    if (!boxes || !ends || !rays || !res.any) {
+        fprintf(stderr, "raybox-bench-bvh: out of memory for the city\n");
+        goto done;
+    }
+    uint64_t s = seed * 7919 + 3;
+    make_city(&s, boxes, nb, ends, n_obs + n_tgt, &g);
+    for (size_t i = 0; i < n_obs; i++)
+        for (size_t j = 0; j < n_tgt; j++) {
+            rb_ray *r = &rays[i * n_tgt + j];
+            const float *a = ends[i].origin, *b = ends[n_obs + j].origin;
+            for (int k = 0; k < 3; k++) {
+                r->origin[k] = a[k];
+                r->dir[k] = b[k] - a[k]; /* float32 per component */
+            }
+            r->tmin = 0;
+            r->tmax = 1;
+        }
+    double t0 = bench_now_ms();
+    int st = rb_scene_create(ctx, 3, boxes, nb, &scene);
+    out->build_ms = bench_now_ms() - t0;
+    if (st) {
+        rc = fail("rb_scene_create (city)", ctx, st);
+        goto done;
+    }
+    uint64_t hit = 0;
+    if (query(ctx, scene, RB_MODE_ANY, rays, segs, &res, &out->any_ms, &hit))
+        goto done;
+    out->visible = segs - hit;
+    /* The same pairs through rb_visibility: segments made a tile at a
+     * time, answered as bits. */
+    {
+        float *obs = malloc(3 * n_obs * sizeof *obs);
+        float *tgt = malloc(3 * n_tgt * sizeof *tgt);
+        size_t bytes = (size_t)rb_visibility_bytes(n_obs, n_tgt);
+        uint8_t *bits = malloc(bytes ? bytes : 1);
+        if (!obs || !tgt || !bits) {
+            free(obs);
+            free(tgt);
+            free(bits);
+            fprintf(stderr, "raybox-bench-bvh: out of memory\n");
+            goto done;
+        }
+        for (size_t i = 0; i < n_obs + n_tgt; i++) {
+            float *p = i < n_obs ? &obs[3 * i] : &tgt[3 * (i - n_obs)];
+            memcpy(p, ends[i].origin, 3 * sizeof(float));
+        }
+        rb_visibility_query vq = {.scene = scene, .observers = obs,
+                                  .n_observers = n_obs, .targets = tgt,
+                                  .n_targets = n_tgt, .tmin = 0, .tmax = 1};
+        double t[64];
+        int runs = repeat < 64 ? repeat : 64;
+        uint64_t vis = 0;
+        for (int k = 0; k < runs && !st; k++) {
+            double v0 = bench_now_ms();
+            st = rb_visibility(ctx, &vq, bits, bytes, &vis, NULL);
+            t[k] = bench_now_ms() - v0;
+        }
+        if (st) {
+            free(obs);
+            free(tgt);
+            free(bits);
+            rc = fail("rb_visibility", ctx, st);
+            goto done;
+        }
+        out->vis_ms = bench_median(t, runs);
+        size_t stride = (n_tgt + 7) / 8;
+        out->vis_same = vis == out->visible;
+        for (size_t k = 0; k < segs && out->vis_same; k++) {
+            size_t i = k / n_tgt, j = k % n_tgt;
+            int bit = (bits[i * stride + j / 8] >> (j % 8)) & 1;
+            out->vis_same = bit == !res.any[k];
+        }
+        /* What each way holds besides the scene: the explicit rays and
+         * their answers, against the points, one tile of rays and
+         * answers (256K x 33 B) and the bits. */
+        out->explicit_mb = (double)segs * (sizeof(rb_ray) + 1) / 1e6;
+        out->vis_mb = ((double)(n_obs + n_tgt) * 12 +
+                       (double)(segs < 262144 ? segs : 262144) *
+                           (sizeof(rb_ray) + 1) +
+                       (double)bytes) / 1e6;
+        free(obs);
+        free(tgt);
+        free(bits);
+    }
+    out->boxes = nb;
+    out->observers = n_obs;
+    out->targets = n_tgt;
+    out->ran = 1;
+    if (embree) {
+        /* Embree's nearest is not measured here; its nearest_id answers
+         * are compared with "no answer" and ignored. */
+        int32_t *none = malloc(segs * sizeof *none);
+        if (none) {
+            for (size_t i = 0; i < segs; i++)
+                none[i] = -2;
+            out->em.boxes = nb;
+            out->em.rb_nearest = none;
+            out->em.rb_any = res.any;
+            bench_embree_all(ctx, o, boxes, nb, rays, NULL, NULL, segs,
+                             &out->em);
+            free(none);
+            out->em.rb_nearest = NULL;
+            out->em.rb_any = NULL;
+        }
+    }
+    rc = 0;
+done:
+    rb_scene_destroy(scene);
+    free(boxes);
+    free(ends);
+    free(rays);
+    free(res.any);
+    return rc;
+}
+
+static void print_los(const los_result *l)
+{
+    size_t segs = l->observers * l->targets;
+    printf("\nline of sight: a city of %zu boxes, %zu observers x %zu "
+           "targets = %zu segments (t in [0, 1]), %llu visible\n",
+           l->boxes, l->observers, l->targets, segs,
+           (unsigned long long)l->visible);
+    printf("  %-24s %12.3f\n", "raybox any [Msegs/s]",
+           rate((double)segs, l->any_ms));
+    printf("  %-24s %12.3f\n", "raybox build [Mboxes/s]",
+           rate((double)l->boxes, l->build_ms));
+    printf("  %-24s %12.3f  (%.2fx the explicit segments' rate; answers "
+           "%s; memory %.1f MB against %.1f MB)\n",
+           "rb_visibility [Msegs/s]", rate((double)segs, l->vis_ms),
+           l->vis_ms > 0 ? l->any_ms / l->vis_ms : 0,
+           l->vis_same ? "the same" : "DIFFER", l->vis_mb, l->explicit_mb);
+    print_embree(&l->em, segs, 0, l->any_ms, l->any_ms, l->build_ms, 0);
+}
+
+/* --sort: the rays in raybox's walk order for nearest and any (origins
+ * on a Morton curve over the cube, host/cpu/ray_order.h); the median time
+ * of `repeat` sorts in *ms. */
+static int walk_order(rb_context *ctx, const rb_ray *rays, size_t n,
+                      rb_ray *sorted, uint32_t *order, double *ms)
+{
+    uint64_t *scratch = malloc(2 * (n ? n : 1) * sizeof *scratch);
+    if (!scratch)
+        return -1;
+    const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+    double t[64];
+    int runs = repeat < 64 ? repeat : 64;
+    for (int k = 0; k < runs; k++) {
+        double t0 = bench_now_ms();
+        rb_ray_order(ctx->pool, rays, 3, n, lo, hi, 0, scratch, order);
+        for (size_t i = 0; i < n; i++)
+            sorted[i] = rays[order[i]];
+        t[k] = bench_now_ms() - t0;
+    }
+    *ms = bench_median(t, runs);
+    free(scratch);
+    return 0;
+}
+
+static int quality_of(const char *t)
+{
+    for (int q = 0; q < MAX_QUALITIES; q++)
+        if (!strcmp(t, quality_names[q]))
+            return q;
+    return -1;
+}
+
+static int usage_to(FILE *f, const char *argv0)
+{
+    fprintf(f, "usage: %s [--boxes N[,N...]] [--rays N] [--threads N] "
+                    "[--json] [--no-embree] [--no-opencl] [--seed S] "
+                    "[--repeat R] [--embree-quality low|medium|high[,...]] "
+                    "[--los BOXES,OBSERVERS,TARGETS | --no-los]\n",
+            argv0);
+    return 2;
+}
+
+static int usage(const char *argv0)
+{
+    return usage_to(stderr, argv0);
 }
 
 int main(int argc, char **argv)
 {
     size_t sizes[MAX_SCENES] = {100000, 1000000};
     size_t n_sizes = 2, nr = 1000000;
+    size_t los_boxes = 200000, los_obs = 2000, los_tgt = 2000;
     unsigned threads = 0;
-    int json = 0, embree = 1, opencl = 1;
+    int json = 0, embree = 1, opencl = 1, los = 1;
     uint64_t seed = 1;
+    run_options ro = {.qualities = {1, 2}, .n_qualities = 2};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json")) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("raybox-bench-bvh: raybox's hierarchy against Embree 3's "
+                   "strongest setups (6 quads, 12 triangles, user geometry; "
+                   "each --embree-quality; rays in input and in raybox's "
+                   "walk order) on random scenes and a line-of-sight city, "
+                   "and the OpenCL walk on the same scenes "
+                   "(docs/benchmarks.md, \"Hierarchies\").\n");
+            usage_to(stdout, argv[0]);
+            return 0;
+        } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (!strcmp(a, "--no-embree")) {
             embree = 0;
         } else if (!strcmp(a, "--no-opencl")) {
             opencl = 0;
+        } else if (!strcmp(a, "--no-los")) {
+            los = 0;
+        } else if (!strcmp(a, "--los") && v) {
+            if (sscanf(v, "%zu,%zu,%zu", &los_boxes, &los_obs, &los_tgt) !=
+                    3 ||
+                !los_boxes || !los_obs || !los_tgt)
+                return usage(argv[0]);
+            i++;
+        } else if (!strcmp(a, "--embree-quality") && v) {
+            ro.n_qualities = 0;
+            char list[64];
+            snprintf(list, sizeof list, "%s", v);
+            for (char *t = strtok(list, ","); t; t = strtok(NULL, ",")) {
+                int q = quality_of(t);
+                if (q < 0 || ro.n_qualities == MAX_QUALITIES)
+                    return usage(argv[0]);
+                ro.qualities[ro.n_qualities++] = q;
+            }
+            i++;
         } else if (!strcmp(a, "--rays") && v) {
             nr = strtoull(v, NULL, 10);
             i++;
@@ -440,11 +906,7 @@ int main(int argc, char **argv)
                     p++;
             }
         } else {
-            fprintf(stderr, "usage: %s [--boxes N[,N...]] [--rays N] "
-                            "[--threads N] [--json] [--no-embree] "
-                            "[--no-opencl] [--seed S] [--repeat R]\n",
-                    argv[0]);
-            return 2;
+            return usage(argv[0]);
         }
     }
 
@@ -462,6 +924,7 @@ int main(int argc, char **argv)
     rb_backend_info info;
     rb_context_info(ctx, &info);
     threads = info.threads;
+    ro.threads = threads;
 
     /* The first OpenCL device, whatever its kind (auto would take GPUs
      * only). Without one the rates are skipped, with the reason. */
@@ -480,13 +943,20 @@ int main(int argc, char **argv)
             cl = NULL;
     }
 
-    rb_ray *rays = malloc(nr * sizeof *rays);
+    rb_ray *rays = malloc((nr ? nr : 1) * sizeof *rays);
+    rb_ray *sorted = malloc((nr ? nr : 1) * sizeof *sorted);
+    uint32_t *order = malloc((nr ? nr : 1) * sizeof *order);
+    int32_t *rb_nearest = malloc((nr ? nr : 1) * sizeof *rb_nearest);
+    uint8_t *rb_any = malloc(nr ? nr : 1);
     scene_result res[MAX_SCENES];
     memset(res, 0, sizeof res);
-    if (!rays)
+    if (!rays || !sorted || !order || !rb_nearest || !rb_any)
         return fail("rays", NULL, RB_ENOMEM);
     uint64_t s = seed;
     make_rays(&s, rays, nr);
+    double sort_ms = 0;
+    if (embree && walk_order(ctx, rays, nr, sorted, order, &sort_ms))
+        return fail("walk order", NULL, RB_ENOMEM);
     if (!json) {
         printf("raybox-bench-bvh: %u threads, %zu rays, %s (%s)\n", threads,
                nr, info.device, info.simd);
@@ -504,21 +974,41 @@ int main(int argc, char **argv)
         s = seed * 1000 + k;
         make_boxes(&s, boxes, nb);
         res[k].boxes = nb;
-        if (embree)
-            res[k].have_embree =
-                bench_embree(ctx->pool, threads, repeat, boxes, nb, rays, nr,
-                             &res[k].em, res[k].embree_error,
-                             sizeof res[k].embree_error) == 0;
+        res[k].rb_nearest = rb_nearest;
+        res[k].rb_any = rb_any;
+        /* raybox first: its answers are what Embree's are checked
+         * against, and the refit below moves the boxes afterwards. */
+        rb_box *copy = malloc((nb ? nb : 1) * sizeof *copy);
+        if (!copy)
+            return fail("boxes", NULL, RB_ENOMEM);
+        memcpy(copy, boxes, nb * sizeof *copy);
         if (bench_raybox(ctx, cl, boxes, nb, rays, nr, &res[k]))
             return 1;
+        if (embree)
+            bench_embree_all(ctx, &ro, copy, nb, rays, sorted, order, nr,
+                             &res[k]);
+        free(copy);
         free(boxes);
         if (!json)
-            print_table(&res[k], nr);
+            print_table(&res[k], nr, sort_ms);
+    }
+    los_result lr;
+    memset(&lr, 0, sizeof lr);
+    if (los) {
+        if (bench_los(ctx, &ro, los_boxes, los_obs, los_tgt, seed, embree,
+                      &lr))
+            return 1;
+        if (!json)
+            print_los(&lr);
     }
     if (json)
         print_json(res, n_sizes, nr, threads, cl ? cl_info.device : NULL,
-                   cl_why);
+                   cl_why, sort_ms, &lr);
     free(rays);
+    free(sorted);
+    free(order);
+    free(rb_nearest);
+    free(rb_any);
     rb_context_destroy(cl);
     rb_context_destroy(ctx);
     return 0;

@@ -27,7 +27,8 @@
  * queried with the first --cl-rays rays (the OpenCL shape pass tests
  * every shape, so whole batches would take minutes) and checked equal to
  * the CPU's answers. Embree (bench_shapes_embree.c): native primitives
- * (quads, 12 triangles per obb/xbox, RTC_GEOMETRY_TYPE_SPHERE_POINT) and
+ * (quads, 12 triangles per obb/xbox, RTC_GEOMETRY_TYPE_SPHERE_POINT), the
+ * same with boxes as 12 triangles too, and
  * user geometry running raybox's exact tests, each at every build quality
  * of --embree-quality (default medium,high; scene flags none), keeping
  * the fastest per figure. Times are medians of --repeat runs (default 3).
@@ -56,7 +57,8 @@
 enum { K_BOX, K_OBB, K_XBOX, K_SPHERE, K_MIXED, K_KINDS };
 static const char *const kind_names[K_KINDS] = {"box", "obb", "xbox",
                                                 "sphere", "mixed"};
-static const char *const setup_names[EM_SETUPS] = {"native", "user"};
+static const char *const setup_names[EM_SETUPS] = {"native", "user",
+                                                   "triangles"};
 static const char *const quality_names[3] = {"low", "medium", "high"};
 
 typedef struct figure {
@@ -81,39 +83,6 @@ typedef struct figure {
     int cl_same;
 } figure;
 
-double bench_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-double bench_median(double *v, int n)
-{
-    if (n <= 0)
-        return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t rng_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static float uniform(uint64_t *s)
-{
-    return (float)((double)(rng_next(s) >> 40) / 16777216.0);
-}
 
 /* ---- scenes ------------------------------------------------------------ */
 
@@ -137,7 +106,7 @@ static void elements_free(elements *e)
 /* A uniform random rotation (Shoemake), as a unit quaternion (w, x, y, z). */
 static void random_quaternion(uint64_t *s, double q[4])
 {
-    double u1 = uniform(s), u2 = uniform(s), u3 = uniform(s);
+    double u1 = bench_uniform(s), u2 = bench_uniform(s), u3 = bench_uniform(s);
     double a = sqrt(1 - u1), b = sqrt(u1);
     q[0] = b * cos(2 * PI * u3);
     q[1] = a * sin(2 * PI * u2);
@@ -158,7 +127,7 @@ static void rotation(const double q[4], double r[3][3])
 static void sides(uint64_t *s, float side, float w[3])
 {
     for (int a = 0; a < 3; a++)
-        w[a] = side * (0.2f + 0.8f * uniform(s));
+        w[a] = side * (0.2f + 0.8f * bench_uniform(s));
 }
 
 static int make_elements(int kind, size_t n, float fill, uint64_t seed,
@@ -184,7 +153,7 @@ static int make_elements(int kind, size_t n, float fill, uint64_t seed,
         float w[3];
         sides(&s, side, w);
         for (int a = 0; a < 3; a++) {
-            e->boxes[i].min[a] = uniform(&s) * (1 - w[a]);
+            e->boxes[i].min[a] = bench_uniform(&s) * (1 - w[a]);
             e->boxes[i].max[a] = e->boxes[i].min[a] + w[a];
         }
     }
@@ -193,7 +162,7 @@ static int make_elements(int kind, size_t n, float fill, uint64_t seed,
         double q[4];
         sides(&s, side, w);
         for (int a = 0; a < 3; a++) {
-            c[a] = uniform(&s);
+            c[a] = bench_uniform(&s);
             h[a] = 0.5f * w[a];
         }
         random_quaternion(&s, q);
@@ -208,7 +177,7 @@ static int make_elements(int kind, size_t n, float fill, uint64_t seed,
         sides(&s, side, w);
         random_quaternion(&s, q);
         rotation(q, r);
-        double shear = 0.5 * uniform(&s) - 0.25;
+        double shear = 0.5 * bench_uniform(&s) - 0.25;
         /* A = R * diag(w) * [[1, shear, 0], [0, 1, 0], [0, 0, 1]] */
         rb_xbox *x = &e->xboxes[i];
         for (int a = 0; a < 3; a++) {
@@ -221,13 +190,13 @@ static int make_elements(int kind, size_t n, float fill, uint64_t seed,
             x->a[row][0] = (float)c0;
             x->a[row][1] = (float)(c0 * shear + c1);
             x->a[row][2] = (float)c2;
-            x->a[row][3] = uniform(&s);
+            x->a[row][3] = bench_uniform(&s);
         }
     }
     for (size_t i = 0; i < e->n[3]; i++) {
         for (int a = 0; a < 3; a++)
-            e->spheres[i].center[a] = uniform(&s);
-        e->spheres[i].radius = side * (0.15f + 0.53f * uniform(&s));
+            e->spheres[i].center[a] = bench_uniform(&s);
+        e->spheres[i].radius = side * (0.15f + 0.53f * bench_uniform(&s));
     }
     return 0;
 }
@@ -244,8 +213,8 @@ static void make_rays(uint64_t *s, rb_ray *r, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         for (int a = 0; a < 3; a++) {
-            r[i].origin[a] = uniform(s);
-            r[i].dir[a] = uniform(s) * 2 - 1;
+            r[i].origin[a] = bench_uniform(s);
+            r[i].dir[a] = bench_uniform(s) * 2 - 1;
         }
         r[i].tmin = 0;
         r[i].tmax = INFINITY;
@@ -679,15 +648,20 @@ static void print_json(const figure *fs, size_t n, const options *o,
 
 /* ---- options ------------------------------------------------------------ */
 
-static int usage(const char *argv0)
+static int usage_to(FILE *f, const char *argv0)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: %s [--elements N[,N...]] [--rays N] [--threads N] "
             "[--repeat R] [--kinds box,obb,xbox,sphere,mixed] [--fill F] "
             "[--embree-quality low|medium|high[,...]] [--no-embree] "
             "[--opencl] [--cl-rays N] [--sort-rays] [--seed S] [--json]\n",
             argv0);
     return 2;
+}
+
+static int usage(const char *argv0)
+{
+    return usage_to(stderr, argv0);
 }
 
 static int parse_list(char *p, int (*item)(const char *, void *), void *u)
@@ -740,7 +714,16 @@ static int parse(int argc, char **argv, options *o)
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json")) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            printf("raybox-bench-shapes: obbs, xboxes, spheres and a mix "
+                   "through raybox's CPU backend (and --opencl) against "
+                   "Embree 3's native primitives, 12 triangles and user "
+                   "geometry running raybox's exact tests, at every "
+                   "--embree-quality; the fastest Embree setup is the "
+                   "yardstick (docs/benchmarks-shapes.md).\n");
+            usage_to(stdout, argv[0]);
+            return -1;
+        } else if (!strcmp(a, "--json")) {
             o->json = 1;
         } else if (!strcmp(a, "--no-embree")) {
             o->embree = 0;
@@ -823,7 +806,7 @@ int main(int argc, char **argv)
     options o;
     int prc = parse(argc, argv, &o);
     if (prc)
-        return prc;
+        return prc < 0 ? 0 : prc; /* -1: --help */
 
     rb_context_options opt;
     rb_context_options_init(&opt);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bench_common.h"
 #include "raybox.h"
 
 struct rb_pool;
@@ -30,7 +31,8 @@ enum {
                       spheres as RTC_GEOMETRY_TYPE_SPHERE_POINT */
     EM_USER = 1,   /* one user geometry per kind whose callbacks run
                       kernels/exact.h's tests on the prepared records */
-    EM_SETUPS = 2
+    EM_TRIS = 2,   /* as EM_NATIVE, but boxes as 12 triangles too */
+    EM_SETUPS = 3
 };
 
 typedef struct em_result {
@@ -45,7 +47,7 @@ typedef struct em_result {
     double bytes_per_element; /* Embree's allocations (memory monitor) */
 } em_result;
 
-/* Builds the scene in Embree 3 as `setup` (EM_NATIVE, EM_USER) with build
+/* Builds the scene in Embree 3 as `setup` (EM_NATIVE, EM_USER, EM_TRIS) with build
  * quality `quality` (RTC_BUILD_QUALITY_*), scene flags NONE and `threads`
  * build threads, then traces every ray with rtcIntersect1 / rtcOccluded1
  * on the pool (the threads raybox uses), `repeat` times per mode; the
@@ -55,7 +57,5 @@ int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
                         int setup, int quality, const bench_scene *sc,
                         const rb_ray *rays, size_t n_rays, em_result *out);
 
-double bench_now_ms(void);
-double bench_median(double *v, int n);
 
 #endif

@@ -6,6 +6,7 @@
  *   raybox render SCENE_FILE --camera CAMERA_FILE -o OUT.png
  *                 [--image depth|normal|id] [--backend ...] [--device ...]
  *   raybox devices
+ *   raybox visibility SCENE OBSERVERS TARGETS -o OUT [--shard I/N] ...
  *   raybox --help | --version
  *
  * intersect reads one request of POST /v1/intersect (SPEC section 4) from
@@ -29,6 +30,7 @@
 #include "json_request.h"
 #include "json_response.h"
 #include "raybox.h"
+#include "raybox_cli.h"
 #include "render_image.h"
 
 #define CHUNK (64 * 1024)
@@ -38,6 +40,7 @@ static const char usage_main[] =
     "\n"
     "commands:\n"
     "  intersect   answer one JSON intersect request (file or stdin)\n"
+    "  visibility  line of sight, observers x targets, files to a file\n"
     "  render      draw a scene from a camera into a PNG\n"
     "  devices     list the OpenCL devices and the CPU backend\n"
     "\n"
@@ -586,6 +589,8 @@ int main(int argc, char **argv)
         return cmd_intersect(argc - 2, argv + 2);
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 2, argv + 2);
+    if (strcmp(cmd, "visibility") == 0)
+        return cmd_visibility(argc - 2, argv + 2);
     if (strcmp(cmd, "render") == 0)
         return cmd_render(argc - 2, argv + 2);
     fprintf(stderr, "raybox: unknown command '%s'\n%s", cmd, usage_main);

@@ -18,6 +18,7 @@ naming the file.
 Exit 0 when everything held; 1 with the first difference.
 """
 import argparse
+import atexit
 import http.client
 import json
 import os
@@ -39,6 +40,16 @@ def fail(msg):
     sys.exit(1)
 
 
+RUNNING = set()  # servers to kill if the test ends early
+
+
+@atexit.register
+def _kill_running():
+    for p in list(RUNNING):
+        if p.poll() is None:
+            p.kill()
+
+
 class Server:
     """rayboxd on a free port; data_dir None: scenes in memory."""
 
@@ -50,6 +61,7 @@ class Server:
             [exe, "--port", "0", "--backend", "cpu", "--workers", "2",
              "--quiet", *disk, *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
+        RUNNING.add(self.p)
         self.port = None
         deadline = time.time() + 30
         while time.time() < deadline and self.port is None:
@@ -218,7 +230,9 @@ class Client(threading.Thread):
         while True:
             live = [s for s, v in self.scenes.items() if not v["deleted"]]
             try:
-                if len(live) < 2 or rng.random() < 0.03:
+                # A few scenes a client (2 to 6): creations and deletions
+                # both happen, and a cycle's checks stay bounded.
+                if len(live) < 2 or (len(live) < 6 and rng.random() < 0.03):
                     m = Model(rng)
                     st, ans = request(self.port, "POST", "/v1/scenes",
                                       m.body(m.chunks[0]), timeout=10)
@@ -226,7 +240,7 @@ class Client(threading.Thread):
                         fail(f"create: {st} {ans}")
                     self.scenes[ans["id"]] = {"model": m, "pending": None,
                                               "deleted": False}
-                elif rng.random() < 0.02 and len(live) > 2:
+                elif len(live) > 2 and rng.random() < 0.03:
                     sid = rng.choice(live)
                     self.scenes[sid]["deleted"] = "pending"
                     st, ans = request(self.port, "DELETE",
@@ -331,6 +345,10 @@ def kill_cycles(exe, args):
             clients = threads
             if rng.random() < 0.3 and tear_a_log(d, rng):
                 torn += 1
+            if (cycle + 1) % 25 == 0:
+                print(f"test_durable: {cycle + 1}/{args.cycles} cycles, "
+                      f"{acks} acknowledged changes", file=sys.stderr,
+                      flush=True)
         srv = Server(exe, d)
         verify(srv.port, clients, args.cycles)
         srv.stop()

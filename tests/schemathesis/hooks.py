@@ -385,18 +385,34 @@ def fix_patch(body, info):
                 fix_box(b, dims)
 
 
-_scene_3d = []
+_SCENE_3D = []
 
 
 def scene_3d():
-    """A 3D scene's id for renders whose path names a 2D one."""
-    if not _scene_3d:
+    """The id of a 3D scene made for visibility cases aimed at a 2D one
+    (visibility needs 3D: the path's scene is the rule JSON Schema cannot
+    state)."""
+    if not _SCENE_3D:
         req = urllib.request.Request(
             URL + "/v1/scenes", data=b'{"boxes":[[0,0,0,1,1,1]]}',
             headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=30) as r:
-            _scene_3d.append(json.load(r)["id"])
-    return _scene_3d[0]
+            _SCENE_3D.append(json.load(r)["id"])
+    return _SCENE_3D[0]
+
+
+def fix_visibility(body):
+    """Points within +-1e38, so that target - observer stays a float32;
+    tmin <= tmax (tmax defaults to 1 here)."""
+    for key in ("observers", "targets"):
+        for p in body.get(key, []):
+            if isinstance(p, list):
+                for k, v in enumerate(p):
+                    if num(v):
+                        p[k] = max(-1e38, min(1e38, v))
+    t0, t1 = body.get("tmin", 0.0), body.get("tmax", 1.0)
+    if num(t0) and num(t1) and f32(t0) > f32(t1):
+        body["tmin"], body["tmax"] = t1, t0
 
 
 @schemathesis.hook
@@ -433,6 +449,11 @@ def map_case(ctx, case):
             if isinstance(b, list):
                 fix_box(b, body.get("dims", 3))
         fix_shapes(body)
+    elif op == "POST /v1/scenes/{id}/visibility":
+        info = scene_info(scene)
+        if info and info[0] != 3:
+            case.path_parameters["id"] = scene_3d()
+        fix_visibility(body)
     elif op == "PATCH /v1/scenes/{id}":
         info = scene_info(scene)
         if info:

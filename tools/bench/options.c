@@ -31,8 +31,9 @@ static const opt_doc table[] = {
     {"list", 0, OPT_LIST, NULL,
      "list the devices (the native CPU backend and every OpenCL device) "
      "and exit"},
-    {"backend", 1, OPT_BACKEND, "cpu|opencl|all",
-     "backends to measure (default all; opencl when --device is given)"},
+    {"backend", 1, OPT_BACKEND, "cpu|opencl|all|none",
+     "backends to measure (default all; opencl when --device is given; "
+     "none with --http: the server alone)"},
     {"device", 1, OPT_DEVICE, "N|NAME",
      "OpenCL device by --list index or name substring; repeat it or give "
      "a comma list"},
@@ -287,9 +288,9 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
             o->backend_given = 1;
             o->want_cpu = !strcmp(optarg, "cpu") || !strcmp(optarg, "all");
             o->want_cl = !strcmp(optarg, "opencl") || !strcmp(optarg, "all");
-            if (!o->want_cpu && !o->want_cl) {
-                fprintf(stderr, "raybox-bench: --backend: cpu, opencl or "
-                                "all, not '%s'\n", optarg);
+            if (!o->want_cpu && !o->want_cl && strcmp(optarg, "none")) {
+                fprintf(stderr, "raybox-bench: --backend: cpu, opencl, all "
+                                "or none, not '%s'\n", optarg);
                 return 2;
             }
             break;
@@ -465,6 +466,11 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
         o->copy_bytes = (size_t)(q ? 64 : 256) << 20;
     if (o->n_devices && !o->backend_given)
         o->want_cpu = 0;
+    if (!o->want_cpu && !o->want_cl && !o->http && !o->n_from && !o->list) {
+        fprintf(stderr, "raybox-bench: --backend none measures only "
+                        "through rayboxd: give --http URL\n");
+        return 2;
+    }
     if (o->n_devices && !o->want_cl) {
         fprintf(stderr, "raybox-bench: --device selects OpenCL devices; "
                         "it cannot go with --backend cpu\n");
