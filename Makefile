@@ -30,6 +30,7 @@ endif
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
+       libpng-dev \
        python3 python3-venv python3-dev gnuplot-nox openssl
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
 # packages: tests/schemathesis/requirements.txt), build/venv-python for

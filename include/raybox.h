@@ -334,7 +334,9 @@ typedef enum rb_element_kind {
     RB_ELEMENT_SPHERE = 5,
     RB_ELEMENT_PLANE = 6,
     RB_ELEMENT_OBSERVER = 7, /* rb_visibility: index = observer, field xyz */
-    RB_ELEMENT_TARGET = 8    /* rb_visibility: index = target, field xyz */
+    RB_ELEMENT_TARGET = 8,   /* rb_visibility: index = target, field xyz */
+    RB_ELEMENT_CAMERA = 9,   /* rb_camera: field as in rb_camera_rays */
+    RB_ELEMENT_PIXEL = 10    /* a camera's pixel: index in answer order */
 } rb_element_kind;
 
 typedef struct rb_error {
@@ -619,6 +621,60 @@ RB_API int rb_visibility(rb_context *ctx, const rb_visibility_query *q,
  * (R7). For callers that take a request-level range and want to name it
  * in their own error. Returns 1 when valid. */
 RB_API int rb_ray_range_valid(float tmin, float tmax);
+
+/* ------------------------------------------------------------------------
+ * Cameras (SPEC section 8): rays from a view and a projection matrix, for
+ * picking (a list of pixels) or pictures (every pixel of the viewport).
+ */
+enum {
+    RB_DEPTH_ZERO_TO_ONE = 0,    /* clip z of the near plane is 0 (D3D, Vulkan) */
+    RB_DEPTH_MINUS_ONE_TO_ONE = 1 /* ... is -1 (OpenGL) */
+};
+
+typedef struct rb_camera {
+    /* Row-major 4x4, column vectors: clip = projection * view * world
+     * (a Direct3D row-vector matrix is the transpose). */
+    double view[16];
+    double projection[16];
+    double viewport[4];   /* x, y, width, height in window coordinates */
+    int depth;            /* RB_DEPTH_* */
+    /* n_pixels (px, py) pairs in window coordinates (origin top-left, y
+     * down); NULL: every pixel centre of the viewport, row by row from
+     * the top (width and height must then be whole numbers). Borrowed. */
+    const double *pixels;
+    size_t n_pixels;
+    float tmin, tmax;     /* every ray's range (SPEC R6) */
+} rb_camera;
+
+/* Checks a camera and counts its rays: n_pixels, or width * height for
+ * the grid. Returns RB_OK, RB_EINVAL (NULL), or RB_EINPUT with err (when
+ * not NULL) naming the fault: element RB_ELEMENT_CAMERA with field 0-15
+ * a view number, 16-31 a projection number, 32-35 a viewport number, 36
+ * the depth, 37 the range (tmin/tmax, R6), 38 a singular view, 39 a
+ * singular projection, -1 a singular P*V of invertible factors; element
+ * RB_ELEMENT_PIXEL for a non-finite pixel number (index, field 0 or 1).
+ * A matrix is singular when Gauss-Jordan elimination with partial
+ * pivoting in double meets a zero pivot or its inverse is not finite.
+ * The viewport needs finite x, y and width, height > 0 (whole numbers
+ * for the grid, and a product below 2^53). */
+RB_API int rb_camera_count(const rb_camera *cam, uint64_t *count,
+                           rb_error *err);
+
+/* Writes the rays of pixels [first, first + n) (of the list, or of the
+ * grid in answer order: pixel k is column k % width, row k / width) to
+ * out[0..n): with W = (P*V)^-1 in double, ndc_x = 2(px - x)/width - 1,
+ * ndc_y = 1 - 2(py - y)/height, near = W (ndc_x, ndc_y, z0, 1) and far =
+ * W (ndc_x, ndc_y, 1, 1) divided by their w (z0 = 0 or -1 per depth), the
+ * ray is origin = near, dir = far - near, each number rounded once from
+ * double to float32, with the camera's tmin and tmax. Orthographic
+ * projections work the same (near and far differ in position only).
+ * Errors as rb_camera_count, plus RB_EINPUT with element RB_ELEMENT_PIXEL,
+ * field -1, when the w of pixel k's near or far point is 0 (a far plane
+ * at infinity) or its ray is not finite in float32; RB_EINVAL when
+ * first + n is beyond the count. The same camera and pixel always give
+ * the same bits, whatever the chunking. Thread-safe; no allocation. */
+RB_API int rb_camera_rays(const rb_camera *cam, uint64_t first, size_t n,
+                          rb_ray *out, rb_error *err);
 
 /* Queries that stand for fewer ray-box tests than this run on the calling
  * thread (waking the context's threads costs more); a server may use the

@@ -127,12 +127,13 @@ size_t rbb_shape_record_bytes(int kind, unsigned flags)
  * rest is filled when the record is complete (rays) or at the end
  * (quaternions, which may be refused).
  */
-enum { SEC_RAYS, SEC_BOXES, SEC_OBBS, SEC_XBOXES, SEC_SPHERES, SEC_PLANES,
-       SEC_COUNT };
+enum { SEC_CAMERA, SEC_PIXELS, SEC_RAYS, SEC_BOXES, SEC_OBBS, SEC_XBOXES,
+       SEC_SPHERES, SEC_PLANES, SEC_COUNT };
 
 /* The JSON member of each section, for pointers and messages. */
 static const char *const section_names[SEC_COUNT] = {
-    "rays", "boxes", "obbs", "xboxes", "spheres", "planes"};
+    "camera", "camera/pixels", "rays", "boxes", "obbs", "xboxes", "spheres",
+    "planes"};
 
 typedef struct section {
     uint64_t n;     /* records */
@@ -154,6 +155,7 @@ struct rbb_decoder {
     int cur;             /* the section pos is in */
     uint64_t sec_start;  /* pos where it starts */
     rbj_error err;
+    rb_camera camera;    /* RBB_FLAG_CAMERA, at the end */
     int have_header;     /* h is decoded */
     int ready;
     rbj_request req;
@@ -270,10 +272,14 @@ static int check_structure(rbb_decoder *d, const rbb_header *h)
     unsigned known = h->version == RBB_VERSION
                          ? RBB_FLAG_RANGES
                          : RBB_FLAG_RANGES | RBB_FLAG_NORMALS |
-                               RBB_FLAG_OBB_QUATERNION;
+                               RBB_FLAG_OBB_QUATERNION | RBB_FLAG_CAMERA;
     if (h->flags & ~known)
         return fail(d, 400, "", "unknown flags 0x%02x for version %u",
                     h->flags & ~known, h->version);
+    if ((h->flags & RBB_FLAG_CAMERA) && (h->flags & RBB_FLAG_RANGES))
+        return fail(d, 400, "", "flags CAMERA and RANGES exclude each "
+                                "other: a camera's rays take the header's "
+                                "range");
     return 0;
 }
 
@@ -362,6 +368,10 @@ static int check_values(rbb_decoder *d, const rbb_header *h)
                     h->mode);
     if (check_range(d, h))
         return -1;
+    int camera = (h->flags & RBB_FLAG_CAMERA) != 0;
+    if (camera && h->dims != 3)
+        return fail(d, 422, "/dims", "a camera makes 3D rays; dims must be "
+                                     "3, not %u", h->dims);
     if (shape && h->dims != 3)
         return fail(d, 422, list_pointer(shape, ptr, sizeof ptr),
                     "2D requests take boxes only; \"%s\" are 3D",
@@ -385,17 +395,19 @@ static int check_values(rbb_decoder *d, const rbb_header *h)
                         section_names[shape]);
     }
     if (h->n_rays > lim->max_rays)
-        return fail(d, 413, "/rays", "%llu rays: at most %llu",
-                    (unsigned long long)h->n_rays,
+        return fail(d, 413, camera ? "/camera/pixels" : "/rays",
+                    "%llu %s: at most %llu", (unsigned long long)h->n_rays,
+                    camera ? "pixels" : "rays",
                     (unsigned long long)lim->max_rays);
     if (check_elements(d))
         return -1;
     uint32_t max_hits = h->max_hits ? h->max_hits : lim->default_max_hits;
     if (h->mode == RB_MODE_ALL && h->n_rays > lim->max_results / max_hits)
-        return fail(d, 413, "/rays", "more than %llu results: max_hits %u "
-                                     "per ray",
+        return fail(d, 413, camera ? "/camera/pixels" : "/rays",
+                    "more than %llu results: max_hits %u per ray",
                     (unsigned long long)lim->max_results, max_hits);
-    if (h->mode == RB_MODE_PAIRS && check_pairs(d, h))
+    /* A camera's ray count is known at the end (settle_camera). */
+    if (h->mode == RB_MODE_PAIRS && !camera && check_pairs(d, h))
         return -1;
     return 0;
 }
@@ -446,10 +458,13 @@ static int take_header(rbb_decoder *d)
         rbb_header_decode(d->head, h);
     d->have_header = 1;
     unsigned dims = h->dims == 2 ? 2 : 3;
-    const uint64_t counts[SEC_COUNT] = {h->n_rays,  h->n_boxes,
-                                        h->n_obbs,  h->n_xboxes,
-                                        h->n_spheres, h->n_planes};
+    int camera = d->opt.kind == RBB_KIND_INTERSECT &&
+                 (h->flags & RBB_FLAG_CAMERA);
+    const uint64_t counts[SEC_COUNT] = {
+        camera ? 1 : 0, camera ? h->n_rays : 0, camera ? 0 : h->n_rays,
+        h->n_boxes,     h->n_obbs,  h->n_xboxes, h->n_spheres, h->n_planes};
     const size_t mem[SEC_COUNT] = {
+        RBB_CAMERA_RECORD_BYTES, RBB_PIXEL_RECORD_BYTES,
         dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2),
         rbb_box_record_bytes(dims), sizeof(rb_obb), sizeof(rb_xbox),
         sizeof(rb_sphere), sizeof(rb_plane)};
@@ -457,7 +472,8 @@ static int take_header(rbb_decoder *d)
         section *c = &d->sec[s];
         c->n = counts[s];
         c->mem = mem[s];
-        c->wire = s == SEC_RAYS    ? rbb_ray_record_bytes(dims, h->flags)
+        c->wire = s <= SEC_PIXELS  ? mem[s]
+                  : s == SEC_RAYS  ? rbb_ray_record_bytes(dims, h->flags)
                   : s == SEC_BOXES ? rbb_box_record_bytes(dims)
                                    : rbb_shape_record_bytes(
                                          RB_KIND_OBB + (s - SEC_OBBS),
@@ -577,6 +593,66 @@ static int settle_quaternions(rbb_decoder *d)
     return 0;
 }
 
+/* The camera record into d->camera, checked as a JSON "camera" is
+ * (rb_camera_count), with the checks that needed its ray count. */
+static int settle_camera(rbb_decoder *d, rbj_request *r)
+{
+    const uint8_t *rec = d->sec[SEC_CAMERA].data;
+    rb_camera *c = &d->camera;
+    memset(c, 0, sizeof *c);
+    memcpy(c->view, rec, 128);
+    memcpy(c->projection, rec + 128, 128);
+    memcpy(c->viewport, rec + 256, 32);
+    uint32_t depth = get32(rec + 288), pixels = get32(rec + 292);
+    if (depth > 1)
+        return fail(d, 422, "/camera/depth", "camera depth %u: 0 "
+                                             "zero_to_one or 1 "
+                                             "minus_one_to_one", depth);
+    if (pixels > 1 || (!pixels && d->h.n_rays))
+        return fail(d, 422, "/camera/pixels",
+                    "camera pixels %u with ray count %llu: 1 for a list of "
+                    "ray count pixels, 0 for the whole viewport (ray count "
+                    "0)",
+                    pixels, (unsigned long long)d->h.n_rays);
+    static const double no_pixels[2];
+    c->depth = (int)depth;
+    if (pixels) {
+        c->pixels = d->h.n_rays ? (const double *)(void *)d->sec[SEC_PIXELS]
+                                      .data
+                                : no_pixels;
+        c->n_pixels = (size_t)d->h.n_rays;
+    }
+    c->tmin = d->h.tmin;
+    c->tmax = d->h.tmax;
+    r->camera = c;
+    rb_error e;
+    uint64_t n = 0;
+    if (rb_camera_count(c, &n, &e) != RB_OK) {
+        rbj_error_from_library(r, RBJ_FROM_CAMERA, &e, &d->err);
+        return -1;
+    }
+    const rbj_limits *lim = &d->opt.limits;
+    if (n > lim->max_rays)
+        return fail(d, 413, "/camera/viewport", "the viewport has %llu "
+                    "pixels: more than %llu rays",
+                    (unsigned long long)n,
+                    (unsigned long long)lim->max_rays);
+    uint32_t max_hits = d->h.max_hits ? d->h.max_hits
+                                      : lim->default_max_hits;
+    if (d->h.mode == RB_MODE_ALL && n > lim->max_results / max_hits)
+        return fail(d, 413, "/camera/viewport", "more than %llu results: "
+                    "max_hits %u per ray",
+                    (unsigned long long)lim->max_results, max_hits);
+    r->n_camera_rays = n;
+    if (d->h.mode == RB_MODE_PAIRS) {
+        rbb_header h = d->h;
+        h.n_rays = n;
+        if (check_pairs(d, &h))
+            return -1;
+    }
+    return 0;
+}
+
 int rbb_decoder_finish(rbb_decoder *d)
 {
     if (d->err.status || d->ready)
@@ -623,6 +699,12 @@ int rbb_decoder_finish(rbb_decoder *d)
             .n_spheres = (size_t)h->n_spheres,
             .planes = (const rb_plane *)(void *)d->sec[SEC_PLANES].data,
             .n_planes = (size_t)h->n_planes};
+        if (h->flags & RBB_FLAG_CAMERA) {
+            r->rays = NULL;
+            r->n_rays = 0;
+            if (settle_camera(d, r))
+                return -1;
+        }
     }
     d->ready = 1;
     return 0;

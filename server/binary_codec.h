@@ -16,7 +16,8 @@
  *   10   1   dims (2 or 3)
  *   11   1   flags (request: bit 0 = each ray record carries tmin, tmax;
  *                   version 2 also bit 1 = normals wanted, bit 2 = obb
- *                   records are quaternion-form;
+ *                   records are quaternion-form, bit 3 = a camera record
+ *                   in place of the rays (see RBB_FLAG_CAMERA);
  *                   result: bit 0 = scene_version is set, bit 1 = the
  *                   query fell back from OpenCL to the CPU; version 2
  *                   also bit 2 = kinds follow, bit 3 = normals follow)
@@ -78,6 +79,8 @@ typedef enum rbb_kind {
 #define RBB_FLAG_RANGES 0x01         /* request: rays carry tmin, tmax */
 #define RBB_FLAG_NORMALS 0x02        /* request v2: outputs ["normal"] */
 #define RBB_FLAG_OBB_QUATERNION 0x04 /* request v2: 10-float obb records */
+#define RBB_FLAG_CAMERA 0x08         /* request v2: a camera record (and
+                                        ray count pixels) in place of rays */
 #define RBB_FLAG_SCENE_VERSION 0x01  /* result */
 #define RBB_FLAG_FELL_BACK 0x02      /* result */
 #define RBB_FLAG_KINDS 0x04          /* result v2: ray count u8 kinds */
@@ -111,6 +114,20 @@ void rbb_header_decode(const uint8_t in[RBB_HEADER_SIZE], rbb_header *out);
 void rbb_header_decode_v2(const uint8_t in[RBB_HEADER_SIZE_2],
                           rbb_header *out);
 size_t rbb_header_encode(const rbb_header *h, uint8_t *out);
+
+/* With RBB_FLAG_CAMERA (version 2, 3D, not with RBB_FLAG_RANGES) the
+ * ray records are replaced by one camera record (SPEC section 8), all
+ * little-endian:
+ *     0  128  f64 view[16]        row-major, column vectors
+ *   128  128  f64 projection[16]
+ *   256   32  f64 viewport[4]     x, y, width, height
+ *   288    4  u32 depth           0 zero_to_one, 1 minus_one_to_one
+ *   292    4  u32 pixels          1: ray count pixel records follow;
+ *                                 0: the whole viewport (ray count 0)
+ * then ray count pixel records of 16 bytes (f64 px, f64 py). The rays
+ * are then made as for a JSON "camera" (rb_camera_rays). */
+#define RBB_CAMERA_RECORD_BYTES 296
+#define RBB_PIXEL_RECORD_BYTES 16
 
 /* Bytes of one ray record with the given dims and request flags, of one
  * box record, and of one record of a kind beyond boxes (rb_kind; obbs
@@ -166,8 +183,8 @@ const rbj_error *rbb_decoder_error(const rbb_decoder *d);
 
 /* The request after rbb_decoder_finish returned 0, in the JSON parser's
  * form (body RBJ_INTERSECT or RBJ_SCENE_CREATE; ray_arity NULL, scene
- * NULL; shapes and outputs from a version 2 body); arrays belong to the
- * decoder. NULL before. */
+ * NULL; shapes, outputs and camera from a version 2 body); arrays belong
+ * to the decoder. NULL before. */
 const rbj_request *rbb_decoder_request(const rbb_decoder *d);
 
 /* The header as received (valid once the whole header came; NULL

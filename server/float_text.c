@@ -468,6 +468,20 @@ int rb_float_parse(const char *text, float *out)
     return 0;
 }
 
+int rb_double_parse(const char *text, double *out)
+{
+    char *end;
+    locale_t old = enter_c_locale();
+    double v = strtod(text, &end);
+    leave_c_locale(old);
+    if (end == text || *end != '\0' || isnan(v))
+        return -2;
+    if (isinf(v))
+        return -1;
+    *out = v;
+    return 0;
+}
+
 size_t rb_ms_format(double ms, char *out, size_t cap)
 {
     /* Every response carries one: digits by hand (snprintf's %.3f costs

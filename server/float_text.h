@@ -43,6 +43,10 @@ int rb_float_parse(const char *text, float *out);
  * not a plain number), and then *out is untouched. */
 int rb_float_parse_fast(const char *text, size_t len, float *out);
 
+/* The same for a double (camera numbers, SPEC section 8): strtod, one
+ * rounding; -1 beyond double's range, -2 not wholly a number. */
+int rb_double_parse(const char *text, double *out);
+
 /* Writes ms with three decimals ("0.412", "12.000") for timing fields,
  * rounded to the nearest microsecond; returns the length, like snprintf
  * (which it uses for negative, huge or non-finite values). */

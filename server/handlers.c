@@ -164,14 +164,39 @@ static enum MHD_Result intersect(rbd_request *r)
 {
     const rbj_request *b = r->body;
     char detail[400];
-    const char *id = r->route == ROUTE_SCENE_INTERSECT ? r->scene_id
-                                                        : b->scene;
+    int scene_path = r->route == ROUTE_SCENE_INTERSECT ||
+                     r->route == ROUTE_SCENE_RENDER;
+    if (b->camera) {
+        /* From here the request is the one with the camera's rays (the
+         * job makes them): every later step is an explicit rays
+         * request's, so the answers are the same bytes. The rays take
+         * their share of the memory budget before they exist. */
+        r->cam_body = *b;
+        r->cam_body.rays = NULL;
+        r->cam_body.n_rays = (size_t)b->n_camera_rays;
+        r->cam_body.ray_arity = NULL;
+        if (r->route == ROUTE_SCENE_RENDER && !r->out_binary &&
+            b->image == RBJ_IMAGE_NORMAL)
+            r->cam_body.outputs |= RB_OUTPUT_NORMAL;
+        r->body = b = &r->cam_body;
+        /* A picture: its RGB bytes, and about as many again for the
+         * PNG (libpng's worst case is a little over the raw bytes). */
+        uint64_t picture = r->route == ROUTE_SCENE_RENDER && !r->out_binary
+                               ? 7 * (uint64_t)b->n_rays
+                               : 0;
+        if (request_take_memory(r,
+                                (uint64_t)b->n_rays * sizeof(rb_ray) +
+                                    picture,
+                                "the camera's rays", detail, sizeof detail))
+            return respond_problem(r, 503, NULL, detail);
+    }
+    const char *id = scene_path ? r->scene_id : b->scene;
     if (id) {
         r->ver = store_acquire(r->srv->store, id, r->owner);
         if (!r->ver) {
             snprintf(detail, sizeof detail, "no scene '%.128s'", id);
             return respond_problem(
-                r, 404, r->route == ROUTE_SCENE_INTERSECT ? NULL : "/scene",
+                r, 404, scene_path ? NULL : "/scene",
                 detail);
         }
         if (scene_ver_dims(r->ver) != b->dims) {
@@ -268,6 +293,7 @@ enum MHD_Result handle_request(rbd_request *r)
         return scene_get(r);
     case ROUTE_INTERSECT:
     case ROUTE_SCENE_INTERSECT:
+    case ROUTE_SCENE_RENDER:
         return intersect(r);
     case ROUTE_SCENE_VISIBILITY:
         return visibility(r);

@@ -22,6 +22,7 @@
 #include "access_log.h"
 #include "allowed_hosts.h"
 #include "auth.h"
+#include "block_cache.h"
 #include "deadline.h"
 #include "listener.h"
 #include "request.h"
@@ -119,6 +120,7 @@ static void request_free(rbd_request *r)
     rbb_decoder_destroy(r->bd);
     scene_ver_release(r->ver);
     free(r->reply.body);
+    rbc_block_free(r->cam_rays);
     payload_free(r->reply.payload);
     free(r);
     budget_give(&s->budget, held);
@@ -164,7 +166,8 @@ static rbd_body_kind body_kind(const char *content_type)
 /* Accept: JSON or binary for the answer. A specific type beats a
  * wildcard, a higher q wins, a tie keeps the request's form. -1 when
  * neither is acceptable (406). */
-static int negotiate(const char *accept, int request_binary)
+static int negotiate(const char *accept, int request_binary,
+                     const char *main_type)
 {
     if (!accept || !accept[0])
         return request_binary;
@@ -184,10 +187,13 @@ static int negotiate(const char *accept, int request_binary)
                 q = strtod(a + 2, NULL);
             semi = memchr(a, ';', (size_t)(p + n - a));
         }
-        double *slot = strcmp(t, "application/json") == 0   ? &qj
+        /* main_type's family wildcard (application/..., image/...) */
+        size_t fam = strcspn(main_type, "/");
+        double *slot = strcmp(t, main_type) == 0             ? &qj
                        : strcmp(t, RBB_MEDIA_TYPE) == 0     ? &qb
                        : strcmp(t, "*/*") == 0 ||
-                               strcmp(t, "application/*") == 0
+                               (strncmp(t, main_type, fam + 1) == 0 &&
+                                strcmp(t + fam + 1, "*") == 0)
                            ? &qw
                            : NULL;
         if (slot && q > *slot)
@@ -215,13 +221,15 @@ static int takes_body(const rbd_request *r)
 static enum MHD_Result start_parser(rbd_request *r)
 {
     rbd_server *s = r->srv;
-    int scene_path = r->route == ROUTE_SCENE_INTERSECT;
+    int scene_path = r->route == ROUTE_SCENE_INTERSECT ||
+                     r->route == ROUTE_SCENE_RENDER;
     if (r->in == BODY_JSON) {
         rbj_options o;
         rbj_options_init(&o, r->route == ROUTE_SCENES ? RBJ_SCENE_CREATE
                              : r->route == ROUTE_SCENE ? RBJ_SCENE_PATCH
                              : r->route == ROUTE_SCENE_VISIBILITY
                                  ? RBJ_VISIBILITY
+                             : r->route == ROUTE_SCENE_RENDER ? RBJ_RENDER
                                  : RBJ_INTERSECT);
         o.limits = s->limits;
         o.patch_dims = r->route == ROUTE_SCENE ? r->scene_dims : 3;
@@ -333,20 +341,25 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
                                                  "Content-Type");
     r->in = body_kind(ct);
     int json_only = r->route == ROUTE_SCENE ||
-                    r->route == ROUTE_SCENE_VISIBILITY;
+                    r->route == ROUTE_SCENE_VISIBILITY ||
+                    r->route == ROUTE_SCENE_RENDER;
     if (r->in == BODY_NONE || (r->in == BODY_BINARY && json_only)) {
         snprintf(detail, sizeof detail, "Content-Type %s%s%s: %s takes %s",
                  ct ? "'" : "", ct ? ct : "missing", ct ? "'" : "",
                  route_template(r->route),
                  r->route == ROUTE_SCENE ? "application/json (PATCH bodies "
                                            "are JSON only)"
-                 : json_only ? "application/json (visibility bodies are "
-                               "JSON only; the answer may be binary)"
+                 : json_only ? (r->route == ROUTE_SCENE_RENDER
+                                    ? "application/json"
+                                    : "application/json (visibility bodies "
+                                      "are JSON only; the answer may be "
+                                      "binary)")
                              : "application/json or " RBB_MEDIA_TYPE);
         return respond_problem(r, 415, NULL, detail);
     }
     if (r->route == ROUTE_SCENE || r->route == ROUTE_SCENE_INTERSECT ||
-        r->route == ROUTE_SCENE_VISIBILITY) {
+        r->route == ROUTE_SCENE_VISIBILITY ||
+        r->route == ROUTE_SCENE_RENDER) {
         scene_ver *v = store_acquire(s->store, r->scene_id, r->owner);
         if (!v) {
             snprintf(detail, sizeof detail, "no scene '%s'", r->scene_id);
@@ -359,10 +372,22 @@ static enum MHD_Result on_headers(rbd_request *r, const char *url,
         r->route == ROUTE_SCENE_VISIBILITY) {
         const char *accept = MHD_lookup_connection_value(
             r->conn, MHD_HEADER_KIND, "Accept");
-        int out = negotiate(accept, r->in == BODY_BINARY);
+        int out = negotiate(accept, r->in == BODY_BINARY,
+                            "application/json");
         if (out < 0) {
             snprintf(detail, sizeof detail, "Accept '%.128s': answers are "
                      "application/json or " RBB_MEDIA_TYPE, accept);
+            return respond_problem(r, 406, NULL, detail);
+        }
+        r->out_binary = out;
+    }
+    if (r->route == ROUTE_SCENE_RENDER) {
+        const char *accept = MHD_lookup_connection_value(
+            r->conn, MHD_HEADER_KIND, "Accept");
+        int out = negotiate(accept, 0, "image/png");
+        if (out < 0) {
+            snprintf(detail, sizeof detail, "Accept '%.128s': a render "
+                     "answers image/png or " RBB_MEDIA_TYPE, accept);
             return respond_problem(r, 406, NULL, detail);
         }
         r->out_binary = out;

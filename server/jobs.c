@@ -8,6 +8,7 @@
  * to PRE_RENDER_MAX bytes and the rest, if any, as it is sent (by the I/O
  * thread, 64 KiB at a time, so memory stays bounded for huge answers).
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,7 @@
 #include "auth.h"
 #include "block_cache.h"
 #include "deadline.h"
+#include "render_image.h"
 #include "request.h"
 #include "sbuf.h"
 
@@ -205,9 +207,117 @@ static void set_stopped(rbd_request *r)
     set_error(r, 503, detail);
 }
 
+/* A piece of a camera's rays, for one thread. */
+typedef struct ray_piece {
+    const rb_camera *cam;
+    uint64_t first;
+    size_t n;
+    rb_ray *out;
+    rb_error err;
+    int status;
+    pthread_t thread;
+    int started;
+} ray_piece;
+
+static void *make_piece(void *arg)
+{
+    ray_piece *k = arg;
+    k->status = rb_camera_rays(k->cam, k->first, k->n, k->out + k->first,
+                               &k->err);
+    return NULL;
+}
+
+/* Rays per thread below which one thread makes them all. */
+#define CAMERA_PIECE_MIN 65536u
+#define CAMERA_PIECES_MAX 64u
+
+/* A camera's rays (SPEC section 8) into r->cam_body, whose memory the
+ * handler took; a large picture's are made by up to --threads threads
+ * (rb_camera_rays gives the same bits whatever the pieces). 0, or -1
+ * with the reply set (422 w = 0 or a ray beyond float32 at some pixel:
+ * the lowest such pixel; 503 out of memory). */
+static int camera_rays(rbd_request *r)
+{
+    rbj_request *b = &r->cam_body;
+    size_t n = b->n_rays;
+    r->cam_rays = rbc_block_alloc((n ? n : 1) * sizeof(rb_ray));
+    if (!r->cam_rays) {
+        set_error(r, 503, "out of memory for the camera's rays");
+        return -1;
+    }
+    size_t pieces = n / CAMERA_PIECE_MIN;
+    uint64_t threads = r->srv->cfg.threads;
+    pieces = pieces > threads ? (size_t)threads : pieces;
+    pieces = pieces > CAMERA_PIECES_MAX ? CAMERA_PIECES_MAX
+             : pieces ? pieces
+                      : 1;
+    ray_piece k[CAMERA_PIECES_MAX];
+    for (size_t i = 0; i < pieces; i++) {
+        k[i] = (ray_piece){.cam = b->camera, .first = n * i / pieces,
+                           .out = r->cam_rays};
+        k[i].n = (size_t)(n * (i + 1) / pieces - k[i].first);
+        /* Piece 0 runs here; a thread that cannot start runs here too. */
+        k[i].started = i > 0 && pthread_create(&k[i].thread, NULL,
+                                               make_piece, &k[i]) == 0;
+    }
+    for (size_t i = 0; i < pieces; i++)
+        if (!k[i].started)
+            make_piece(&k[i]);
+    int failed = -1;
+    for (size_t i = 0; i < pieces; i++) {
+        if (k[i].started)
+            pthread_join(k[i].thread, NULL);
+        if (k[i].status != RB_OK && failed < 0)
+            failed = (int)i; /* the pieces are in pixel order */
+    }
+    rb_error e;
+    if (failed >= 0) {
+        e = k[failed].err;
+        scene_ver_release(r->ver);
+        r->ver = NULL;
+        rbj_error_from_library(b, RBJ_FROM_CAMERA, &e, &r->reply.err);
+        r->reply.status = r->reply.err.status;
+        return -1;
+    }
+    b->rays = r->cam_rays;
+    return 0;
+}
+
+/* A render's picture: the colours of the nearest answer as a PNG. */
+static int png_answer(rbd_request *r, const rb_results *res)
+{
+    const rbj_request *b = r->body;
+    size_t n = b->n_rays;
+    uint8_t *rgb = malloc(3 * (n ? n : 1));
+    if (!rgb) {
+        set_error(r, 503, "out of memory for the picture");
+        return -1;
+    }
+    rbr_image_rgb(b->image, res, n, rgb);
+    void *png;
+    size_t len;
+    char why[200];
+    int rc = rbr_png_encode(rgb, (uint32_t)b->camera->viewport[2],
+                            (uint32_t)b->camera->viewport[3], &png, &len, why,
+                            sizeof why);
+    free(rgb);
+    if (rc) {
+        set_error(r, 503, why);
+        return -1;
+    }
+    r->reply.body = png;
+    r->reply.len = len;
+    r->reply.kind = OUT_BUFFER;
+    r->reply.content_type = "image/png";
+    r->reply.status = 200;
+    return 0;
+}
+
 void job_intersect(rbd_job *job, rb_context *ctx)
 {
     rbd_request *r = (rbd_request *)job;
+    if (r->body == &r->cam_body && !r->cam_body.rays && camera_rays(r))
+        return;
     const rbj_request *b = r->body;
     rbd_payload *p = calloc(1, sizeof *p);
     /* A scene with kinds beyond boxes names them in nearest answers, as
@@ -245,6 +355,11 @@ void job_intersect(rbd_job *job, rb_context *ctx)
     }
     metrics_query(&r->srv->metrics, b->n_rays, p->res.info.slab_tests,
                   p->res.info.fell_back);
+    if (r->route == ROUTE_SCENE_RENDER && !r->out_binary) {
+        png_answer(r, &p->res);
+        payload_free(p);
+        return;
+    }
     if (r->out_binary ? binary_answer(p, r, has_version, version)
                       : render_json(p, b, has_version, version)) {
         payload_free(p);

@@ -29,7 +29,16 @@ const char *const rbj_member_names[M_COUNT] = {
     [M_APPEND_BOXES] = "append/boxes", [M_APPEND_OBBS] = "append/obbs",
     [M_APPEND_XBOXES] = "append/xboxes",
     [M_APPEND_SPHERES] = "append/spheres",
-    [M_APPEND_PLANES] = "append/planes"};
+    [M_APPEND_PLANES] = "append/planes", [M_CAMERA] = "camera",
+    [M_CAM_VIEW] = "camera/view", [M_CAM_PROJECTION] = "camera/projection",
+    [M_CAM_VIEWPORT] = "camera/viewport", [M_CAM_DEPTH] = "camera/depth",
+    [M_CAM_PIXELS] = "camera/pixels", [M_IMAGE] = "image"};
+
+/* The keys of "camera", in the order of M_CAM_VIEW... */
+static const char *const camera_keys[] = {"view", "projection", "viewport",
+                                          "depth", "pixels"};
+/* Numbers of view, projection, viewport. */
+static const unsigned camera_vec_len[] = {16, 16, 4};
 
 /* The keys of append's object form, in the order of M_APPEND_BOXES... */
 static const char *const append_keys[] = {"boxes", "obbs", "xboxes",
@@ -42,12 +51,16 @@ static const struct {
     const char *expect;
 } members[M_COUNT] = {
     [M_MODE] = {B(RBJ_INTERSECT), "a string"},
+    [M_CAMERA] = {B(RBJ_INTERSECT) | B(RBJ_RENDER), "an object"},
+    [M_IMAGE] = {B(RBJ_RENDER), "a string"},
     [M_DIMS] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an integer"},
     [M_RAYS] = {B(RBJ_INTERSECT), "an array"},
     [M_BOXES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
     [M_SCENE] = {B(RBJ_INTERSECT), "a string"},
-    [M_TMIN] = {B(RBJ_INTERSECT) | B(RBJ_VISIBILITY), "a number"},
-    [M_TMAX] = {B(RBJ_INTERSECT) | B(RBJ_VISIBILITY), "a number or null"},
+    [M_TMIN] = {B(RBJ_INTERSECT) | B(RBJ_VISIBILITY) | B(RBJ_RENDER),
+                "a number"},
+    [M_TMAX] = {B(RBJ_INTERSECT) | B(RBJ_VISIBILITY) | B(RBJ_RENDER),
+                "a number or null"},
     [M_MAX_HITS] = {B(RBJ_INTERSECT), "an integer"},
     [M_SET] = {B(RBJ_SCENE_PATCH), "an array"},
     [M_APPEND] = {B(RBJ_SCENE_PATCH), "an array or an object"},
@@ -64,13 +77,19 @@ static const struct {
     [M_APPEND_XBOXES] = {0, "an array"},
     [M_APPEND_SPHERES] = {0, "an array"},
     [M_APPEND_PLANES] = {0, "an array"},
+    /* inside "camera" only (see camera_key) */
+    [M_CAM_VIEW] = {0, "an array of 16 numbers"},
+    [M_CAM_PROJECTION] = {0, "an array of 16 numbers"},
+    [M_CAM_VIEWPORT] = {0, "an array of 4 numbers"},
+    [M_CAM_DEPTH] = {0, "a string"},
+    [M_CAM_PIXELS] = {0, "an array"},
 };
 
 static int is_list(rbj_member m)
 {
     return m == M_RAYS || m == M_BOXES || m == M_SET || m == M_APPEND ||
            m == M_OBSERVERS || m == M_TARGETS || RBJ_IS_SHAPE(m) ||
-           RBJ_IS_APPEND_LIST(m);
+           RBJ_IS_APPEND_LIST(m) || m == M_CAM_PIXELS;
 }
 
 /* The list whose elements m's elements are: an append list's kind. */
@@ -141,6 +160,8 @@ unsigned rbj_max_numbers(rbj_member m, unsigned dims)
     case M_OBSERVERS:
     case M_TARGETS:
         return 3;
+    case M_CAM_PIXELS:
+        return 2;
     default:
         return 2 * axes;
     }
@@ -184,6 +205,8 @@ const char *rbj_arity_text(rbj_member m, unsigned dims)
         return "an observer has 3 numbers: x y z";
     case M_TARGETS:
         return "a target has 3 numbers: x y z";
+    case M_CAM_PIXELS:
+        return "a pixel has 2 numbers: px, py";
     default:
         return d3 ? "a 3D box has 6 numbers: min xyz, max xyz"
                   : "a 2D box has 4 numbers: min xy, max xy";
@@ -285,6 +308,9 @@ static int wrong_type(rbj_parser *p, const char *got)
         return rbj_fail(p, 422, (int)p->member,
                         (long long)p->lists[p->member].n, -1,
                         "expected an array of numbers, got %s", got);
+    case ST_VEC:
+        return rbj_fail(p, 422, (int)p->member, (long long)p->field, -1,
+                        "expected a number, got %s", got);
     case ST_ELEM:
         return rbj_fail(p, 422, (int)p->member, (long long)p->index,
                         (int)p->field, "%sexpected a number, got %s",
@@ -401,7 +427,13 @@ static int element_number(rbj_parser *p, const char *text)
                         "more than %llu numbers in the body",
                         (unsigned long long)p->opt.limits.max_numbers);
     p->numbers++;
-    if (p->member == M_SET && f == 0) {
+    if (p->member == M_CAM_PIXELS) {
+        double v;
+        if (rb_double_parse(text, &v))
+            return rbj_fail(p, 422, M_CAM_PIXELS, (long long)i, (int)f,
+                            "%s is beyond the double range", text);
+        memcpy(&l->slots[i * l->width + 2 * f], &v, sizeof v);
+    } else if (p->member == M_SET && f == 0) {
         if (parse_u32(text, &l->index[i]) != 0)
             return rbj_fail(p, 422, M_SET, (long long)i, 0,
                             "a set index must be a non-negative integer "
@@ -441,7 +473,12 @@ static int start_element(rbj_parser *p)
     rbj_list *l = &p->lists[p->member];
     const rbj_limits *lim = &p->opt.limits;
     size_t i = l->n;
-    if (p->member == M_RAYS) {
+    if (p->member == M_CAM_PIXELS) {
+        if (i >= lim->max_rays)
+            return rbj_fail(p, 413, M_CAM_PIXELS, (long long)i, -1,
+                            "more than %llu pixels (rays)",
+                            (unsigned long long)lim->max_rays);
+    } else if (p->member == M_RAYS) {
         if (i >= lim->max_rays)
             return rbj_fail(p, 413, M_RAYS, (long long)i, -1,
                             "more than %llu rays",
@@ -463,7 +500,7 @@ static int start_element(rbj_parser *p)
         size_t boxes = 0;
         for (int m = 0; m < M_COUNT; m++)
             if (m != M_RAYS && m != M_OUTPUTS && m != M_OBSERVERS &&
-                m != M_TARGETS)
+                m != M_TARGETS && m != M_CAM_PIXELS)
                 boxes += p->lists[m].n;
         rbj_member kind = element_kind(p->member);
         if (boxes >= lim->max_boxes)
@@ -472,7 +509,8 @@ static int start_element(rbj_parser *p)
                             (unsigned long long)lim->max_boxes,
                             RBJ_IS_SHAPE(kind) ? "elements" : "boxes");
     }
-    uint64_t cap = p->member == M_RAYS        ? lim->max_rays
+    uint64_t cap = p->member == M_RAYS || p->member == M_CAM_PIXELS
+                       ? lim->max_rays
                    : p->member == M_OBSERVERS ? lim->max_observers
                    : p->member == M_TARGETS   ? lim->max_targets
                                               : lim->max_boxes;
@@ -489,7 +527,8 @@ static int end_element(rbj_parser *p)
 {
     rbj_list *l = &p->lists[p->member];
     l->arity[p->index] = (uint8_t)p->field;
-    if (p->dims && !rbj_arity_ok(p->member, p->dims, p->field))
+    if ((p->dims || p->member == M_CAM_PIXELS) &&
+        !rbj_arity_ok(p->member, p->dims ? p->dims : 3, p->field))
         return rbj_fail(p, 422, (int)p->member, (long long)p->index, -1,
                         "%u numbers: %s", p->field,
                         rbj_arity_text(p->member, p->dims));
@@ -524,7 +563,7 @@ static int on_boolean(void *ctx, int value)
 static int element_number_fast(rbj_parser *p, const char *text, size_t len)
 {
     unsigned f = p->field;
-    if (p->member == M_SET ||
+    if (p->member == M_SET || p->member == M_CAM_PIXELS ||
         f >= rbj_max_numbers(p->member, p->dims ? p->dims : 3) ||
         p->numbers >= p->opt.limits.max_numbers)
         return 0;
@@ -536,11 +575,31 @@ static int element_number_fast(rbj_parser *p, const char *text, size_t len)
     return 1;
 }
 
+/* A number of a camera matrix or of the viewport, as a double. */
+static int camera_number(rbj_parser *p, const char *text, size_t len)
+{
+    unsigned v = (unsigned)(p->member - M_CAM_VIEW), f = p->field;
+    if (f >= camera_vec_len[v])
+        return rbj_fail(p, 422, (int)p->member, (long long)f, -1,
+                        "too many numbers: \"%s\" has %u",
+                        camera_keys[v], camera_vec_len[v]);
+    const char *s = scratch_copy(p, text, len);
+    if (!s)
+        return fail_oom(p);
+    if (rb_double_parse(s, &p->cam_vec[v][f]))
+        return rbj_fail(p, 422, (int)p->member, (long long)f, -1,
+                        "%s is beyond the double range", s);
+    p->field++;
+    return 1;
+}
+
 static int on_number(void *ctx, const char *text, size_t len)
 {
     rbj_parser *p = ctx;
     if (p->state == ST_ELEM && element_number_fast(p, text, len))
         return 1;
+    if (p->state == ST_VEC)
+        return camera_number(p, text, len);
     if (p->state != ST_VALUE && p->state != ST_ELEM)
         return wrong_type(p, "a number");
     const char *s = scratch_copy(p, text, len);
@@ -588,11 +647,43 @@ static int output_entry(rbj_parser *p, const unsigned char *text, size_t len)
                     "unknown output %s: the one output is \"normal\"", q);
 }
 
+/* "depth" of a camera, "image" of a render body. */
+static int name_value(rbj_parser *p, const unsigned char *text, size_t len)
+{
+    static const char *const depths[] = {"zero_to_one", "minus_one_to_one"};
+    static const char *const images[] = {"depth", "normal", "id"};
+    int depth = p->member == M_CAM_DEPTH;
+    const char *const *names = depth ? depths : images;
+    int n = depth ? 2 : 3;
+    for (int k = 0; k < n; k++)
+        if (strlen(names[k]) == len && memcmp(names[k], text, len) == 0) {
+            if (depth)
+                p->cam_depth = k;
+            else
+                p->image = k;
+            return member_value_done(p);
+        }
+    const char *s = scratch_copy(p, text, len);
+    if (!s)
+        return fail_oom(p);
+    char q[48];
+    rbj_quote(q, sizeof q, s);
+    return rbj_fail(p, 422, (int)p->member, -1, -1,
+                    depth ? "unknown depth %s: \"zero_to_one\" (Direct3D, "
+                            "Vulkan) or \"minus_one_to_one\" (OpenGL)"
+                          : "unknown image %s: \"depth\", \"normal\" or "
+                            "\"id\"",
+                    q);
+}
+
 static int on_string(void *ctx, const unsigned char *text, size_t len)
 {
     rbj_parser *p = ctx;
     if (p->state == ST_LIST && p->member == M_OUTPUTS)
         return output_entry(p, text, len);
+    if (p->state == ST_VALUE &&
+        (p->member == M_CAM_DEPTH || p->member == M_IMAGE))
+        return name_value(p, text, len);
     if (p->state != ST_VALUE ||
         (p->member != M_MODE && p->member != M_SCENE))
         return wrong_type(p, "a string");
@@ -630,6 +721,11 @@ static int on_string(void *ctx, const unsigned char *text, size_t len)
 static int on_start_map(void *ctx)
 {
     rbj_parser *p = ctx;
+    if (p->state == ST_VALUE && p->member == M_CAMERA && !p->in_camera) {
+        p->in_camera = 1; /* {"view": [...], "projection": [...], ...} */
+        p->state = ST_MEMBER;
+        return 1;
+    }
     if (p->state == ST_VALUE && p->member == M_APPEND && !p->in_append) {
         p->in_append = 1; /* {"boxes": [...], "obbs": [...], ...} */
         p->append_object = 1;
@@ -667,11 +763,44 @@ static int append_key(rbj_parser *p, const unsigned char *key, size_t len)
     return 1;
 }
 
+/* A key of "camera". */
+static int camera_key(rbj_parser *p, const unsigned char *key, size_t len)
+{
+    int m = M_COUNT;
+    for (int k = 0; k < 5; k++)
+        if (strlen(camera_keys[k]) == len &&
+            memcmp(camera_keys[k], key, len) == 0)
+            m = M_CAM_VIEW + k;
+    if (m == M_COUNT) {
+        rbj_fail(p, 422, M_CAMERA, -1, -1,
+                 "unknown member: \"camera\" takes \"view\", "
+                 "\"projection\", \"viewport\", \"depth\" and "
+                 "\"pixels\"");
+        rbj_pointer_append(p->err.pointer, sizeof p->err.pointer,
+                           (const char *)key, len);
+        return 0;
+    }
+    if (p->seen & (1u << m))
+        return rbj_fail(p, 422, m, -1, -1, "\"%s\" appears twice",
+                        rbj_member_names[m]);
+    if (m == M_CAM_PIXELS && p->opt.body == RBJ_RENDER)
+        return rbj_fail(p, 422, m, -1, -1,
+                        "a render draws every pixel of the viewport; "
+                        "\"pixels\" is not taken here");
+    p->seen |= 1u << m;
+    p->member = (rbj_member)m;
+    p->field = 0;
+    p->state = ST_VALUE;
+    return 1;
+}
+
 static int on_map_key(void *ctx, const unsigned char *key, size_t len)
 {
     rbj_parser *p = ctx;
     if (p->in_append)
         return append_key(p, key, len);
+    if (p->in_camera)
+        return camera_key(p, key, len);
     int m;
     for (m = 0; m < M_COUNT; m++)
         if (strlen(rbj_member_names[m]) == len &&
@@ -719,9 +848,14 @@ static int on_map_key(void *ctx, const unsigned char *key, size_t len)
 static int on_end_map(void *ctx)
 {
     rbj_parser *p = ctx;
-    if (p->in_append) { /* the only object below the root */
+    if (p->in_append) { /* an object below the root */
         p->in_append = 0;
         p->member = M_APPEND;
+        return member_value_done(p);
+    }
+    if (p->in_camera) {
+        p->in_camera = 0;
+        p->member = M_CAMERA;
         return member_value_done(p);
     }
     p->state = ST_DONE;
@@ -731,6 +865,13 @@ static int on_end_map(void *ctx)
 static int on_start_array(void *ctx)
 {
     rbj_parser *p = ctx;
+    if (p->state == ST_VALUE && RBJ_IS_CAMERA_VEC(p->member)) {
+        p->field = 0;
+        p->state = ST_VEC;
+        return 1;
+    }
+    if (p->state == ST_VEC)
+        return wrong_type(p, got_array);
     if (p->state == ST_VALUE &&
         (is_list(p->member) || p->member == M_OUTPUTS)) {
         p->state = ST_LIST;
@@ -749,6 +890,15 @@ static int on_end_array(void *ctx)
     rbj_parser *p = ctx;
     if (p->state == ST_ELEM)
         return end_element(p);
+    if (p->state == ST_VEC) {
+        unsigned v = (unsigned)(p->member - M_CAM_VIEW);
+        if (p->field != camera_vec_len[v])
+            return rbj_fail(p, 422, (int)p->member, -1, -1,
+                            "%u numbers: \"%s\" has %u%s", p->field,
+                            camera_keys[v], camera_vec_len[v],
+                            v < 2 ? " (a 4x4 matrix, row-major)"
+                                  : " (x, y, width, height)");
+    }
     return member_value_done(p); /* ST_LIST: yajl matched the brackets */
 }
 
@@ -790,12 +940,12 @@ int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
 {
     const rbj_limits *lim = &opt->limits;
     *out = NULL;
-    if (opt->body > RBJ_VISIBILITY || !lim->max_rays || !lim->max_boxes ||
+    if (opt->body > RBJ_RENDER || !lim->max_rays || !lim->max_boxes ||
         !lim->max_results || !lim->max_numbers || !lim->default_max_hits ||
         (opt->body == RBJ_SCENE_PATCH && opt->patch_dims != 2 &&
          opt->patch_dims != 3) ||
         (opt->scene_in_path &&
-         (opt->body != RBJ_INTERSECT ||
+         ((opt->body != RBJ_INTERSECT && opt->body != RBJ_RENDER) ||
           (opt->scene_dims != 2 && opt->scene_dims != 3))) ||
         (opt->allocator && (!opt->allocator->alloc || !opt->allocator->free)))
         return RB_EINVAL;
@@ -830,6 +980,7 @@ int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
     p->lists[M_APPEND_XBOXES].width = 18;
     p->lists[M_APPEND_SPHERES].width = 4;
     p->lists[M_APPEND_PLANES].width = 4;
+    p->lists[M_CAM_PIXELS].width = 4; /* two doubles (px, py) */
     p->yajl = yajl_alloc(&callbacks, NULL, p);
     if (!p->yajl) {
         rbj_parser_destroy(p);

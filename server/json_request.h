@@ -8,6 +8,9 @@
  *   scene create  {"boxes", "obbs", "xboxes", "spheres", "planes", "dims"}
  *   scene patch   {"set": [[id, ...element], ...],
  *                  "append": [[box], ...] | {"boxes", "obbs", ...}}
+ *   render        {"camera", "image", "tmin", "tmax"}
+ *   ("camera": {"view", "projection", "viewport", "depth", "pixels"} in
+ *   place of "rays" in intersect; numbers read as doubles)
  *
  * Contract:
  * - Feed the body in chunks of any size, as they arrive (rbj_parser_feed),
@@ -59,8 +62,16 @@ typedef enum rbj_body {
     RBJ_INTERSECT = 0,    /* POST /v1/intersect, /v1/scenes/{id}/intersect */
     RBJ_SCENE_CREATE = 1, /* POST /v1/scenes */
     RBJ_SCENE_PATCH = 2,  /* PATCH /v1/scenes/{id} */
-    RBJ_VISIBILITY = 3    /* POST /v1/scenes/{id}/visibility */
+    RBJ_VISIBILITY = 3,   /* POST /v1/scenes/{id}/visibility */
+    RBJ_RENDER = 4        /* POST /v1/scenes/{id}/render */
 } rbj_body;
+
+/* The picture of a render body ("image"). */
+typedef enum rbj_image {
+    RBJ_IMAGE_DEPTH = 0,
+    RBJ_IMAGE_NORMAL = 1,
+    RBJ_IMAGE_ID = 2
+} rbj_image;
 
 typedef struct rbj_limits {
     uint64_t max_rays;         /* rays of an intersect */
@@ -152,6 +163,15 @@ typedef struct rbj_request {
     const float *set_values;
     int append_object;          /* "append" came as an object */
     rb_shapes append_shapes;    /* its obbs, xboxes, spheres, planes (3D) */
+    /* intersect, render: "camera" in place of "rays" (SPEC section 8),
+     * checked with rb_camera_count (its range is the request's). rays is
+     * then NULL and n_rays 0: the caller makes the n_camera_rays rays
+     * with rb_camera_rays and puts them in a copy of the request (a
+     * camera's request with its rays is, from then on, the same as one
+     * that sent them). NULL when there is none. */
+    const rb_camera *camera;
+    uint64_t n_camera_rays;
+    rbj_image image;            /* render */
 } rbj_request;
 
 /* Floats per "set" entry in rbj_request.set_values. */
@@ -187,7 +207,9 @@ typedef enum rbj_source {
     RBJ_FROM_INTERSECT = 0, /* rb_intersect with req->rays/boxes */
     RBJ_FROM_CREATE = 1,    /* rb_scene_create with req->boxes */
     RBJ_FROM_SET = 2,       /* rb_scene_set with req->set_* */
-    RBJ_FROM_APPEND = 3     /* rb_scene_append with req->append_boxes */
+    RBJ_FROM_APPEND = 3,    /* rb_scene_append with req->append_boxes */
+    RBJ_FROM_CAMERA = 4     /* rb_camera_count / rb_camera_rays with
+                               req->camera */
 } rbj_source;
 
 /* Turns a library error (rb_context_error() after the failed call) into a
@@ -195,7 +217,10 @@ typedef enum rbj_source {
  * becomes 422 with the pointer to the number in the body: "/rays/17/6",
  * "/boxes/3/0", "/obbs/1/6", "/set/2/0" (the id: out of range, or of
  * another kind than the element), "/set/2/4" (a value of any kind),
- * "/append/0/4" (a bare list), "/append/spheres/0/3" (the object form);
+ * "/append/0/4" (a bare list), "/append/spheres/0/3" (the object form),
+ * "/camera/view/5", "/camera/pixels/3/1", "/camera/viewport/2",
+ * "/camera" (P*V singular; the w = 0 or overflow of a grid pixel, which
+ * the detail names by column and row);
  * a range problem of a ray that carried no range of its own points at
  * "/tmin" or "/tmax".
  * Other statuses map through rb_http_status_of, without a pointer. The

@@ -176,6 +176,51 @@ static int settle_set(rbj_parser *p, rbj_request *r)
     return 0;
 }
 
+/* "camera" (SPEC section 8): its members into p->camera, checked and
+ * counted by the library (the same checks the binary form gets). */
+static int settle_camera(rbj_parser *p, rbj_request *r)
+{
+    static const double no_pixels[2];
+    const rbj_limits *lim = &p->opt.limits;
+    static const char *const parts[] = {"view", "projection", "viewport"};
+    for (int k = 0; k < 3; k++)
+        if (!(p->seen & (1u << (M_CAM_VIEW + k))))
+            return FAIL(422, M_CAMERA, -1, -1, "missing \"%s\"", parts[k]);
+    if (r->dims != 3)
+        return FAIL(422, p->opt.scene_in_path ? M_CAMERA : M_DIMS, -1, -1,
+                    "a camera makes 3D rays; the %s is 2D",
+                    p->opt.scene_in_path ? "scene" : "request");
+    rb_camera *c = &p->camera;
+    memset(c, 0, sizeof *c);
+    memcpy(c->view, p->cam_vec[0], sizeof c->view);
+    memcpy(c->projection, p->cam_vec[1], sizeof c->projection);
+    memcpy(c->viewport, p->cam_vec[2], sizeof c->viewport);
+    c->depth = p->cam_depth;
+    if (p->seen & (1u << M_CAM_PIXELS)) {
+        rbj_list *l = &p->lists[M_CAM_PIXELS];
+        /* Slots of 4 floats hold the two doubles of a pixel. */
+        c->pixels = l->n ? (const double *)(void *)l->slots : no_pixels;
+        c->n_pixels = l->n;
+    }
+    c->tmin = r->tmin;
+    c->tmax = r->tmax;
+    r->camera = c;
+    rb_error e;
+    uint64_t n = 0;
+    if (rb_camera_count(c, &n, &e) != RB_OK) {
+        rbj_error_from_library(r, RBJ_FROM_CAMERA, &e, &p->err);
+        p->state = ST_FAILED;
+        return -1;
+    }
+    if (n > lim->max_rays)
+        return FAIL(413, M_CAM_VIEWPORT, -1, -1,
+                    "the viewport has %llu pixels: more than %llu rays",
+                    (unsigned long long)n,
+                    (unsigned long long)lim->max_rays);
+    r->n_camera_rays = n;
+    return 0;
+}
+
 /* pairs: exactly one element list, as long as "rays". */
 static int settle_pairs(rbj_parser *p, const rbj_request *r)
 {
@@ -191,11 +236,12 @@ static int settle_pairs(rbj_parser *p, const rbj_request *r)
                     "pairs mode takes exactly one element list (boxes, "
                     "obbs, xboxes, spheres or planes)");
     size_t n = p->lists[which].n;
-    if (n != r->n_rays)
+    uint64_t rays = r->camera ? r->n_camera_rays : r->n_rays;
+    if (n != rays)
         return FAIL(422, which, -1, -1,
-                    "pairs mode needs as many %s as rays (%zu rays, %zu "
+                    "pairs mode needs as many %s as rays (%llu rays, %zu "
                     "%s)",
-                    rbj_member_names[which], r->n_rays, n,
+                    rbj_member_names[which], (unsigned long long)rays, n,
                     rbj_member_names[which]);
     return 0;
 }
@@ -203,8 +249,14 @@ static int settle_pairs(rbj_parser *p, const rbj_request *r)
 static int settle_intersect(rbj_parser *p, rbj_request *r)
 {
     const rbj_limits *lim = &p->opt.limits;
-    if (!(p->seen & (1u << M_RAYS)))
-        return FAIL(422, M_COUNT, -1, -1, "missing \"rays\"");
+    int camera = (p->seen & (1u << M_CAMERA)) != 0;
+    if (camera && (p->seen & (1u << M_RAYS)))
+        return FAIL(422, M_CAMERA, -1, -1,
+                    "\"camera\" takes the place of \"rays\": send one of "
+                    "them");
+    if (!camera && !(p->seen & (1u << M_RAYS)))
+        return FAIL(422, M_COUNT, -1, -1,
+                    "missing \"rays\" (or \"camera\")");
     unsigned elements = (1u << M_BOXES) | (1u << M_SCENE) |
                         (1u << M_OBBS) | (1u << M_XBOXES) |
                         (1u << M_SPHERES) | (1u << M_PLANES);
@@ -236,7 +288,8 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
         rb_float_format(r->tmax, hi);
         return FAIL(422, M_TMIN, -1, -1, "tmin (%s) > tmax (%s)", lo, hi);
     }
-    if (settle_rays(p, r) || settle_boxes(p, M_BOXES, r->dims) ||
+    if (settle_rays(p, r) || (camera && settle_camera(p, r)) ||
+        settle_boxes(p, M_BOXES, r->dims) ||
         settle_shapes(p, r, M_OBBS, &r->shapes))
         return -1;
     r->outputs = p->outputs;
@@ -253,6 +306,11 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
     }
     if (r->mode == RB_MODE_ALL) {
         uint64_t most = lim->max_results / r->max_hits;
+        if (r->camera && r->n_camera_rays > most)
+            return FAIL(413, r->camera->pixels ? M_CAM_PIXELS : M_CAM_VIEWPORT,
+                        -1, -1,
+                        "more than %llu results: max_hits %u per ray",
+                        (unsigned long long)lim->max_results, r->max_hits);
         if (r->n_rays > most)
             return FAIL(413, M_RAYS, (long long)most, -1,
                             "more than %llu results: max_hits %u per ray",
@@ -305,6 +363,17 @@ int rbj_settle(rbj_parser *p)
         return settle_intersect(p, r);
     case RBJ_VISIBILITY:
         return settle_visibility(p, r);
+    case RBJ_RENDER:
+        if (!(p->seen & (1u << M_CAMERA)))
+            return FAIL(422, M_COUNT, -1, -1, "missing \"camera\"");
+        r->mode = RB_MODE_NEAREST;
+        r->tmin = p->tmin;
+        r->tmax = p->tmax;
+        r->max_hits = p->opt.limits.default_max_hits;
+        if (!rb_ray_range_valid(r->tmin, r->tmax))
+            return FAIL(422, M_TMIN, -1, -1, "tmin > tmax");
+        r->image = (rbj_image)p->image;
+        return settle_camera(p, r);
     case RBJ_SCENE_CREATE: {
         unsigned lists = (1u << M_BOXES) | (1u << M_OBBS) |
                          (1u << M_XBOXES) | (1u << M_SPHERES) |
@@ -340,10 +409,73 @@ int rbj_settle(rbj_parser *p)
 /* ------------------------------------------------------------------------
  * Library errors -> request errors
  */
+/* A fault of a camera or of one of its pixels (rb_camera_count,
+ * rb_camera_rays). */
+static void camera_error(const rbj_request *req, const rb_error *lib,
+                         rbj_error *out)
+{
+    const char *msg = lib->message;
+    const char *colon = strstr(msg, ": ");
+    if (colon && lib->element == RB_ELEMENT_CAMERA)
+        msg = colon + 2; /* "camera: " */
+    int f = lib->field;
+    out->status = 422;
+    out->has_pointer = 1;
+    snprintf(out->detail, sizeof out->detail, "%s", msg);
+    if (lib->element == RB_ELEMENT_PIXEL) {
+        const rb_camera *c = req->camera;
+        if (c && c->pixels) {
+            if (f >= 0)
+                snprintf(out->pointer, sizeof out->pointer,
+                         "/camera/pixels/%llu/%d",
+                         (unsigned long long)lib->index, f);
+            else
+                snprintf(out->pointer, sizeof out->pointer,
+                         "/camera/pixels/%llu",
+                         (unsigned long long)lib->index);
+            return;
+        }
+        /* A grid pixel has no element of its own: the camera as a whole,
+         * and the detail says where. */
+        uint64_t w = c ? (uint64_t)c->viewport[2] : 0;
+        snprintf(out->pointer, sizeof out->pointer, "/camera");
+        if (w && colon)
+            snprintf(out->detail, sizeof out->detail,
+                     "pixel %llu (column %llu, row %llu): %s",
+                     (unsigned long long)lib->index,
+                     (unsigned long long)(lib->index % w),
+                     (unsigned long long)(lib->index / w), colon + 2);
+        return;
+    }
+    if (f >= 0 && f < 16)
+        snprintf(out->pointer, sizeof out->pointer, "/camera/view/%d", f);
+    else if (f >= 16 && f < 32)
+        snprintf(out->pointer, sizeof out->pointer, "/camera/projection/%d",
+                 f - 16);
+    else if (f >= 32 && f < 36)
+        snprintf(out->pointer, sizeof out->pointer, "/camera/viewport/%d",
+                 f - 32);
+    else if (f == 36)
+        snprintf(out->pointer, sizeof out->pointer, "/camera/depth");
+    else if (f == 37)
+        snprintf(out->pointer, sizeof out->pointer, "/tmin");
+    else if (f == 38)
+        snprintf(out->pointer, sizeof out->pointer, "/camera/view");
+    else if (f == 39)
+        snprintf(out->pointer, sizeof out->pointer, "/camera/projection");
+    else
+        snprintf(out->pointer, sizeof out->pointer, "/camera");
+}
+
 void rbj_error_from_library(const rbj_request *req, rbj_source source,
                             const rb_error *lib, rbj_error *out)
 {
     memset(out, 0, sizeof *out);
+    if (lib->status == RB_EINPUT && (lib->element == RB_ELEMENT_CAMERA ||
+                                     lib->element == RB_ELEMENT_PIXEL)) {
+        camera_error(req, lib, out);
+        return;
+    }
     if ((lib->element == RB_ELEMENT_OBSERVER ||
          lib->element == RB_ELEMENT_TARGET) && lib->status == RB_EINPUT) {
         /* "observer 3: y is NaN" names /observers/3/1; a direction that

@@ -37,8 +37,23 @@ typedef enum rbj_member {
     M_APPEND_XBOXES,
     M_APPEND_SPHERES,
     M_APPEND_PLANES,
+    /* "camera" (SPEC section 8) and its members, named "camera/view" and
+     * so on for pointers like "/camera/pixels/3/1"; never root keys. */
+    M_CAMERA,
+    M_CAM_VIEW,
+    M_CAM_PROJECTION,
+    M_CAM_VIEWPORT,
+    M_CAM_DEPTH,
+    M_CAM_PIXELS,
+    /* render bodies (POST /v1/scenes/{id}/render) */
+    M_IMAGE,
     M_COUNT
 } rbj_member;
+
+/* A member inside "camera". */
+#define RBJ_IS_CAMERA_PART(m) ((m) >= M_CAM_VIEW && (m) <= M_CAM_PIXELS)
+/* A fixed-length number array of "camera": view, projection, viewport. */
+#define RBJ_IS_CAMERA_VEC(m) ((m) >= M_CAM_VIEW && (m) <= M_CAM_VIEWPORT)
 
 /* A list of append's object form. */
 #define RBJ_IS_APPEND_LIST(m) ((m) >= M_APPEND_BOXES && (m) <= M_APPEND_PLANES)
@@ -53,6 +68,7 @@ typedef enum rbj_state {
     ST_VALUE,  /* the value of member */
     ST_LIST,   /* in the array of member: an element or the end */
     ST_ELEM,   /* in element index of member: a number or the end */
+    ST_VEC,    /* in a camera matrix or viewport: number `field` or the end */
     ST_DONE,   /* the root object closed */
     ST_FAILED
 } rbj_state;
@@ -68,7 +84,8 @@ typedef struct rbj_list {
     uint8_t *arity;   /* numbers the element carried, index included */
     uint32_t *index;  /* "set" only */
     size_t n, cap;
-    unsigned width;   /* floats per slot: 8 (ray) or 6 (box) */
+    unsigned width;   /* floats per slot: 8 (ray) or 6 (box); camera
+                         pixels: 4, holding their two doubles */
 } rbj_list;
 
 #define RBJ_SCENE_ID_MAX 128
@@ -87,6 +104,11 @@ struct rbj_parser {
     unsigned seen;         /* bit per member already read */
     int in_append;         /* inside the object form of "append" */
     int append_object;     /* "append" came in its object form */
+    int in_camera;         /* inside the object of "camera" */
+    double cam_vec[3][16]; /* camera view, projection, viewport */
+    int cam_depth;         /* RB_DEPTH_* */
+    rb_camera camera;      /* settled */
+    int image;             /* RBJ_IMAGE_* of a render body */
     size_t index;          /* element of the list being read */
     unsigned field;        /* numbers read in that element */
     uint64_t numbers;      /* numbers read in lists */

@@ -67,6 +67,7 @@ typedef struct rbd_reply {
     rbd_payload *payload;
     int binary;        /* payload is binary (else JSON) */
     char location[32 + RBD_SCENE_ID_MAX];
+    const char *content_type; /* OUT_BUFFER: NULL is JSON (static text) */
 } rbd_reply;
 
 typedef struct rbd_request {
@@ -94,7 +95,10 @@ typedef struct rbd_request {
     rbj_error early;             /* decided while the body arrived */
     rbj_parser *jp;
     rbb_decoder *bd;
-    const rbj_request *body;     /* parsed, after the last byte */
+    const rbj_request *body;     /* parsed, after the last byte; for a
+                                    camera, &cam_body once it is taken */
+    rbj_request cam_body;        /* a camera's request with its rays */
+    rb_ray *cam_rays;            /* made by the job (rb_camera_rays) */
     unsigned scene_dims;         /* the path's scene, when it has one */
 
     rbd_phase phase;
@@ -144,6 +148,7 @@ enum MHD_Result handle_request(rbd_request *r);
 
 /* jobs.c (workers) ---------------------------------------------------- */
 
+/* Both intersect routes and render (a picture, or the binary answer). */
 void job_intersect(rbd_job *job, rb_context *ctx);
 void job_scene_create(rbd_job *job, rb_context *ctx);
 void job_scene_patch(rbd_job *job, rb_context *ctx);

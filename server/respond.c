@@ -182,6 +182,13 @@ enum MHD_Result respond_reply(rbd_request *r)
     case OUT_BUFFER: {
         char *body = y->body;
         y->body = NULL;
+        if (y->content_type) {
+            r->bytes_out = y->len;
+            return queue(r, y->status,
+                         MHD_create_response_from_buffer_with_free_callback(
+                             y->len, body, free),
+                         y->content_type);
+        }
         return respond_json(r, y->status, body, y->len,
                             y->location[0] ? y->location : NULL);
     }

@@ -22,6 +22,7 @@ static const struct {
                      "GET, HEAD, PATCH, DELETE"},
     [ROUTE_SCENE_INTERSECT] = {M(METHOD_POST), "POST"},
     [ROUTE_SCENE_VISIBILITY] = {M(METHOD_POST), "POST"},
+    [ROUTE_SCENE_RENDER] = {M(METHOD_POST), "POST"},
     [ROUTE_HEALTH] = {GET_HEAD, "GET, HEAD"},
     [ROUTE_DEVICES] = {GET_HEAD, "GET, HEAD"},
     [ROUTE_METRICS] = {GET_HEAD, "GET, HEAD"},
@@ -78,6 +79,8 @@ rbd_route route_match(const char *path, char *scene_id)
         r = ROUTE_SCENE_INTERSECT;
     else if (strcmp(id + n, "/visibility") == 0)
         r = ROUTE_SCENE_VISIBILITY;
+    else if (strcmp(id + n, "/render") == 0)
+        r = ROUTE_SCENE_RENDER;
     else
         return ROUTE_NONE;
     memcpy(scene_id, id, n);

@@ -15,6 +15,7 @@
     X(ROUTE_SCENE, "/v1/scenes/{id}")                                          \
     X(ROUTE_SCENE_INTERSECT, "/v1/scenes/{id}/intersect")                      \
     X(ROUTE_SCENE_VISIBILITY, "/v1/scenes/{id}/visibility")                    \
+    X(ROUTE_SCENE_RENDER, "/v1/scenes/{id}/render")                            \
     X(ROUTE_HEALTH, "/v1/health")                                              \
     X(ROUTE_DEVICES, "/v1/devices")                                            \
     X(ROUTE_METRICS, "/metrics")                                               \

@@ -668,7 +668,11 @@ START_TEST(test_header_checks_v2)
         const char *pointer;
     } cases[] = {
         {"accepted", 1, 1, 3, 7, {2, 1, 1, 1, 1, 1}, 0, 0, ""},
-        {"unknown flag", 1, 1, 3, 8, {2, 1, 0, 0, 0, 0}, 0, 400, ""},
+        {"unknown flag", 1, 1, 3, 16, {2, 1, 0, 0, 0, 0}, 0, 400, ""},
+        {"camera and ranges", 1, 1, 3, 9, {2, 1, 0, 0, 0, 0}, 0, 400, ""},
+        {"2D camera", 1, 1, 2, 8, {0, 1, 0, 0, 0, 0}, 0, 422, "/dims"},
+        {"camera pixels over", 1, 1, 3, 8, {1001, 1, 0, 0, 0, 0}, 0, 413,
+         "/camera/pixels"},
         {"2D obbs", 1, 1, 2, 0, {2, 1, 1, 0, 0, 0}, 0, 422, "/obbs"},
         {"2D xboxes", 1, 1, 2, 0, {2, 1, 0, 1, 0, 0}, 0, 422, "/xboxes"},
         {"2D spheres", 1, 1, 2, 0, {2, 1, 0, 0, 1, 0}, 0, 422, "/spheres"},

@@ -982,6 +982,11 @@ START_TEST(test_openapi_paths)
                            : strstr(path, "/visibility")
                                ? "{\"observers\":[[0,0,0]],"
                                  "\"targets\":[[1,1,1]]}"
+                           : strstr(path, "/render")
+                               ? "{\"camera\":{\"view\":[1,0,0,0,0,1,0,"
+                                 "0,0,0,1,0,0,0,0,1],\"projection\":[1,0,"
+                                 "0,0,0,1,0,0,0,0,1,0,0,0,0,1],"
+                                 "\"viewport\":[0,0,2,2]}}"
                            : brace ? "{\"rays\":[[0,0,0,1,0,0]]}"
                                    : "{\"rays\":[[0,0,0,1,0,0]],"
                                      "\"boxes\":[[1,-1,-1,2,1,1]]}";

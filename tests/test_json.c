@@ -501,6 +501,10 @@ START_TEST(test_chunking_same_error)
         "\"max_hits\":3}",
         "{\"scene\":\"s\\u002e1\\u0041\",\"mode\":\"\\u0061ny\",\"rays\":"
         "[[1,2,3,4,5,6,-7.5e-1,null]], \"tmax\" : null ,\"dims\":3}",
+        "{\"camera\":{\"view\":[1,0,0,0,0,1,0,0,0,0,1,-5,0,0,0,1],"
+        "\"projection\":[2,0,0,0,0,2,0,0,0,0,-1,-0.2,0,0,-1,0],\"depth\":"
+        "\"minus_one_to_one\",\"viewport\":[0,0,4,3],\"pixels\":[[1.5,2],"
+        "[0,0.25e1]]},\"boxes\":[[0,0,0,1,1,1]],\"tmax\":9}",
     };
     static const char alphabet[] = ",[]{}\":0123456789-+.eEx \\nul";
     rbj_options opt;
@@ -508,10 +512,10 @@ START_TEST(test_chunking_same_error)
     rbt_rng rng = {11};
     char body[256];
     int failed = 0, passed = 0;
-    for (size_t b = 0; b < 2; b++)
+    for (size_t b = 0; b < 3; b++)
         rbj_parser_destroy(parse(RBJ_INTERSECT, bases[b]));
-    for (int k = 0; k < 4000; k++) {
-        const char *base = bases[k & 1];
+    for (int k = 0; k < 6000; k++) {
+        const char *base = bases[k % 3];
         size_t len = strlen(base);
         memcpy(body, base, len + 1);
         for (uint32_t m = 1 + rbt_below(&rng, 2); m > 0 && len; m--) {
@@ -553,8 +557,63 @@ START_TEST(test_chunking_same_error)
         }
     }
     /* Both outcomes occur: most mutations break the body, some not. */
-    ck_assert_int_gt(failed, 2000);
-    ck_assert_int_gt(passed, 20);
+    ck_assert_int_gt(failed, 3000);
+    ck_assert_int_gt(passed, 30);
+}
+END_TEST
+
+/* "camera" (SPEC section 8): doubles kept exactly, counted, checked by
+ * the library, and render bodies. */
+START_TEST(test_camera_members)
+{
+    rbj_parser *p = parse(
+        RBJ_INTERSECT,
+        "{\"tmin\":0.5,\"camera\":{\"pixels\":[[0.1,2.5],[3,"
+        "0.30000000000000004]],\"view\":[1,0,0,0,0,1,0,0,0,0,1,-5,0,0,0,"
+        "1],\"viewport\":[-1,2,640.5,480],\"projection\":[1,0,0,0,0,1,0,"
+        "0,0,0,1,0,0,0,0,1]},\"spheres\":[[0,0,0,1]]}");
+    const rbj_request *r = rbj_parser_request(p);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_ptr_nonnull(r->camera);
+    ck_assert_uint_eq(r->n_camera_rays, 2);
+    ck_assert_uint_eq(r->n_rays, 0);
+    ck_assert(r->camera->view[11] == -5.0 && r->camera->viewport[2] == 640.5);
+    ck_assert(r->camera->pixels[3] == 0.30000000000000004); /* not 0.3 */
+    ck_assert(r->camera->pixels[0] == 0.1);
+    ck_assert_int_eq(r->camera->depth, RB_DEPTH_ZERO_TO_ONE);
+    ck_assert(r->camera->tmin == 0.5f && isinf(r->camera->tmax));
+    rbj_parser_destroy(p);
+    /* The grid: width x height. */
+    p = parse(RBJ_INTERSECT,
+              "{\"camera\":{\"view\":[1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1],"
+              "\"projection\":[1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1],\"viewport\":"
+              "[0,0,7,3],\"depth\":\"minus_one_to_one\"},\"boxes\":[]}");
+    r = rbj_parser_request(p);
+    ck_assert_uint_eq(r->n_camera_rays, 21);
+    ck_assert_ptr_null(r->camera->pixels);
+    ck_assert_int_eq(r->camera->depth, RB_DEPTH_MINUS_ONE_TO_ONE);
+    rbj_parser_destroy(p);
+    /* Render bodies. */
+    rbj_options opt;
+    rbj_options_init(&opt, RBJ_RENDER);
+    opt.scene_in_path = 1;
+    opt.scene_dims = 3;
+    const char *body = "{\"image\":\"normal\",\"camera\":{\"view\":[1,0,0,"
+                       "0,0,1,0,0,0,0,1,0,0,0,0,1],\"projection\":[1,0,0,0,"
+                       "0,1,0,0,0,0,1,0,0,0,0,1],\"viewport\":[0,0,2,2]}}";
+    int rc;
+    p = feed(&opt, body, strlen(body), WHOLE, 0, &rc);
+    ck_assert_int_eq(rc, 0);
+    r = rbj_parser_request(p);
+    ck_assert_int_eq(r->image, RBJ_IMAGE_NORMAL);
+    ck_assert_int_eq(r->mode, RB_MODE_NEAREST);
+    ck_assert_uint_eq(r->n_camera_rays, 4);
+    rbj_parser_destroy(p);
+    opt.scene_dims = 2; /* a 2D scene has no pictures */
+    p = feed(&opt, body, strlen(body), WHOLE, 0, &rc);
+    ck_assert_int_eq(rc, -1);
+    ck_assert_str_eq(rbj_parser_error(p)->pointer, "/camera");
+    rbj_parser_destroy(p);
 }
 END_TEST
 
@@ -1453,6 +1512,7 @@ static Suite *json_suite(void)
     tcase_add_test(tc, test_tmax_null_in_ray);
     tcase_add_test(tc, test_chunking_same_request);
     tcase_add_test(tc, test_chunking_same_error);
+    tcase_add_test(tc, test_camera_members);
     suite_add_tcase(s, tc);
     tc = tcase_create("errors");
     tcase_add_test(tc, test_errors_syntax);

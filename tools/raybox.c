@@ -3,6 +3,8 @@
  *
  *   raybox intersect [--backend auto|cpu|opencl] [--device N|NAME]
  *                    [--max-hits N] [FILE]
+ *   raybox render SCENE_FILE --camera CAMERA_FILE -o OUT.png
+ *                 [--image depth|normal|id] [--backend ...] [--device ...]
  *   raybox devices
  *   raybox visibility SCENE OBSERVERS TARGETS -o OUT [--shard I/N] ...
  *   raybox --help | --version
@@ -14,6 +16,10 @@
  *
  * Exit status: 0 success; 2 the request is bad (one line on stderr naming
  * the element: "raybox: /rays/17/6: tmin (5.0) > tmax (1.0) (422)");
+ *
+ * render reads a scene body of POST /v1/scenes (SCENE_FILE) and a render
+ * body of POST /v1/scenes/{id}/render (CAMERA_FILE: {"camera", "image",
+ * "tmin", "tmax"}), and writes the same PNG rayboxd would answer;
  * 1 anything else (usage, I/O, device, memory).
  */
 #include <errno.h>
@@ -25,6 +31,7 @@
 #include "json_response.h"
 #include "raybox.h"
 #include "raybox_cli.h"
+#include "render_image.h"
 
 #define CHUNK (64 * 1024)
 
@@ -34,6 +41,7 @@ static const char usage_main[] =
     "commands:\n"
     "  intersect   answer one JSON intersect request (file or stdin)\n"
     "  visibility  line of sight, observers x targets, files to a file\n"
+    "  render      draw a scene from a camera into a PNG\n"
     "  devices     list the OpenCL devices and the CPU backend\n"
     "\n"
     "  raybox <command> --help   options of a command\n"
@@ -58,20 +66,49 @@ static const char usage_intersect[] =
     "exit status: 0 done; 2 bad request (one line on stderr naming the\n"
     "element, e.g. \"raybox: /rays/17/6: ... (422)\"); 1 other failures.\n";
 
+static const char usage_render[] =
+    "usage: raybox render SCENE_FILE --camera CAMERA_FILE -o OUT.png\n"
+    "                     [options]\n"
+    "\n"
+    "Draws the scene of SCENE_FILE (a body of POST /v1/scenes: \"boxes\",\n"
+    "\"obbs\", ...) as seen by the camera of CAMERA_FILE (a body of\n"
+    "POST /v1/scenes/{id}/render: {\"camera\": {\"view\", \"projection\",\n"
+    "\"viewport\", \"depth\"}, \"image\", \"tmin\", \"tmax\"}) and writes\n"
+    "the 8-bit RGB PNG rayboxd would answer: one pixel a viewport pixel.\n"
+    "\n"
+    "options:\n"
+    "  --camera FILE              the render body (required)\n"
+    "  -o, --output FILE          the PNG to write (required)\n"
+    "  --image depth|normal|id    the picture (default: the body's \"image\",\n"
+    "                             else depth)\n"
+    "  --backend auto|cpu|opencl  backend (default auto)\n"
+    "  --device N|NAME            OpenCL device\n"
+    "  --help                     this text\n"
+    "\n"
+    "exit status: 0 done; 2 bad scene or camera (one line on stderr naming\n"
+    "the element, e.g. \"raybox: CAMERA_FILE: /camera/viewport/2: ...\n"
+    "(422)\"); 1 other failures.\n";
+
 static const char usage_devices[] =
     "usage: raybox devices\n"
     "\n"
     "Lists every OpenCL device and the native CPU backend; '*' marks the\n"
     "one --backend auto picks.\n";
 
-/* One line for a request error: pointer, detail, class. */
+/* One line for a request error: the file (when not NULL), pointer,
+ * detail, class. */
+static void print_file_error(const char *file, const rbj_error *e)
+{
+    fprintf(stderr, "raybox: %s%s", file ? file : "", file ? ": " : "");
+    if (e->has_pointer && e->pointer[0])
+        fprintf(stderr, "%s: %s (%d)\n", e->pointer, e->detail, e->status);
+    else
+        fprintf(stderr, "%s (%d)\n", e->detail, e->status);
+}
+
 static void print_request_error(const rbj_error *e)
 {
-    if (e->has_pointer && e->pointer[0])
-        fprintf(stderr, "raybox: %s: %s (%d)\n", e->pointer, e->detail,
-                e->status);
-    else
-        fprintf(stderr, "raybox: %s (%d)\n", e->detail, e->status);
+    print_file_error(NULL, e);
 }
 
 static int exit_for(const rbj_error *e)
@@ -146,8 +183,9 @@ static int parse_intersect_args(int argc, char **argv, cli_opts *o)
     return 0;
 }
 
-/* Streams the request into p. 0 parsed, 2 bad request (printed), 1 I/O. */
-static int read_request(const char *file, rbj_parser *p)
+/* Streams the request into p. 0 parsed, 2 bad request (printed, named
+ * by its file when `named`), 1 I/O. */
+static int read_file_request(const char *file, rbj_parser *p, int named)
 {
     FILE *in = stdin;
     int from_stdin = !file || strcmp(file, "-") == 0;
@@ -166,12 +204,17 @@ static int read_request(const char *file, rbj_parser *p)
                 from_stdin ? "stdin" : file, strerror(errno));
         rc = 1;
     } else if (rbj_parser_finish(p)) {
-        print_request_error(rbj_parser_error(p));
+        print_file_error(named ? file : NULL, rbj_parser_error(p));
         rc = exit_for(rbj_parser_error(p));
     }
     if (!from_stdin)
         fclose(in);
     return rc;
+}
+
+static int read_request(const char *file, rbj_parser *p)
+{
+    return read_file_request(file, p, 0);
 }
 
 static int write_response(const rbj_request *r, const rb_results *res)
@@ -257,6 +300,199 @@ done:
     rbj_results_free(&res);
     rb_context_destroy(ctx);
     rbj_parser_destroy(p);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------
+ * render
+ */
+static int parse_backend(const char *a, const char *val, rb_context_options *o)
+{
+    if (strcmp(a, "--backend") == 0) {
+        if (rb_backend_kind_parse(val, &o->backend) != RB_OK) {
+            fprintf(stderr, "raybox: unknown backend '%s' (auto, cpu or "
+                            "opencl)\n", val);
+            return 1;
+        }
+    } else if (val[0] >= '0' && val[0] <= '9' &&
+               strspn(val, "0123456789") == strlen(val)) {
+        o->device_index = atoi(val);
+    } else {
+        o->device_name = val;
+    }
+    return 0;
+}
+
+/* Parses one JSON body of a kind from a file; 0, 2 bad (printed with the
+ * file's name), 1 I/O. */
+static int read_body(const char *file, const rbj_options *opt,
+                     rbj_parser **p)
+{
+    if (rbj_parser_create(opt, p) != RB_OK) {
+        fprintf(stderr, "raybox: out of memory\n");
+        return 1;
+    }
+    if (strcmp(file, "-") == 0) {
+        fprintf(stderr, "raybox: render reads files, not stdin\n");
+        return 1;
+    }
+    return read_file_request(file, *p, 1);
+}
+
+static int cmd_render(int argc, char **argv)
+{
+    rb_context_options copt;
+    rb_context_options_init(&copt);
+    const char *scene_file = NULL, *camera_file = NULL, *out_file = NULL;
+    int image = -1;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage_render, stdout);
+            return 0;
+        } else if ((strcmp(a, "--backend") == 0 ||
+                    strcmp(a, "--device") == 0) && val) {
+            if (parse_backend(a, val, &copt))
+                return 1;
+            i++;
+        } else if (strcmp(a, "--camera") == 0 && val) {
+            camera_file = val;
+            i++;
+        } else if ((strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0) &&
+                   val) {
+            out_file = val;
+            i++;
+        } else if (strcmp(a, "--image") == 0 && val) {
+            static const char *const names[] = {"depth", "normal", "id"};
+            for (int k = 0; k < 3; k++)
+                if (strcmp(val, names[k]) == 0)
+                    image = k;
+            if (image < 0) {
+                fprintf(stderr, "raybox: --image takes depth, normal or id, "
+                                "not '%s'\n", val);
+                return 1;
+            }
+            i++;
+        } else if (a[0] == '-' && a[1] != '\0') {
+            fprintf(stderr, "raybox: unknown or incomplete option '%s'\n%s",
+                    a, usage_render);
+            return 1;
+        } else if (!scene_file) {
+            scene_file = a;
+        } else {
+            fprintf(stderr, "raybox: one scene file at most\n");
+            return 1;
+        }
+    }
+    if (!scene_file || !camera_file || !out_file) {
+        fprintf(stderr, "raybox: render needs SCENE_FILE, --camera FILE and "
+                        "-o FILE\n%s", usage_render);
+        return 1;
+    }
+
+    rbj_parser *sp = NULL, *cp = NULL;
+    rb_context *ctx = NULL;
+    rb_scene *scene = NULL;
+    rb_results res = {0};
+    rb_ray *rays = NULL;
+    uint8_t *rgb = NULL;
+    void *png = NULL;
+    size_t png_len = 0;
+    FILE *out = NULL;
+    rbj_options so;
+    rbj_options_init(&so, RBJ_SCENE_CREATE);
+    int rc = read_body(scene_file, &so, &sp);
+    if (rc)
+        goto done;
+    const rbj_request *sr = rbj_parser_request(sp);
+    rbj_options ro;
+    rbj_options_init(&ro, RBJ_RENDER);
+    ro.scene_in_path = 1;
+    ro.scene_dims = sr->dims;
+    /* A picture is as large as the machine allows, not the server's
+     * batch limit. */
+    ro.limits.max_rays = UINT32_MAX;
+    ro.limits.max_results = UINT64_MAX;
+    if ((rc = read_body(camera_file, &ro, &cp)))
+        goto done;
+    rbj_request r = *rbj_parser_request(cp);
+    if (image >= 0)
+        r.image = (rbj_image)image;
+
+    char why[512] = "";
+    int st = rb_context_create(&copt, &ctx, why, sizeof why);
+    if (st != RB_OK) {
+        fprintf(stderr, "raybox: no %s backend: %s (%s)\n",
+                rb_backend_kind_name(copt.backend), why, rb_status_name(st));
+        rc = 1;
+        goto done;
+    }
+    if (rb_scene_create_shapes(ctx, sr->dims, sr->boxes, sr->n_boxes,
+                               &sr->shapes, &scene) != RB_OK) {
+        rbj_error e;
+        rbj_error_from_library(sr, RBJ_FROM_CREATE, rb_context_error(ctx),
+                               &e);
+        print_file_error(scene_file, &e);
+        rc = exit_for(&e);
+        goto done;
+    }
+    size_t n = (size_t)r.n_camera_rays;
+    rays = malloc((n ? n : 1) * sizeof *rays);
+    rgb = malloc(3 * (n ? n : 1));
+    r.rays = rays;
+    r.n_rays = n;
+    if (r.image == RBJ_IMAGE_NORMAL)
+        r.outputs |= RB_OUTPUT_NORMAL;
+    if (!rays || !rgb || rbj_results_alloc(&r, &res)) {
+        fprintf(stderr, "raybox: out of memory for %zu pixels\n", n);
+        rc = 1;
+        goto done;
+    }
+    rb_error ce;
+    if (rb_camera_rays(r.camera, 0, n, rays, &ce) != RB_OK) {
+        rbj_error e;
+        rbj_error_from_library(&r, RBJ_FROM_CAMERA, &ce, &e);
+        print_file_error(camera_file, &e);
+        rc = exit_for(&e);
+        goto done;
+    }
+    rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                  .n_rays = n, .scene = scene, .max_hits = 1,
+                  .outputs = r.outputs};
+    if ((st = rb_intersect(ctx, &q, &res)) != RB_OK) {
+        fprintf(stderr, "raybox: the query failed: %s\n",
+                rb_context_error(ctx)->message);
+        rc = 1;
+        goto done;
+    }
+    rbr_image_rgb(r.image, &res, n, rgb);
+    if (rbr_png_encode(rgb, (uint32_t)r.camera->viewport[2],
+                       (uint32_t)r.camera->viewport[3], &png, &png_len, why,
+                       sizeof why)) {
+        fprintf(stderr, "raybox: %s\n", why);
+        rc = 1;
+        goto done;
+    }
+    if (!(out = fopen(out_file, "wb")) ||
+        fwrite(png, 1, png_len, out) != png_len) {
+        fprintf(stderr, "raybox: %s: %s\n", out_file, strerror(errno));
+        rc = 1;
+        goto done;
+    }
+done:
+    if (out && fclose(out) != 0 && !rc) {
+        fprintf(stderr, "raybox: %s: %s\n", out_file, strerror(errno));
+        rc = 1;
+    }
+    free(png);
+    free(rgb);
+    free(rays);
+    rbj_results_free(&res);
+    rb_scene_destroy(scene);
+    rb_context_destroy(ctx);
+    rbj_parser_destroy(cp);
+    rbj_parser_destroy(sp);
     return rc;
 }
 
@@ -355,6 +591,8 @@ int main(int argc, char **argv)
         return cmd_devices(argc - 2, argv + 2);
     if (strcmp(cmd, "visibility") == 0)
         return cmd_visibility(argc - 2, argv + 2);
+    if (strcmp(cmd, "render") == 0)
+        return cmd_render(argc - 2, argv + 2);
     fprintf(stderr, "raybox: unknown command '%s'\n%s", cmd, usage_main);
     return 1;
 }

@@ -9,7 +9,10 @@ only those: boxes get min <= max per axis, ranges tmin <= tmax, zero
 quaternions and plane normals and non-orthonormal obb axes or singular xbox
 matrices a valid value, pairs one element list as long as the rays, all
 mode at most --max-results results, and bodies aimed at a stored scene the
-scene's dims and (PATCH) set indices inside it. Anything else the server
+scene's dims and (PATCH) set indices inside it. A camera (SPEC section 8)
+gets invertible matrices whose rays are finite float32 (the identity when
+the generated ones are not), a whole viewport of at most 32 x 32 without
+pixels, and a render a 3D scene (one made here when the path's is 2D). Anything else the server
 refuses in a positive case is still a failure. Negative cases are never
 touched.
 
@@ -189,7 +192,143 @@ def to_scene(body, dims):
         body["dims"] = dims
 
 
+IDENTITY = [1.0 if i % 5 == 0 else 0.0 for i in range(16)]
+FLT_LIMIT = 3e38  # well inside float32's range (its overflow: 3.4028e38)
+
+
+def invert4(m):
+    """host/camera.c's Gauss-Jordan with partial pivoting, in the same
+    double operations (Python does not fuse them either): None when it
+    calls m singular."""
+    a = [[m[4 * i + j] for j in range(4)] + [1.0 if i == j else 0.0
+                                             for j in range(4)]
+         for i in range(4)]
+    try:
+        for c in range(4):
+            p = c
+            for r in range(c + 1, 4):
+                if abs(a[r][c]) > abs(a[p][c]):
+                    p = r
+            if a[p][c] == 0.0 or not math.isfinite(a[p][c]):
+                return None
+            a[c], a[p] = a[p], a[c]
+            piv = a[c][c]
+            a[c] = [x / piv for x in a[c]]
+            for r in range(4):
+                f = a[r][c]
+                if r != c and f != 0.0:
+                    a[r] = [x - f * y for x, y in zip(a[r], a[c])]
+    except (OverflowError, ZeroDivisionError):
+        return None
+    out = [a[i][4 + j] for i in range(4) for j in range(4)]
+    return out if all(math.isfinite(x) for x in out) else None
+
+
+def camera_ok(c):
+    """Whether the server makes finite rays of camera c (the matrices and
+    viewport already numbers)."""
+    v, p, vp = c["view"], c["projection"], c["viewport"]
+    if invert4(v) is None or invert4(p) is None:
+        return False
+    try:
+        pv = [sum(p[4 * i + k] * v[4 * k + j] for k in range(4))
+              for i in range(4) for j in range(4)]
+    except OverflowError:
+        return False
+    if not all(math.isfinite(x) for x in pv):
+        return False
+    w = invert4(pv)
+    if w is None:
+        return False
+    z0 = -1.0 if c.get("depth") == "minus_one_to_one" else 0.0
+    if "pixels" in c:
+        pixels = [q for q in c["pixels"] if isinstance(q, list)]
+    else:
+        pixels = [(vp[0] + i + 0.5, vp[1] + j + 0.5)
+                  for j in range(int(vp[3])) for i in range(int(vp[2]))]
+    try:
+        for px, py in pixels:
+            nx = 2.0 * (px - vp[0]) / vp[2] - 1.0
+            ny = 1.0 - 2.0 * (py - vp[1]) / vp[3]
+            pts = []
+            for z in (z0, 1.0):
+                h = [w[4 * i] * nx + w[4 * i + 1] * ny + w[4 * i + 2] * z +
+                     w[4 * i + 3] for i in range(4)]
+                if h[3] == 0.0 or not all(math.isfinite(x) for x in h):
+                    return False
+                pts.append([h[i] / h[3] for i in range(3)])
+            for a in range(3):
+                if abs(pts[0][a]) > FLT_LIMIT or \
+                        abs(pts[1][a] - pts[0][a]) > FLT_LIMIT:
+                    return False
+    except (OverflowError, ZeroDivisionError, TypeError, ValueError):
+        return False
+    return True
+
+
+def camera_rays(c):
+    """How many rays the camera makes."""
+    if isinstance(c.get("pixels"), list):
+        return len(c["pixels"])
+    vp = c["viewport"]
+    return int(vp[2]) * int(vp[3])
+
+
+def fix_camera(c):
+    if not isinstance(c, dict):
+        return
+    v, p, vp = c.get("view"), c.get("projection"), c.get("viewport")
+    if not (isinstance(v, list) and len(v) == 16 and all(num(x) for x in v)
+            and isinstance(p, list) and len(p) == 16 and
+            all(num(x) for x in p) and isinstance(vp, list) and
+            len(vp) == 4 and all(num(x) for x in vp)):
+        return
+    c["view"] = [float(x) for x in v]
+    c["projection"] = [float(x) for x in p]
+    if "pixels" not in c:
+        # The grid: whole numbers, and few enough to stay quick.
+        vp[2] = float(min(32, max(1, math.ceil(vp[2]))))
+        vp[3] = float(min(32, max(1, math.ceil(vp[3]))))
+    if not camera_ok(c):
+        c["view"], c["projection"] = list(IDENTITY), list(IDENTITY)
+    if not camera_ok(c):
+        # Pixels or a viewport far beyond anything float32 can hold.
+        c["viewport"] = [0.0, 0.0, 4.0, 4.0]
+        if "pixels" in c:
+            c["pixels"] = [[2.0, 2.0] for _ in c["pixels"]]
+
+
 def fix_intersect(body, scene_dims):
+    if "camera" in body:
+        if scene_dims == 2:  # a camera makes 3D rays
+            del body["camera"]
+            body["rays"] = []
+        else:
+            fix_camera(body["camera"])
+    if "camera" in body:
+        fix_range(body)
+        fix_shapes(body)
+        for b in body.get("boxes", []):
+            if isinstance(b, list):
+                fix_box(b, 3)
+        n = camera_rays(body["camera"])
+        if body.get("mode") == "pairs":
+            present = [k for k in LISTS if k in body]
+            if not present:
+                return
+            keep = next((k for k in present if body[k]), present[0])
+            for k in present:
+                if k != keep:
+                    del body[k]
+            # As many pixels as elements.
+            body["camera"]["pixels"] = [[0.5, 0.5]] * len(body[keep])
+            fix_camera(body["camera"])
+        elif body.get("mode") == "all":
+            most = max(1, MAX_RESULTS // max(1, n))
+            hits = body.get("max_hits", 64)
+            if num(hits) and hits > most:
+                body["max_hits"] = most
+        return
     if scene_dims:
         to_scene(body, scene_dims)
     d = body.get("dims", 3) if not scene_dims else scene_dims
@@ -299,6 +438,12 @@ def map_case(ctx, case):
     elif op == "POST /v1/scenes/{id}/intersect":
         info = scene_info(scene)
         fix_intersect(body, info[0] if info else None)
+    elif op == "POST /v1/scenes/{id}/render":
+        info = scene_info(scene)
+        if info and info[0] == 2:
+            case.path_parameters["id"] = scene_3d()
+        fix_range(body)
+        fix_camera(body.get("camera"))
     elif op == "POST /v1/scenes":
         for b in body.get("boxes", []):
             if isinstance(b, list):
