@@ -16,7 +16,8 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends \
       build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
-      libyajl-dev libmicrohttpd-dev libcurl4-openssl-dev \
+      libyajl-dev libmicrohttpd-dev libgnutls28-dev zlib1g-dev libpng-dev \
+      libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -31,7 +32,7 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends \
       pocl-opencl-icd clinfo check libsubunit-dev libcurl4-openssl-dev \
-      python3 python3-venv gnuplot-nox openssl ca-certificates \
+      python3 python3-venv python3-dev gnuplot-nox openssl ca-certificates \
       kubernetes-client \
  && rm -rf /var/lib/apt/lists/*
 RUN cmake -S . -B /build-test \
@@ -45,7 +46,7 @@ FROM debian:bookworm-slim AS runtime
 ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends \
-      libmicrohttpd12 libyajl2 ocl-icd-libopencl1 \
+      libmicrohttpd12 libyajl2 libpng16-16 ocl-icd-libopencl1 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/* /var/log/apt/* \
       /var/log/dpkg.log \
  && groupadd --system --gid 10001 raybox \
