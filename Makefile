@@ -31,7 +31,7 @@ DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
        libpng-dev \
-       python3 python3-venv python3-dev gnuplot-nox openssl
+       python3 python3-venv python3-dev gnuplot-nox openssl help2man
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
 # packages: tests/schemathesis/requirements.txt), build/venv-python for
 # test_python (tests/python-requirements.txt, then python/ itself, whose
@@ -43,6 +43,7 @@ DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
 ifeq ($(shell command -v kubectl 2>/dev/null),)
 DEPS += kubernetes-client
 endif
+# help2man (above) makes the man pages from the programs' --help.
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
 # draw one, so it is a test dependency too. openssl makes the self-signed
 # certificate of test_http_access's HTTPS tests.

@@ -64,4 +64,38 @@ install(FILES ${PROJECT_BINARY_DIR}/raybox.pc
 if(NOT RAYBOX_LIBRARY_ONLY)
   install(TARGETS rayboxd raybox_cli raybox-bench
           RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  # Man pages made from each program's --help by help2man (Debian's; make
+  # deps installs it), so that they say what the programs say.
+  find_program(RAYBOX_HELP2MAN help2man)
+  if(RAYBOX_HELP2MAN)
+    set(pages)
+    foreach(prog rayboxd raybox_cli raybox-bench)
+      if(prog STREQUAL raybox_cli)
+        set(name raybox)
+        set(what "ray-box intersection from files (batch CLI)")
+      elseif(prog STREQUAL rayboxd)
+        set(name rayboxd)
+        set(what "the raybox HTTP service")
+      else()
+        set(name raybox-bench)
+        set(what "measure raybox on every device")
+      endif()
+      add_custom_command(
+        OUTPUT ${PROJECT_BINARY_DIR}/man/${name}.1
+        COMMAND ${CMAKE_COMMAND} -E make_directory ${PROJECT_BINARY_DIR}/man
+        COMMAND ${RAYBOX_HELP2MAN} --no-info --no-discard-stderr
+                --version-string=${PROJECT_VERSION} --name=${what}
+                --output=${PROJECT_BINARY_DIR}/man/${name}.1
+                $<TARGET_FILE:${prog}>
+        DEPENDS ${prog}
+        COMMENT "man page ${name}.1 (help2man)"
+        VERBATIM)
+      list(APPEND pages ${PROJECT_BINARY_DIR}/man/${name}.1)
+    endforeach()
+    add_custom_target(man_pages ALL DEPENDS ${pages})
+    install(FILES ${pages} DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  else()
+    message(STATUS "no help2man: man pages are not made (make deps "
+                   "installs it)")
+  endif()
 endif()

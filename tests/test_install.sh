@@ -2,7 +2,8 @@
 # test_install.sh BUILD_DIR SOURCE_DIR - what `make install` gives a user:
 # cmake --install of this build into a temporary prefix, then
 #   1. the tree: header, libraybox.a/.so (VERSION, SOVERSION), raybox.pc,
-#      the CMake package, the three programs and nothing else in bin/;
+#      the CMake package, the three programs and nothing else in bin/,
+#      and their man pages (from --help);
 #   2. libraybox.so exports the RB_API calls of raybox.h and nothing else;
 #   3. tests/consumers/consumer.c built with pkg-config, shared and static
 #      (--static), and run;
@@ -62,6 +63,14 @@ bins=$(cd "$P/bin" && echo *)
 soname=$(readelf -d "$LIB/libraybox.so.$VERSION" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "libraybox.so.$MAJOR" ] || fail "SONAME is '$soname'"
 "$P/bin/raybox" --help >/dev/null 2>&1 || fail "installed raybox --help"
+# Man pages from the programs' --help (help2man, a build dependency).
+for m in rayboxd raybox raybox-bench; do
+    page="$P/share/man/man1/$m.1"
+    [ -f "$page" ] || fail "missing share/man/man1/$m.1"
+    grep -q "usage" "$page" || fail "$m.1 does not hold the --help text"
+done
+grep -qF 'data\-dir' "$P/share/man/man1/rayboxd.1" ||
+    fail "rayboxd.1 lacks --data-dir, an option of rayboxd --help"
 
 # 2. Exported symbols = the header's RB_API calls.
 sed -n 's/^RB_API [^(]*[ *]\(rb_[a-z0-9_]*\)(.*/\1/p' "$SRC/include/raybox.h" |
