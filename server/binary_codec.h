@@ -73,7 +73,9 @@
 typedef enum rbb_kind {
     RBB_KIND_INTERSECT = 1, /* POST /v1/intersect, /v1/scenes/{id}/intersect */
     RBB_KIND_SCENE = 2,     /* POST /v1/scenes */
-    RBB_KIND_RESULT = 129   /* every 200 answer in binary */
+    RBB_KIND_RESULT = 129,  /* every 200 answer in binary */
+    RBB_KIND_VISIBILITY = 130 /* a visibility answer (observers x targets
+                                 bits; docs/binary-format.md) */
 } rbb_kind;
 
 #define RBB_FLAG_RANGES 0x01         /* request: rays carry tmin, tmax */

@@ -544,22 +544,17 @@ void job_visibility(rbd_job *job, rb_context *ctx)
         return;
     }
     /* The header of docs/binary-format.md's visibility answer. */
-    memset(buf, 0, RBB_HEADER_SIZE);
-    memcpy(buf, "RBOX", 4);
-    uint16_t version1 = 1, size = RBB_HEADER_SIZE;
-    uint64_t n = b->n_observers, m = b->n_targets;
-    memcpy(buf + 4, &version1, 2);
-    memcpy(buf + 6, &size, 2);
-    buf[8] = 130;
-    buf[9] = RB_MODE_ANY;
-    buf[10] = 3;
-    buf[11] = (uint8_t)(1u | (info.fell_back ? 2u : 0u)); /* SCENE_VERSION */
-    memcpy(buf + 16, &n, 8);
-    memcpy(buf + 24, &m, 8);
-    memcpy(buf + 32, &b->tmin, 4);
-    memcpy(buf + 36, &b->tmax, 4);
-    memcpy(buf + 40, &version, 8);
-    memcpy(buf + 48, &info.elapsed_ms, 8);
+    rbb_header h = {.version = 1, .header_size = RBB_HEADER_SIZE,
+                    .kind = RBB_KIND_VISIBILITY, .mode = RB_MODE_ANY,
+                    .dims = 3,
+                    .flags = (uint8_t)(RBB_FLAG_SCENE_VERSION |
+                                       (info.fell_back ? RBB_FLAG_FELL_BACK
+                                                       : 0)),
+                    .n_rays = b->n_observers, .n_boxes = b->n_targets,
+                    .tmin = b->tmin, .tmax = b->tmax,
+                    .scene_version = version,
+                    .elapsed_ms = info.elapsed_ms};
+    rbb_header_encode(&h, buf);
     rbd_payload *p = calloc(1, sizeof *p);
     if (!p) {
         free(buf);

@@ -738,25 +738,41 @@ static int on_start_map(void *ctx)
     return 1;
 }
 
+/* A key of a nested object (append's object form, "camera"): the member
+ * among keys[0..n) (members first.. in the same order), or M_COUNT after
+ * a 422 at the parent naming what it takes, or at a member seen twice. */
+static int nested_key(rbj_parser *p, const char *const *keys, int n,
+                      int first, int parent, const char *takes,
+                      const unsigned char *key, size_t len)
+{
+    int m = M_COUNT;
+    for (int k = 0; k < n; k++)
+        if (strlen(keys[k]) == len && memcmp(keys[k], key, len) == 0)
+            m = first + k;
+    if (m == M_COUNT) {
+        rbj_fail(p, 422, parent, -1, -1, "unknown member: \"%s\" takes %s",
+                 rbj_member_names[parent], takes);
+        rbj_pointer_append(p->err.pointer, sizeof p->err.pointer,
+                           (const char *)key, len);
+        return M_COUNT;
+    }
+    if (p->seen & (1u << m)) {
+        rbj_fail(p, 422, m, -1, -1, "\"%s\" appears twice",
+                 rbj_member_names[m]);
+        return M_COUNT;
+    }
+    return m;
+}
+
 /* A key of append's object form. */
 static int append_key(rbj_parser *p, const unsigned char *key, size_t len)
 {
-    int m = M_COUNT;
-    for (int k = 0; k < 5; k++)
-        if (strlen(append_keys[k]) == len &&
-            memcmp(append_keys[k], key, len) == 0)
-            m = M_APPEND_BOXES + k;
-    if (m == M_COUNT) {
-        rbj_fail(p, 422, M_APPEND, -1, -1,
-                 "unknown member: \"append\" takes \"boxes\", \"obbs\", "
-                 "\"xboxes\", \"spheres\" and \"planes\"");
-        rbj_pointer_append(p->err.pointer, sizeof p->err.pointer,
-                           (const char *)key, len);
+    int m = nested_key(p, append_keys, 5, M_APPEND_BOXES, M_APPEND,
+                       "\"boxes\", \"obbs\", \"xboxes\", \"spheres\" and "
+                       "\"planes\"",
+                       key, len);
+    if (m == M_COUNT)
         return 0;
-    }
-    if (p->seen & (1u << m))
-        return rbj_fail(p, 422, m, -1, -1, "\"%s\" appears twice",
-                        rbj_member_names[m]);
     p->seen |= 1u << m;
     p->member = (rbj_member)m;
     p->state = ST_VALUE;
@@ -766,23 +782,12 @@ static int append_key(rbj_parser *p, const unsigned char *key, size_t len)
 /* A key of "camera". */
 static int camera_key(rbj_parser *p, const unsigned char *key, size_t len)
 {
-    int m = M_COUNT;
-    for (int k = 0; k < 5; k++)
-        if (strlen(camera_keys[k]) == len &&
-            memcmp(camera_keys[k], key, len) == 0)
-            m = M_CAM_VIEW + k;
-    if (m == M_COUNT) {
-        rbj_fail(p, 422, M_CAMERA, -1, -1,
-                 "unknown member: \"camera\" takes \"view\", "
-                 "\"projection\", \"viewport\", \"depth\" and "
-                 "\"pixels\"");
-        rbj_pointer_append(p->err.pointer, sizeof p->err.pointer,
-                           (const char *)key, len);
+    int m = nested_key(p, camera_keys, 5, M_CAM_VIEW, M_CAMERA,
+                       "\"view\", \"projection\", \"viewport\", \"depth\" "
+                       "and \"pixels\"",
+                       key, len);
+    if (m == M_COUNT)
         return 0;
-    }
-    if (p->seen & (1u << m))
-        return rbj_fail(p, 422, m, -1, -1, "\"%s\" appears twice",
-                        rbj_member_names[m]);
     if (m == M_CAM_PIXELS && p->opt.body == RBJ_RENDER)
         return rbj_fail(p, 422, m, -1, -1,
                         "a render draws every pixel of the viewport; "

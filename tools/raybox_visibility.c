@@ -27,7 +27,6 @@
 #include "raybox.h"
 #include "raybox_cli.h"
 
-#define VIS_KIND 130
 /* Pairs a slice: the bits of that many observers are written at once. */
 #define SLICE_PAIRS ((uint64_t)16 << 20)
 
@@ -327,22 +326,16 @@ static int write_at(int fd, const void *p, size_t n, off_t at)
     return 0;
 }
 
-/* The answer's header: nothing in it depends on the run. */
-static void vis_header(unsigned char *h, uint64_t n, uint64_t m, float tmin,
+/* The answer's header: nothing in it depends on the run (no scene
+ * version, no time), so every shard writes the same bytes. */
+static void vis_header(uint8_t *out, uint64_t n, uint64_t m, float tmin,
                        float tmax)
 {
-    memset(h, 0, RBB_HEADER_SIZE);
-    memcpy(h, "RBOX", 4);
-    uint16_t version = 1, size = RBB_HEADER_SIZE;
-    memcpy(h + 4, &version, 2);
-    memcpy(h + 6, &size, 2);
-    h[8] = VIS_KIND;
-    h[9] = RB_MODE_ANY;
-    h[10] = 3;
-    memcpy(h + 16, &n, 8);
-    memcpy(h + 24, &m, 8);
-    memcpy(h + 32, &tmin, 4);
-    memcpy(h + 36, &tmax, 4);
+    rbb_header h = {.version = 1, .header_size = RBB_HEADER_SIZE,
+                    .kind = RBB_KIND_VISIBILITY, .mode = RB_MODE_ANY,
+                    .dims = 3, .n_rays = n, .n_boxes = m, .tmin = tmin,
+                    .tmax = tmax};
+    rbb_header_encode(&h, out);
 }
 
 int cmd_visibility(int argc, char **argv)
@@ -385,7 +378,7 @@ int cmd_visibility(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    unsigned char head[RBB_HEADER_SIZE];
+    uint8_t head[RBB_HEADER_SIZE];
     vis_header(head, n, m, o.tmin, o.tmax);
     /* Every shard sets the same size and header: order does not matter. */
     if (ftruncate(fd, (off_t)(RBB_HEADER_SIZE + (uint64_t)n * stride)) ||

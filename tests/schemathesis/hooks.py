@@ -161,11 +161,16 @@ def fix_range(body):
         body["tmin"], body["tmax"] = t1, t0
 
 
-def fix_results(body):
-    """all mode: rays x max_hits within --max-results (else 413)."""
-    if body.get("mode") != "all" or not isinstance(body.get("rays"), list):
+def fix_results(body, n_rays=None):
+    """all mode: rays x max_hits within --max-results (else 413); n_rays
+    when the rays come from a camera."""
+    if n_rays is None:
+        if not isinstance(body.get("rays"), list):
+            return
+        n_rays = len(body["rays"])
+    if body.get("mode") != "all":
         return
-    most = max(1, MAX_RESULTS // max(1, len(body["rays"])))
+    most = max(1, MAX_RESULTS // max(1, n_rays))
     hits = body.get("max_hits", 64)
     if num(hits) and hits > most:
         body["max_hits"] = most
@@ -323,11 +328,8 @@ def fix_intersect(body, scene_dims):
             # As many pixels as elements.
             body["camera"]["pixels"] = [[0.5, 0.5]] * len(body[keep])
             fix_camera(body["camera"])
-        elif body.get("mode") == "all":
-            most = max(1, MAX_RESULTS // max(1, n))
-            hits = body.get("max_hits", 64)
-            if num(hits) and hits > most:
-                body["max_hits"] = most
+        else:
+            fix_results(body, n)
         return
     if scene_dims:
         to_scene(body, scene_dims)
