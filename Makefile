@@ -30,7 +30,7 @@ endif
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
-       libpng-dev \
+       libpng-dev libopenmpi-dev openmpi-bin \
        python3 python3-venv python3-dev gnuplot-nox openssl help2man
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
 # packages: tests/schemathesis/requirements.txt), build/venv-python for
@@ -43,6 +43,8 @@ DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
 ifeq ($(shell command -v kubectl 2>/dev/null),)
 DEPS += kubernetes-client
 endif
+# libopenmpi-dev and openmpi-bin (above) build raybox-mpi and run
+# test_mpi (mpiexec on this machine).
 # help2man (above) makes the man pages from the programs' --help.
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
 # draw one, so it is a test dependency too. openssl makes the self-signed

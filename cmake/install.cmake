@@ -62,17 +62,23 @@ install(FILES ${PROJECT_BINARY_DIR}/raybox.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
 if(NOT RAYBOX_LIBRARY_ONLY)
-  install(TARGETS rayboxd raybox_cli raybox-bench
-          RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  set(programs rayboxd raybox_cli raybox-bench)
+  if(TARGET raybox_mpi)
+    list(APPEND programs raybox_mpi)
+  endif()
+  install(TARGETS ${programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   # Man pages made from each program's --help by help2man (Debian's; make
   # deps installs it), so that they say what the programs say.
   find_program(RAYBOX_HELP2MAN help2man)
   if(RAYBOX_HELP2MAN)
     set(pages)
-    foreach(prog rayboxd raybox_cli raybox-bench)
+    foreach(prog ${programs})
       if(prog STREQUAL raybox_cli)
         set(name raybox)
         set(what "ray-box intersection from files (batch CLI)")
+      elseif(prog STREQUAL raybox_mpi)
+        set(name raybox-mpi)
+        set(what "raybox's batch jobs over MPI ranks")
       elseif(prog STREQUAL rayboxd)
         set(name rayboxd)
         set(what "the raybox HTTP service")

@@ -59,12 +59,15 @@ for f in libraybox.so libraybox.so."$MAJOR" libraybox.so."$VERSION" \
     [ -e "$LIB/$f" ] || fail "missing ${LIB#"$P"/}/$f"
 done
 bins=$(cd "$P/bin" && echo *)
-[ "$bins" = "raybox raybox-bench rayboxd" ] || fail "bin/ holds: $bins"
+progs="raybox raybox-bench rayboxd"
+# raybox-mpi is built (and installed) where CMake found MPI.
+[ -x "$BUILD/bin/raybox-mpi" ] && progs="raybox raybox-bench raybox-mpi rayboxd"
+[ "$bins" = "$progs" ] || fail "bin/ holds: $bins (expected $progs)"
 soname=$(readelf -d "$LIB/libraybox.so.$VERSION" | sed -n 's/.*(SONAME).*\[\(.*\)\]/\1/p')
 [ "$soname" = "libraybox.so.$MAJOR" ] || fail "SONAME is '$soname'"
 "$P/bin/raybox" --help >/dev/null 2>&1 || fail "installed raybox --help"
 # Man pages from the programs' --help (help2man, a build dependency).
-for m in rayboxd raybox raybox-bench; do
+for m in $progs; do
     page="$P/share/man/man1/$m.1"
     [ -f "$page" ] || fail "missing share/man/man1/$m.1"
     grep -q "usage" "$page" || fail "$m.1 does not hold the --help text"

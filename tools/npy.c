@@ -31,11 +31,11 @@ static const char *value_of(const char *h, const char *key)
     return p;
 }
 
-int npy_read_f32(FILE *f, size_t cols, float **data, size_t *rows,
-                 char *why, size_t why_len)
+int npy_read_header(FILE *f, size_t *rows, size_t *cols, char *why,
+                    size_t why_len)
 {
-    *data = NULL;
     *rows = 0;
+    *cols = 0;
     unsigned char pre[12];
     if (fread(pre, 1, 8, f) != 8 || !npy_is_npy(pre, 8)) {
         snprintf(why, why_len, "not a .npy file");
@@ -84,11 +84,11 @@ int npy_read_f32(FILE *f, size_t cols, float **data, size_t *rows,
                  "numpy.ascontiguousarray(a))");
         ok = -1;
     } else if (ok && (sscanf(shape, "(%llu, %llu)", &n, &c) != 2 ||
-                      c != cols)) {
-        snprintf(why, why_len, "the array's shape is %.*s, not (N, %zu)",
+                      c == 0 || c > 64)) {
+        snprintf(why, why_len, "the array's shape is %.*s, not (N, C)",
                  (int)(strcspn(shape, ")") < 60 ? strcspn(shape, ")") + 1
                                                  : 60),
-                 shape, cols);
+                 shape);
         ok = -1;
     }
     free(h);
@@ -98,13 +98,34 @@ int npy_read_f32(FILE *f, size_t cols, float **data, size_t *rows,
                      "fortran_order or shape");
         return -1;
     }
-    if (n > SIZE_MAX / sizeof(float) / cols) {
+    if (n > SIZE_MAX / sizeof(float) / c) {
         snprintf(why, why_len, "%llu rows are too many", n);
+        return -1;
+    }
+    *rows = (size_t)n;
+    *cols = (size_t)c;
+    return 0;
+short_file:
+    snprintf(why, why_len, "the .npy file is cut short");
+    return -1;
+}
+
+int npy_read_f32(FILE *f, size_t cols, float **data, size_t *rows,
+                 char *why, size_t why_len)
+{
+    *data = NULL;
+    *rows = 0;
+    size_t n, c;
+    if (npy_read_header(f, &n, &c, why, why_len))
+        return -1;
+    if (c != cols) {
+        snprintf(why, why_len, "the array's shape is (%zu, %zu), not (N, %zu)",
+                 n, c, cols);
         return -1;
     }
     float *d = malloc((n ? n : 1) * cols * sizeof *d);
     if (!d) {
-        snprintf(why, why_len, "out of memory for %llu rows", n);
+        snprintf(why, why_len, "out of memory for %zu rows", n);
         return -1;
     }
     if (fread(d, sizeof *d, n * cols, f) != n * cols) {
@@ -112,7 +133,7 @@ int npy_read_f32(FILE *f, size_t cols, float **data, size_t *rows,
         goto short_file;
     }
     *data = d;
-    *rows = (size_t)n;
+    *rows = n;
     return 0;
 short_file:
     snprintf(why, why_len, "the .npy file is cut short");

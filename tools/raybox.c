@@ -3,6 +3,7 @@
  *
  *   raybox intersect [--backend auto|cpu|opencl] [--device N|NAME]
  *                    [--max-hits N] [FILE]
+ *   raybox intersect --rays RAYS --scene SCENE -o OUT [--shard I/N] ...
  *   raybox render SCENE_FILE --camera CAMERA_FILE -o OUT.png
  *                 [--image depth|normal|id] [--backend ...] [--device ...]
  *   raybox devices
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
 #include "json_request.h"
 #include "json_response.h"
 #include "raybox.h"
@@ -39,7 +41,8 @@ static const char usage_main[] =
     "usage: raybox <command> [options]\n"
     "\n"
     "commands:\n"
-    "  intersect   answer one JSON intersect request (file or stdin)\n"
+    "  intersect   answer one JSON intersect request (file or stdin), or\n"
+    "              with --rays: a ray file against a scene file, to a file\n"
     "  visibility  line of sight, observers x targets, files to a file\n"
     "  render      draw a scene from a camera into a PNG\n"
     "  devices     list the OpenCL devices and the CPU backend\n"
@@ -49,6 +52,10 @@ static const char usage_main[] =
 
 static const char usage_intersect[] =
     "usage: raybox intersect [options] [FILE]\n"
+    "       raybox intersect --rays RAYS --scene SCENE -o OUT [options]\n"
+    "\n"
+    "The second form, a batch job over files, is described after the\n"
+    "first:\n"
     "\n"
     "Reads one request body of POST /v1/intersect from FILE (or stdin when\n"
     "FILE is absent or -) and writes the JSON response to stdout. Requests\n"
@@ -147,6 +154,10 @@ static int parse_intersect_args(int argc, char **argv, cli_opts *o)
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(usage_intersect, stdout);
+            fputs("\n", stdout);
+            char help[] = "--help", *args[] = {help};
+            batch_opts bo;
+            batch_parse(BATCH_INTERSECT, 1, args, 1, &bo);
             return -1;
         } else if (strcmp(a, "--backend") == 0 && val) {
             if (rb_backend_kind_parse(val, &o->ctx.backend) != RB_OK) {
@@ -585,8 +596,13 @@ int main(int argc, char **argv)
         printf("raybox %s\n", RB_VERSION_STRING);
         return 0;
     }
-    if (strcmp(cmd, "intersect") == 0)
+    if (strcmp(cmd, "intersect") == 0) {
+        for (int i = 2; i < argc; i++)
+            if (strcmp(argv[i], "--rays") == 0 ||
+                strcmp(argv[i], "--scene") == 0)
+                return cmd_intersect_files(argc - 2, argv + 2);
         return cmd_intersect(argc - 2, argv + 2);
+    }
     if (strcmp(cmd, "devices") == 0)
         return cmd_devices(argc - 2, argv + 2);
     if (strcmp(cmd, "visibility") == 0)
