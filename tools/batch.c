@@ -145,7 +145,7 @@ int batch_parse(batch_cmd cmd, int argc, char **argv, int allow_shard,
         } else if (!vis && !strcmp(a, "--scene")) {
             o->scene = v;
         } else if (!strcmp(a, "--tmin") || !strcmp(a, "--tmax")) {
-            int max = a[5] == 'a';
+            int max = !strcmp(a, "--tmax");
             if (parse_float(v, max ? &o->tmax : &o->tmin))
                 goto bad_value;
             *(max ? &o->has_tmax : &o->has_tmin) = 1;

@@ -1,0 +1,372 @@
+/* test_cli_intersect.c - `raybox intersect --rays RAYS --scene SCENE -o
+ * OUT` as a real process: its file equals, byte for byte, the binary
+ * answer made in this process from rb_intersect's results with the
+ * server's codec (rbb_result_header, rbb_result_layout), for nearest, any
+ * and count, from .npy rays of 8 numbers and of 6 (with --tmin/--tmax)
+ * and from a binary request, against a .npy scene and a JSON scene with
+ * spheres (nearest then carries kinds, version 2); chunks smaller than
+ * the file change nothing; shards written in any order into one file
+ * equal one run, a shard run again changes nothing; and bad files exit 2
+ * with one line naming the file and the offending ray or byte. RAYBOX_CLI
+ * is the executable. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "binary_codec.h"
+#include "testutil.h"
+
+#ifndef RAYBOX_CLI
+#error "RAYBOX_CLI must name the raybox executable"
+#endif
+
+enum { G = 16, NB = G * G, NR = 1013 };
+
+static char dir[64];
+static rb_box boxes[NB];
+static rb_ray rays[NR];
+static rb_sphere spheres[2] = {{{8, 8, 2}, 3}, {{2, 12, 1}, 1.5f}};
+
+static void path_of(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+static void write_bytes(const char *name, const void *p, size_t n)
+{
+    char path[128];
+    path_of(path, sizeof path, name);
+    FILE *f = fopen(path, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
+    fclose(f);
+}
+
+static unsigned char *read_bytes(const char *name, size_t *n)
+{
+    char path[128];
+    path_of(path, sizeof path, name);
+    FILE *f = fopen(path, "rb");
+    ck_assert_msg(f != NULL, "no %s", path);
+    unsigned char *b = malloc(1 << 20);
+    *n = fread(b, 1, 1 << 20, f);
+    fclose(f);
+    return b;
+}
+
+/* A .npy v1 file of rows x cols float32; returns the data's offset. */
+static size_t write_npy(const char *name, const float *v, size_t rows,
+                        size_t cols)
+{
+    char dict[128];
+    int n = snprintf(dict, sizeof dict,
+                     "{'descr': '<f4', 'fortran_order': False, "
+                     "'shape': (%zu, %zu), }", rows, cols);
+    size_t hlen = (size_t)n + 1;
+    size_t pad = (64 - (10 + hlen) % 64) % 64;
+    size_t total = 10 + hlen + pad + rows * cols * 4;
+    unsigned char *b = malloc(total);
+    memcpy(b, "\x93NUMPY\x01\x00", 8);
+    b[8] = (unsigned char)((hlen + pad) & 255);
+    b[9] = (unsigned char)((hlen + pad) >> 8);
+    memcpy(b + 10, dict, (size_t)n);
+    memset(b + 10 + n, ' ', pad);
+    b[10 + hlen + pad - 1] = '\n';
+    memcpy(b + 10 + hlen + pad, v, rows * cols * 4);
+    write_bytes(name, b, total);
+    free(b);
+    return 10 + hlen + pad;
+}
+
+/* A binary intersect request (version 1, 3D, RANGES) of the rays alone,
+ * with the given mode and box count. */
+static void write_request(const char *name, rb_mode mode, uint64_t n_boxes)
+{
+    size_t n = 64 + sizeof rays;
+    unsigned char *b = malloc(n);
+    rbb_header h = {.version = 1, .header_size = 64,
+                    .kind = RBB_KIND_INTERSECT, .mode = (uint8_t)mode,
+                    .dims = 3, .flags = RBB_FLAG_RANGES, .n_rays = NR,
+                    .n_boxes = n_boxes};
+    rbb_header_encode(&h, b);
+    memcpy(b + 64, rays, sizeof rays);
+    write_bytes(name, b, n);
+    free(b);
+}
+
+static int run(const char *args, char *err, size_t cap)
+{
+    char cmd[1024], errp[128];
+    path_of(errp, sizeof errp, "err");
+    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>'%s'", dir, RAYBOX_CLI,
+             args, errp);
+    int st = system(cmd);
+    ck_assert(st != -1 && WIFEXITED(st));
+    size_t n;
+    unsigned char *e = read_bytes("err", &n);
+    n = n < cap - 1 ? n : cap - 1;
+    memcpy(err, e, n);
+    err[n] = '\0';
+    free(e);
+    return WEXITSTATUS(st);
+}
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/raybox-isect-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    rbt_rng g = {11};
+    for (int i = 0; i < NB; i++) {
+        float x = (float)(i % G), y = (float)(i / G);
+        boxes[i] = (rb_box){{x, y, 0}, {x + 0.8f, y + 0.8f,
+                                        rbt_uniform(&g, 0.5f, 4)}};
+    }
+    static const float tmax[3] = {1, 2, INFINITY};
+    for (int i = 0; i < NR; i++) {
+        rb_ray *r = &rays[i];
+        for (int k = 0; k < 3; k++) {
+            r->origin[k] = rbt_uniform(&g, -3, k < 2 ? G + 3 : 5);
+            r->dir[k] = rbt_uniform(&g, 0, k < 2 ? G : 3) - r->origin[k];
+        }
+        r->tmin = (float)rbt_below(&g, 2) * 0.25f;
+        r->tmax = tmax[rbt_below(&g, 3)];
+    }
+    write_npy("city.npy", (const float *)boxes, NB, 6);
+    write_npy("rays8.npy", (const float *)rays, NR, 8);
+    float *six = malloc(NR * 6 * sizeof *six);
+    for (int i = 0; i < NR; i++)
+        memcpy(six + 6 * i, &rays[i], 6 * sizeof *six);
+    write_npy("rays6.npy", six, NR, 6);
+    free(six);
+    write_request("any.rbox", RB_MODE_ANY, 0);
+    /* a JSON scene of the first 100 boxes and two spheres, %.9g: float32
+     * round trips */
+    char *json = malloc(100 * 120 + 256);
+    size_t at = (size_t)sprintf(json, "{\"boxes\":[");
+    for (int i = 0; i < 100; i++)
+        at += (size_t)sprintf(json + at, "%s[%.9g,%.9g,%.9g,%.9g,%.9g,%.9g]",
+                              i ? "," : "", boxes[i].min[0], boxes[i].min[1],
+                              boxes[i].min[2], boxes[i].max[0],
+                              boxes[i].max[1], boxes[i].max[2]);
+    at += (size_t)sprintf(json + at, "],\"spheres\":[[8,8,2,3],[2,12,1,1.5]]}");
+    write_bytes("shapes.json", json, at);
+    free(json);
+}
+
+static void teardown(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+
+/* The answer rb_intersect gives in this process, in the binary layout
+ * the server's codec writes (without run-dependent fields): rays r, the
+ * boxes (n_boxes of them) and, when with_spheres, the two spheres. */
+static unsigned char *expected(rb_mode mode, const rb_ray *r, size_t n_boxes,
+                               int with_spheres, size_t *n)
+{
+    rb_context *ctx = rbt_context(RBT_CPU);
+    rb_scene *scene = NULL;
+    rb_shapes sh = {0};
+    if (with_spheres) {
+        sh.spheres = spheres;
+        sh.n_spheres = 2;
+    }
+    ck_assert_int_eq(rb_scene_create_shapes(ctx, 3, boxes, n_boxes, &sh,
+                                            &scene), RB_OK);
+    static rb_hit hits[NR];
+    static uint8_t any[NR], kinds[NR];
+    static uint32_t counts[NR];
+    rb_results res = {.hits = hits, .any = any, .counts = counts,
+                      .kinds = with_spheres ? kinds : NULL, .capacity = NR};
+    rb_query q = {.mode = mode, .dims = 3, .rays = r, .n_rays = NR,
+                  .scene = scene};
+    ck_assert_int_eq(rb_intersect(ctx, &q, &res), RB_OK);
+    rbb_result_info info = {.version = with_spheres && mode == RB_MODE_NEAREST
+                                           ? RBB_VERSION_2 : RBB_VERSION,
+                            .mode = mode, .dims = 3, .n_rays = NR,
+                            .has_kinds = with_spheres};
+    unsigned char *b = malloc(RBB_HEADER_MAX + NR * 17);
+    size_t at = rbb_result_header(&info, b);
+    const void *part[RBB_PARTS_MAX];
+    size_t bytes[RBB_PARTS_MAX];
+    int parts = rbb_result_layout(&info, &res, part, bytes);
+    for (int k = 0; k < parts; k++) {
+        memcpy(b + at, part[k], bytes[k]);
+        at += bytes[k];
+    }
+    *n = at;
+    rb_scene_destroy(scene);
+    rb_context_destroy(ctx);
+    return b;
+}
+
+static void expect_file(const char *name, const unsigned char *want,
+                        size_t n, const char *what)
+{
+    size_t got_n;
+    unsigned char *got = read_bytes(name, &got_n);
+    ck_assert_msg(got_n == n, "%s: %zu bytes, want %zu", what, got_n, n);
+    ck_assert_msg(memcmp(got, want, n) == 0, "%s: bytes differ", what);
+    free(got);
+}
+
+START_TEST(test_answers_equal_the_library)
+{
+    setup();
+    char err[1024];
+    static const rb_mode modes[3] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                     RB_MODE_COUNT};
+    for (int k = 0; k < 3; k++) {
+        size_t n;
+        unsigned char *want = expected(modes[k], rays, NB, 0, &n);
+        char args[256];
+        snprintf(args, sizeof args, "intersect --rays rays8.npy --scene "
+                 "city.npy -o %s.bin --mode %s --chunk 100 --backend cpu",
+                 rb_mode_name(modes[k]), rb_mode_name(modes[k]));
+        ck_assert_int_eq(run(args, err, sizeof err), 0);
+        ck_assert_msg(strstr(err, "1013/1013 rays (100%)"), "progress: %s",
+                      err);
+        snprintf(args, sizeof args, "%s.bin", rb_mode_name(modes[k]));
+        expect_file(args, want, n, rb_mode_name(modes[k]));
+        free(want);
+    }
+    /* 6-number rays get --tmin/--tmax */
+    static rb_ray ranged[NR];
+    for (int i = 0; i < NR; i++) {
+        ranged[i] = rays[i];
+        ranged[i].tmin = 0.5f;
+        ranged[i].tmax = 3;
+    }
+    size_t n;
+    unsigned char *want = expected(RB_MODE_COUNT, ranged, NB, 0, &n);
+    ck_assert_int_eq(run("intersect --rays rays6.npy --scene city.npy -o "
+                         "six.bin --mode count --tmin 0.5 --tmax 3 --quiet",
+                         err, sizeof err), 0);
+    ck_assert_str_eq(err, "");
+    expect_file("six.bin", want, n, "6-number rays");
+    free(want);
+    /* a binary request: its mode (any) is the job's */
+    want = expected(RB_MODE_ANY, rays, NB, 0, &n);
+    ck_assert_int_eq(run("intersect --rays any.rbox --scene city.npy -o "
+                         "req.bin --quiet", err, sizeof err), 0);
+    expect_file("req.bin", want, n, "a binary request");
+    free(want);
+    /* spheres: nearest carries kinds (version 2) */
+    want = expected(RB_MODE_NEAREST, rays, 100, 1, &n);
+    ck_assert_int_eq(run("intersect --rays rays8.npy --scene shapes.json -o "
+                         "kinds.bin --chunk 333 --quiet", err, sizeof err),
+                     0);
+    expect_file("kinds.bin", want, n, "a scene with spheres");
+    free(want);
+    rb_context *cl = rbt_context(RBT_OPENCL);
+    if (cl) {
+        rb_context_destroy(cl);
+        want = expected(RB_MODE_NEAREST, rays, NB, 0, &n);
+        ck_assert_int_eq(run("intersect --rays rays8.npy --scene city.npy "
+                             "-o cl.bin --backend opencl --quiet",
+                             err, sizeof err), 0);
+        expect_file("cl.bin", want, n, "opencl");
+        free(want);
+    }
+    teardown();
+}
+END_TEST
+
+START_TEST(test_shards)
+{
+    setup();
+    char err[1024];
+    size_t n;
+    unsigned char *want = expected(RB_MODE_NEAREST, rays, NB, 0, &n);
+    static const int order[5] = {3, 0, 4, 2, 1};
+    for (int k = 0; k < 5; k++) {
+        char args[256];
+        snprintf(args, sizeof args, "intersect --rays rays8.npy --scene "
+                 "city.npy -o sh.bin --shard %d/5 --chunk 64 --quiet",
+                 order[k]);
+        ck_assert_int_eq(run(args, err, sizeof err), 0);
+    }
+    expect_file("sh.bin", want, n, "five shards");
+    ck_assert_int_eq(run("intersect --rays rays8.npy --scene city.npy -o "
+                         "sh.bin --shard 2/5 --quiet", err, sizeof err), 0);
+    expect_file("sh.bin", want, n, "a shard run again");
+    free(want);
+    teardown();
+}
+END_TEST
+
+static void expect_error(const char *args, int status, const char *text)
+{
+    char err[1024];
+    ck_assert_int_eq(run(args, err, sizeof err), status);
+    ck_assert_msg(strstr(err, text), "stderr '%s' lacks '%s'", err, text);
+    ck_assert_msg(strchr(err, '\n') == err + strlen(err) - 1,
+                  "not one line: '%s'", err);
+}
+
+START_TEST(test_bad_files)
+{
+    setup();
+    /* ray 700's dir z is NaN, at byte data + 700 * 32 + 20 */
+    static rb_ray bad[NR];
+    memcpy(bad, rays, sizeof bad);
+    bad[700].dir[2] = NAN;
+    size_t at = write_npy("nan.npy", (const float *)bad, NR, 8);
+    char text[128];
+    snprintf(text, sizeof text, "rays 'nan.npy': ray 700 (byte %zu): dir z "
+             "is NaN", at + 700 * 32);
+    expect_error("intersect --rays nan.npy --scene city.npy -o x.bin "
+                 "--chunk 256", 2, text);
+    write_npy("seven.npy", (const float *)rays, 10, 7);
+    expect_error("intersect --rays seven.npy --scene city.npy -o x.bin", 2,
+                 "rays 'seven.npy': the array's shape is (10, 7), not (N, 6) "
+                 "or (N, 8)");
+    /* a .npy cut in ray 5 */
+    size_t len;
+    unsigned char *b = read_bytes("rays8.npy", &len);
+    write_bytes("cut.npy", b, at + 5 * 32 + 7);
+    free(b);
+    snprintf(text, sizeof text, "rays 'cut.npy': 1013 rays of 8 float32 "
+             "from byte %zu need %zu bytes; the file ends at byte %zu, in "
+             "ray 5", at, at + NR * 32, at + 5 * 32 + 7);
+    expect_error("intersect --rays cut.npy --scene city.npy -o x.bin", 2,
+                 text);
+    write_request("boxes.rbox", RB_MODE_NEAREST, 3);
+    expect_error("intersect --rays boxes.rbox --scene city.npy -o x.bin", 2,
+                 "rays 'boxes.rbox': byte 24: the request carries elements");
+    write_request("pairs.rbox", RB_MODE_PAIRS, 0);
+    expect_error("intersect --rays pairs.rbox --scene city.npy -o x.bin", 2,
+                 "rays 'pairs.rbox': byte 9: mode pairs is not one of");
+    write_bytes("text.txt", "hello, world", 12);
+    expect_error("intersect --rays text.txt --scene city.npy -o x.bin", 2,
+                 "rays 'text.txt': neither a .npy file nor a binary request");
+    expect_error("intersect --rays rays8.npy --scene nan.npy -o x.bin", 2,
+                 "scene 'nan.npy': the array's shape is (1013, 8), not "
+                 "(N, 6)");
+    expect_error("intersect --rays rays8.npy -o x.bin", 1,
+                 "needs --rays FILE, --scene FILE and -o OUT");
+    expect_error("intersect --rays rays8.npy --scene city.npy -o x.bin "
+                 "--mode all", 1, "--mode 'all': nearest, any or count");
+    expect_error("intersect --rays missing.npy --scene city.npy -o x.bin", 1,
+                 "rays 'missing.npy': No such file");
+    teardown();
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli_intersect");
+    TCase *tc = tcase_create("cli_intersect");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_answers_equal_the_library);
+    tcase_add_test(tc, test_shards);
+    tcase_add_test(tc, test_bad_files);
+    suite_add_tcase(s, tc);
+    int failed = rbt_run_suite(s);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
