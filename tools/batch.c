@@ -693,11 +693,12 @@ static void progress_line(progress *p, uint64_t done, uint64_t units,
     double rate = s > 0 ? (double)units / s : 0;
     double eta = done && done < p->total
                      ? s * (double)(p->total - done) / (double)done : 0;
-    fprintf(ERR, "%s: %s %llu/%llu %s (%.0f%%), %.2f M %s/s, %s %.0f s\n",
+    fprintf(ERR, "%s: %s %llu/%llu %s (%.0f%%), %.2f M %s/s, %s %.*f s\n",
             batch_prog, p->cmd, (unsigned long long)done,
             (unsigned long long)p->total, p->items,
             p->total ? 100.0 * (double)done / (double)p->total : 100.0,
-            rate / 1e6, p->unit, end ? "took" : "ETA", end ? s : eta);
+            rate / 1e6, p->unit, end ? "took" : "ETA", end ? 3 : 0,
+            end ? s : eta);
 }
 
 static int write_failed(const batch_out *out)
