@@ -2,6 +2,7 @@
 #   make run    install what is missing, build, serve (rayboxd)
 #   make test   install what is missing, build, run every test
 #   make bench-python  the Python module against C and Open3D
+#   make bench-mpi  raybox-mpi: 2 ranks x 1 thread against 1 rank x 2
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make soak-durable  SOAK_CYCLES SIGKILL-restart cycles of --data-dir
@@ -73,7 +74,7 @@ endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps load-deps fuzz-deps configure build \
-        run test install bench bench-python load soak-durable \
+        run test install bench bench-python bench-mpi load soak-durable \
         gpu-check-fetch gpu-report-deps gpu-report fuzz clean image-deps \
         image image-test image-clean
 
@@ -152,6 +153,14 @@ PYBENCH_ARGS ?=
 bench-python: build
 	$(call install_missing,$(PYBENCH_DEPS))
 	python3 python/bench/bench.py --build $(BUILD) $(PYBENCH_ARGS)
+
+# raybox-mpi's ranks against threads on the same cores: the 200K-box city
+# of docs/batch.md, 2000 x 2000 visibility, as 1 rank x 2 threads and as
+# 2 ranks x 1 thread (scripts/bench_mpi.py; BENCH_MPI_ARGS are its
+# options, e.g. --cores 4).
+BENCH_MPI_ARGS ?=
+bench-mpi: build
+	python3 scripts/bench_mpi.py --build $(BUILD) $(BENCH_MPI_ARGS)
 
 # Bounded wrk runs against rayboxd and a minimal libmicrohttpd server, and
 # the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).

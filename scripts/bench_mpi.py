@@ -5,10 +5,13 @@ The 200K-box city of docs/batch.md (448 x 448 blocks), 2000 observers and
 2000 targets on its streets (4M segments), answered by `raybox-mpi
 visibility` as 1 rank x T threads and as T ranks x 1 thread on the same T
 cores (T = --cores, default 2), each --runs times (the best run counts).
-Prints, per layout, the whole job's wall time (start-up, broadcast, every
-rank's scene build, the bits, MPI-IO), the visibility loop's time (rank
-0's "took") and segments/s of each, then the efficiency: the ranks'
-segments/s over the threads'. Every run's file must equal the first's.
+Prints, per layout, the job's time and segments/s as raybox-mpi's rank 0
+reports them (from every rank having its inputs, scene and open output to
+the file written and closed by all: the parallel part), the whole
+mpiexec run's wall time (start-up, MPI_Init, reading and broadcasting,
+every rank's scene build too) and the CPU seconds of all processes, then
+the efficiency: the ranks' segments/s over the threads', for the job and
+for the whole run. Every run's file must equal the first's.
 
 Standard library only: the inputs are written as .npy by hand.
 """
@@ -16,6 +19,7 @@ import argparse
 import filecmp
 import os
 import random
+import resource
 import re
 import shutil
 import struct
@@ -55,15 +59,19 @@ def run(args, mpiexec, ranks, threads, d, out):
            "visibility",
            "city.npy", "observers.npy", "targets.npy", "-o", out,
            "--backend", "cpu", "--threads", str(threads)]
+    ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     p = subprocess.run(cmd, cwd=d, capture_output=True, text=True)
     wall = time.monotonic() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)
     if p.returncode:
         sys.exit("bench-mpi: %s failed (%d): %s" % (" ".join(cmd),
                                                     p.returncode, p.stderr))
-    took = re.findall(r"took ([0-9.]+) s", p.stderr)
-    loop = float(took[-1]) if took else float("nan")
-    return wall, loop
+    job = re.findall(r"segments by \d+ ranks? in ([0-9.]+) s", p.stderr)
+    if not job:
+        sys.exit("bench-mpi: no summary line from raybox-mpi: " + p.stderr)
+    return float(job[-1]), wall, cpu
 
 
 def main():
@@ -93,29 +101,34 @@ def main():
                    ("%d ranks x 1 thread" % T, T, 1)]
         best = {}
         first = None
+        load0 = "%.2f" % os.getloadavg()[0]
         for r in range(args.runs):
             for name, ranks, threads in layouts:  # interleaved: same noise
                 out = "vis-%d-%d.bin" % (ranks, r)
-                wall, loop = run(args, mpiexec, ranks, threads, d, out)
+                job, wall, cpu = run(args, mpiexec, ranks, threads, d, out)
                 path = os.path.join(d, out)
                 if first is None:
                     first = path
                 elif not filecmp.cmp(first, path, shallow=False):
                     sys.exit("bench-mpi: %s differs from %s" % (path, first))
-                b = best.get(name, (float("inf"), float("inf")))
-                best[name] = (min(b[0], wall), min(b[1], loop))
+                b = best.get(name, (float("inf"),) * 3)
+                best[name] = (min(b[0], job), min(b[1], wall), min(b[2], cpu))
         print("raybox-mpi visibility: %d boxes, %d x %d = %d segments, "
-              "best of %d runs" % (args.grid ** 2, args.observers,
-                                   args.targets, segs, args.runs))
-        print("%-22s %9s %12s %9s %12s" % ("layout", "job s", "M seg/s",
-                                           "loop s", "M seg/s"))
+              "best of %d runs (each column its own best)"
+              % (args.grid ** 2, args.observers, args.targets, segs,
+                 args.runs))
+        print("%-20s %8s %9s %8s %9s %7s" % (
+            "layout", "job s", "M seg/s", "run s", "M seg/s", "CPU s"))
         for name, _, _ in layouts:
-            wall, loop = best[name]
-            print("%-22s %9.3f %12.2f %9.3f %12.2f" % (
-                name, wall, segs / wall / 1e6, loop, segs / loop / 1e6))
-        (w1, l1), (w2, l2) = best[layouts[0][0]], best[layouts[1][0]]
-        print("efficiency (ranks / threads): job %.0f%%, loop %.0f%%"
-              % (100 * w1 / w2, 100 * l1 / l2))
+            job, wall, cpu = best[name]
+            print("%-20s %8.3f %9.2f %8.3f %9.2f %7.2f" % (
+                name, job, segs / job / 1e6, wall, segs / wall / 1e6, cpu))
+        a, b = best[layouts[0][0]], best[layouts[1][0]]
+        print("efficiency (ranks' rate / threads'): job %.0f%%, whole run "
+              "%.0f%%; CPU seconds ranks / threads %.2f"
+              % (100 * a[0] / b[0], 100 * a[1] / b[1], b[2] / a[2]))
+        print("load average before / after: %s / %.2f"
+              % (load0, os.getloadavg()[0]))
     finally:
         shutil.rmtree(d)
 

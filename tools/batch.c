@@ -754,7 +754,8 @@ int batch_vis_run(const batch_opts *o, rb_context *ctx, const rb_scene *scene,
             rc = write_failed(out);
         } else {
             pairs += (uint64_t)rows * m;
-            progress_line(&p, i + rows - first, pairs, 0);
+            if (i + rows < end)
+                progress_line(&p, i + rows - first, pairs, 0);
         }
     }
     free(bits);
@@ -843,7 +844,7 @@ int batch_isect_run(const batch_opts *o, rb_context *ctx,
                    (kinds && out->write_at(out->user, kinds, k,
                                            batch_layout_at(l, 1, i)))) {
             rc = write_failed(out);
-        } else {
+        } else if (i + k < end) {
             progress_line(&p, i + k - first, i + k - first, 0);
         }
     }

@@ -40,12 +40,31 @@ static const char usage_main[] =
     "\n"
     "Rank 0 reads the scene and broadcasts it; with --backend opencl and\n"
     "no --device each rank takes the node's GPU of its local rank (modulo\n"
-    "their number). Progress lines are rank 0's.\n";
+    "their number). Progress lines are rank 0's (its shard); its last line\n"
+    "gives the whole job's rate, from all ranks ready to the file closed.\n";
 
 /* Largest piece of one MPI call (counts are int). */
 #define MPI_PIECE ((size_t)1 << 30)
 
 static int rank, size;
+static double t_init; /* MPI_Wtime() after MPI_Init */
+
+/* Rank 0's last line (unless --quiet): the job's items and the time from
+ * the moment every rank had its inputs and the output open (t0) to the
+ * moment every rank had written and the file was closed, and the whole
+ * run's since MPI_Init: what `make bench-mpi` reads. */
+static void summary(const batch_opts *o, const char *cmd, uint64_t units,
+                    const char *unit, double t0)
+{
+    double t1 = MPI_Wtime();
+    if (rank || o->quiet)
+        return;
+    fprintf(stderr, "%s: %s: %llu %s by %d rank%s in %.3f s (%.2f M %s/s); "
+                    "%.3f s since MPI_Init\n", batch_prog, cmd,
+            (unsigned long long)units, unit, size, size == 1 ? "" : "s",
+            t1 - t0, t1 > t0 ? (double)units / (t1 - t0) / 1e6 : 0.0, unit,
+            t1 - t_init);
+}
 
 /* Rank 0 reads path, every rank gets its bytes. 0, or 1 on every rank
  * when rank 0 could not (it said why). */
@@ -229,9 +248,12 @@ static int run_visibility(const batch_opts *o, rb_context *ctx)
         goto done;
     batch_out out = {.write_at = mpi_write, .user = &mo, .path = o->output};
     batch_err = NULL;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
     rc = batch_vis_run(o, ctx, scene, obs, tgt, m, &l, first, end, &out,
                        rank == 0);
-    rc = close_out(o->output, &mo, rc);
+    if (!(rc = close_out(o->output, &mo, rc)))
+        summary(o, "visibility", (uint64_t)n * m, "segments", t0);
 done:
     free(obs);
     free(tgt);
@@ -267,9 +289,12 @@ static int run_intersect(const batch_opts *o, rb_context *ctx)
         goto done;
     batch_out out = {.write_at = mpi_write, .user = &mo, .path = o->output};
     batch_err = NULL;
+    MPI_Barrier(MPI_COMM_WORLD);
+    double t0 = MPI_Wtime();
     rc = batch_isect_run(o, ctx, scene, &rays, &l, first, end, &out,
                          rank == 0);
-    rc = close_out(o->output, &mo, rc);
+    if (!(rc = close_out(o->output, &mo, rc)))
+        summary(o, "intersect", rays.n, "rays", t0);
 done:
     batch_rays_close(&rays);
     rb_scene_destroy(scene);
@@ -304,6 +329,7 @@ int main(int argc, char **argv)
             return batch_parse(which, argc - 2, argv + 2, 0, &o) < 0 ? 0 : 1;
 
     MPI_Init(&argc, &argv);
+    t_init = MPI_Wtime();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     /* the same arguments and inputs on every rank: rank 0 alone reports
