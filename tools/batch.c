@@ -129,16 +129,29 @@ int batch_parse(batch_cmd cmd, int argc, char **argv, int allow_shard,
     int n_pos = 0;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (a[0] != '-' || !a[1]) { /* "-" is a file name too */
+            if (vis && n_pos < 3) {
+                pos[n_pos++] = a;
+                continue;
+            }
+            fprintf(ERR, "%s: %s takes %s, not '%s' too (see --help)\n",
+                    batch_prog, name,
+                    vis ? "SCENE OBSERVERS TARGETS" : "options only", a);
+            return 1;
+        }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             printf(vis ? usage_visibility : usage_isect, batch_prog,
                    allow_shard ? usage_shard : "");
             return -1;
-        } else if (!strcmp(a, "--quiet")) {
+        }
+        if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
             continue;
-        } else if (!v || (a[0] != '-' || !a[1])) {
-            /* a positional argument, or an option without its value */
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+        }
+        if (!v) /* every other option takes a value */
+            goto unknown;
+        i++;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
             o->output = v;
         } else if (!vis && !strcmp(a, "--rays")) {
             o->rays = v;
@@ -169,7 +182,7 @@ int batch_parse(batch_cmd cmd, int argc, char **argv, int allow_shard,
             if (sscanf(v, "%u/%u%c", &o->shard, &o->shards, &tail) != 2 ||
                 !o->shards || o->shard >= o->shards) {
                 fprintf(ERR, "%s: --shard '%s': I/N with 0 <= I < N "
-                                "(see --help)\n", batch_prog, v);
+                             "(see --help)\n", batch_prog, v);
                 return 1;
             }
             o->has_shard = 1;
@@ -179,8 +192,8 @@ int batch_parse(batch_cmd cmd, int argc, char **argv, int allow_shard,
             return 1;
         } else if (!strcmp(a, "--backend")) {
             if (rb_backend_kind_parse(v, &o->ctx.backend)) {
-                fprintf(ERR, "%s: --backend '%s': auto, cpu or "
-                                "opencl\n", batch_prog, v);
+                fprintf(ERR, "%s: --backend '%s': auto, cpu or opencl\n",
+                        batch_prog, v);
                 return 1;
             }
         } else if (!strcmp(a, "--device")) {
@@ -193,28 +206,15 @@ int batch_parse(batch_cmd cmd, int argc, char **argv, int allow_shard,
         } else if (!strcmp(a, "--threads")) {
             size_t t;
             if (parse_size(v, 4096, &t)) {
-                fprintf(ERR, "%s: --threads '%s': 1 to 4096\n",
-                        batch_prog, v);
+                fprintf(ERR, "%s: --threads '%s': 1 to 4096\n", batch_prog,
+                        v);
                 return 1;
             }
             o->ctx.threads = (unsigned)t;
         } else {
             goto unknown;
         }
-        if (v && a[0] == '-' && a[1]) {
-            i++;
-            continue;
-        }
-        if (a[0] == '-' && a[1])
-            goto unknown;
-        if (vis && n_pos < 3) {
-            pos[n_pos++] = a;
-            continue;
-        }
-        fprintf(ERR, "%s: %s takes %s, not '%s' too (see --help)\n",
-                batch_prog, name,
-                vis ? "SCENE OBSERVERS TARGETS" : "options only", a);
-        return 1;
+        continue;
     unknown:
         fprintf(ERR, "%s: %s: unknown option or missing value '%s' (see "
                         "--help)\n", batch_prog, name, a);
