@@ -88,8 +88,8 @@ ASAN_OPTIONS=$LEAKS $MPI "$BIN/raybox-mpi" visibility city.npy obs.npy \
     fail "raybox-mpi visibility: $(cat err)"
 same vis1.bin vis4.bin "visibility"
 
-for job in "nearest rays8.npy city.npy" "count rays6.npy city.npy" "- rays.rbox city.npy" \
-           "nearest rays8.npy shapes.json"; do
+for job in "nearest rays8.npy city.npy" "count rays6.npy city.npy" \
+           "- rays.rbox city.npy" "nearest rays8.npy shapes.json"; do
     set -- $job
     mode=""
     [ "$1" = - ] || mode="--mode $1"
