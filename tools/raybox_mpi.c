@@ -47,6 +47,19 @@ static const char usage_main[] =
 #define MPI_PIECE ((size_t)1 << 30)
 
 static int rank, size;
+static FILE *null_file; /* /dev/null on ranks other than 0 */
+
+/* Messages about what every rank sees alike (arguments, inputs) come
+ * from rank 0 alone, as "raybox-mpi: ..."; a rank's own (its context, its
+ * slice, its writes) from that rank, as "raybox-mpi (rank r of N): ...". */
+static void messages(int own)
+{
+    static char prog[64];
+    if (size > 1 && !prog[0])
+        snprintf(prog, sizeof prog, "raybox-mpi (rank %d of %d)", rank, size);
+    batch_err = own ? NULL : null_file;
+    batch_prog = own && size > 1 ? prog : "raybox-mpi";
+}
 static double t_init; /* MPI_Wtime() after MPI_Init */
 
 /* Rank 0's last line (unless --quiet): the job's items and the time from
@@ -247,7 +260,7 @@ static int run_visibility(const batch_opts *o, rb_context *ctx)
     if ((rc = open_out(o->output, &l, &mo)))
         goto done;
     batch_out out = {.write_at = mpi_write, .user = &mo, .path = o->output};
-    batch_err = NULL;
+    messages(1);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     rc = batch_vis_run(o, ctx, scene, obs, tgt, m, &l, first, end, &out,
@@ -288,7 +301,7 @@ static int run_intersect(const batch_opts *o, rb_context *ctx)
     if ((rc = open_out(o->output, &l, &mo)))
         goto done;
     batch_out out = {.write_at = mpi_write, .user = &mo, .path = o->output};
-    batch_err = NULL;
+    messages(1);
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
     rc = batch_isect_run(o, ctx, scene, &rays, &l, first, end, &out,
@@ -332,34 +345,26 @@ int main(int argc, char **argv)
     t_init = MPI_Wtime();
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    /* the same arguments and inputs on every rank: rank 0 alone reports
-     * their faults */
-    FILE *null = rank ? fopen("/dev/null", "w") : NULL;
-    batch_err = null;
+    null_file = rank ? fopen("/dev/null", "w") : NULL;
+    messages(0);
     int rc = batch_parse(which, argc - 2, argv + 2, 0, &o);
     if (rc) {
         rc = rc < 0 ? 0 : 1;
         goto done;
     }
-    static char prog[64];
-    if (size > 1) {
-        snprintf(prog, sizeof prog, "raybox-mpi (rank %d of %d)", rank, size);
-        batch_prog = prog;
-    }
     pick_gpu(&o.ctx);
     rb_context *ctx = NULL;
-    /* a context's failure is the rank's own: it says so */
-    batch_err = NULL;
+    messages(1);
     rc = batch_context(&o, &ctx);
-    batch_err = null;
+    messages(0);
     if (!(rc = worst(rc)))
         rc = which == BATCH_VISIBILITY ? run_visibility(&o, ctx)
                                        : run_intersect(&o, ctx);
     rb_context_destroy(ctx);
 done:
-    batch_err = NULL;
-    if (null)
-        fclose(null);
+    messages(1);
+    if (null_file)
+        fclose(null_file);
     MPI_Finalize();
     return rc;
 }
