@@ -16,6 +16,7 @@
 set -eu
 BIN=$1
 MPIEXEC=$2
+SRC=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d "${TMPDIR:-/tmp}/raybox-mpi.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 fail() { echo "test_mpi: FAIL: $*" >&2; exit 1; }
@@ -112,7 +113,6 @@ grep -q "raybox-mpi (rank 3 of 4): rays 'bad.npy': ray 4000 (byte 128128): dir y
     fail "a NaN ray: not named: $(cat err)"
 
 # deploy/batch/visibility-mpi-slurm.sh as Slurm would run it (4 tasks)
-SRC=$(cd "$(dirname "$0")/.." && pwd)
 mkdir slurm
 cp city.npy slurm/city.npy
 cp obs.npy slurm/observers.npy
