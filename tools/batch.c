@@ -545,16 +545,21 @@ void batch_rays_close(batch_rays *r)
     r->fd = -1;
 }
 
+_Static_assert(sizeof(rb_ray) == 8 * sizeof(float),
+               "8-number ray records are read straight into rb_ray");
+
 /* Rays [first, first + k) as rb_ray records, 6-number ones with the range
- * tmin, tmax. raw has room for k records of the file. */
+ * tmin, tmax. 8-number records are read into out itself (they are
+ * rb_ray); 6-number ones through raw, which has room for k of them. */
 static int rays_read(batch_rays *r, uint64_t first, size_t k, float tmin,
                      float tmax, float *raw, rb_ray *out)
 {
     size_t rec = (size_t)r->floats * 4;
     uint64_t at = r->data_at + first * rec;
     size_t want = k * rec, done = 0;
+    char *to = r->floats == 8 ? (char *)out : (char *)raw;
     while (done < want) {
-        ssize_t got = pread(r->fd, (char *)raw + done, want - done,
+        ssize_t got = pread(r->fd, to + done, want - done,
                             (off_t)(at + done));
         if (got < 0 && errno == EINTR)
             continue;
@@ -568,10 +573,8 @@ static int rays_read(batch_rays *r, uint64_t first, size_t k, float tmin,
         }
         done += (size_t)got;
     }
-    if (r->floats == 8) {
-        memcpy(out, raw, want); /* rb_ray is exactly the 8 floats */
+    if (r->floats == 8)
         return 0;
-    }
     for (size_t i = 0; i < k; i++) {
         const float *p = raw + 6 * i;
         out[i] = (rb_ray){.origin = {p[0], p[1], p[2]},
@@ -798,12 +801,13 @@ int batch_isect_run(const batch_opts *o, rb_context *ctx,
     size_t chunk = o->chunk;
     if (end - first < chunk)
         chunk = (size_t)(end - first) ? (size_t)(end - first) : 1;
-    float *raw = malloc(chunk * 8 * sizeof(float));
+    float *raw = r->floats == 6 ? malloc(chunk * 6 * sizeof(float)) : NULL;
     rb_ray *rays = malloc(chunk * sizeof *rays);
     void *res = malloc(chunk * l->item_bytes[0]);
     uint8_t *kinds = l->parts > 1 ? malloc(chunk) : NULL;
     int rc = 0;
-    if (!raw || !rays || !res || (l->parts > 1 && !kinds)) {
+    if ((r->floats == 6 && !raw) || !rays || !res ||
+        (l->parts > 1 && !kinds)) {
         fprintf(ERR, "%s: out of memory for chunks of %zu rays\n",
                 batch_prog, chunk);
         rc = 1;
