@@ -105,18 +105,6 @@ static void make_boxes(uint64_t *s, rb_box *b, size_t n)
     }
 }
 
-static void make_rays(uint64_t *s, rb_ray *r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        for (int a = 0; a < 3; a++) {
-            r[i].origin[a] = bench_uniform(s);
-            r[i].dir[a] = bench_uniform(s) * 2 - 1;
-        }
-        r[i].tmin = 0;
-        r[i].tmax = INFINITY;
-    }
-}
-
 static int fail(const char *what, rb_context *ctx, int rc)
 {
     fprintf(stderr, "raybox-bench-bvh: %s: %s (%s)\n", what,
@@ -1068,7 +1056,7 @@ int main(int argc, char **argv)
     if (!rays || !sorted || !order || !rb_nearest || !rb_any)
         return fail("rays", NULL, RB_ENOMEM);
     uint64_t s = seed;
-    make_rays(&s, rays, nr);
+    bench_random_rays(&s, rays, nr);
     double sort_ms = 0;
     if (embree && walk_order(ctx, rays, nr, sorted, order, &sort_ms))
         return fail("walk order", NULL, RB_ENOMEM);

@@ -211,18 +211,6 @@ static rb_shapes shapes_of(const elements *e)
     return sh;
 }
 
-static void make_rays(uint64_t *s, rb_ray *r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        for (int a = 0; a < 3; a++) {
-            r[i].origin[a] = bench_uniform(s);
-            r[i].dir[a] = bench_uniform(s) * 2 - 1;
-        }
-        r[i].tmin = 0;
-        r[i].tmax = INFINITY;
-    }
-}
-
 /* ---- raybox --------------------------------------------------------------- */
 
 static int fail(const char *what, rb_context *ctx, int rc)
@@ -891,7 +879,7 @@ int main(int argc, char **argv)
     if (!rays || !fs)
         return fail("rays", NULL, RB_ENOMEM);
     uint64_t s = o.seed;
-    make_rays(&s, rays, o.n_rays);
+    bench_random_rays(&s, rays, o.n_rays);
     if (o.sort_rays && sort_rays(ctx, rays, o.n_rays))
         return fail("--sort-rays", NULL, RB_ENOMEM);
     if (!o.json) {
