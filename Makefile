@@ -73,7 +73,7 @@ endif
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps bench-deps load-deps fuzz-deps configure build \
+.PHONY: all deps bench-deps bench-baseline load-deps fuzz-deps configure build \
         run test install bench bench-python bench-mpi load soak-durable \
         gpu-check-fetch gpu-report-deps gpu-report fuzz clean image-deps \
         image image-test image-clean
@@ -135,15 +135,32 @@ install: build
 # against Embree 3, and the OpenCL walk; BVH_ARGS are its options), then
 # raybox-bench-shapes (obbs, xboxes, spheres, a mix against Embree 3;
 # SHAPES_ARGS, by default a 100K-element, 256K-ray pass of about a minute:
-# docs/benchmarks-shapes.md gives the full command).
+# docs/benchmarks-shapes.md gives the full command). Last, the ratios of
+# all three (rows in BENCH_OUT) against the committed baseline of ratios,
+# better/worse per row beyond RATIO_THRESHOLD percent; make bench-baseline
+# makes that run's ratios the new baseline.
 BVH_ARGS ?=
 SHAPES_ARGS ?= --elements 100000 --rays 262144 --embree-quality high
+BENCH_OUT ?= $(BUILD)/bench-results
+RATIOS_BASELINE := tools/bench/ratios-baseline.json
+RATIO_THRESHOLD ?= 10
 bench: bench-deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DRAYBOX_EMBREE=ON
 	cmake --build $(BUILD) -j $(JOBS)
-	$(BUILD)/bin/raybox-bench $(ARGS)
-	$(BUILD)/bin/raybox-bench-bvh $(BVH_ARGS)
-	$(BUILD)/bin/raybox-bench-shapes $(SHAPES_ARGS)
+	mkdir -p $(BENCH_OUT)
+	$(BUILD)/bin/raybox-bench $(ARGS) --json $(BENCH_OUT)/devices.json
+	$(BUILD)/bin/raybox-bench-bvh $(BVH_ARGS) --rows $(BENCH_OUT)/bvh.json
+	$(BUILD)/bin/raybox-bench-shapes $(SHAPES_ARGS) \
+	    --rows $(BENCH_OUT)/shapes.json
+	$(BUILD)/bin/raybox-bench --from $(BENCH_OUT)/devices.json \
+	    --from $(BENCH_OUT)/bvh.json --from $(BENCH_OUT)/shapes.json \
+	    --ratios --json $(BENCH_OUT)/ratios.json \
+	    --compare $(RATIOS_BASELINE) --threshold $(RATIO_THRESHOLD)
+
+bench-baseline:
+	@test -f $(BENCH_OUT)/ratios.json || \
+	    { echo "make bench-baseline: run make bench first" >&2; exit 1; }
+	cp $(BENCH_OUT)/ratios.json $(RATIOS_BASELINE)
 
 # raybox's Python module (nearest, any) against libraybox from C and
 # against Open3D's RaycastingScene on the same 100K-box scene and rays

@@ -347,6 +347,15 @@ typedef struct rb_error {
     char message[512];        /* one line, e.g. "ray 17: tmin is NaN" */
 } rb_error;
 
+/* Runs one tiny query of every kind the backend has a kernel for (every
+ * mode against inline boxes, a scene's hierarchy and inline shapes), so
+ * that a driver which compiles each kernel on its first launch (PoCL
+ * does) does it now rather than in a caller's first query of that kind.
+ * A server calls it before it reports ready. Nothing to do (RB_OK at
+ * once) on the CPU backend; otherwise the status of the first failed
+ * query. */
+RB_API int rb_context_warm_up(rb_context *ctx);
+
 /* The error of the last failed call on ctx (status RB_OK if none). Valid
  * until the next call on ctx. Never NULL for a non-NULL ctx. */
 RB_API const rb_error *rb_context_error(const rb_context *ctx);

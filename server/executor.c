@@ -235,6 +235,17 @@ int executor_create(const rbd_executor_options *opt, rbd_executor **out,
         rc = rb_context_create(&opt->ctx, &w->ctx, why, why_len);
         if (rc)
             goto fail;
+        /* Every kernel compiled now, before the server listens: PoCL
+         * compiles each on its first launch, which would otherwise land
+         * in some client's first query of each kind. */
+        rc = rb_context_warm_up(w->ctx);
+        if (rc) {
+            snprintf(why, why_len, "warming up worker %u's kernels: %s", i,
+                     rb_context_error(w->ctx)->message);
+            rb_context_destroy(w->ctx);
+            w->ctx = NULL;
+            goto fail;
+        }
         pthread_condattr_t attr;
         pthread_condattr_init(&attr);
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* idle_wait */

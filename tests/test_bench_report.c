@@ -1,7 +1,8 @@
 /* test_bench_report.c - raybox-bench's rows and what is done with them
  * (tools/bench/rows.h): the JSON writer and reader round trip, CSV
  * quoting, skip reasons, number formatting, the table, and --compare's
- * matching, device pairing, direction of "better" and one-sided rows. */
+ * matching, device pairing, direction of "better" and one-sided rows;
+ * the ratio rows and the committed baseline of ratios. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -269,6 +270,94 @@ START_TEST(test_find)
 }
 END_TEST
 
+/* Ratios come from two figures of one run; rows of other tools that are
+ * ratios already pass through; nothing else survives --ratios. */
+START_TEST(test_ratio_rows)
+{
+    rbb_rows in = {0}, out = {0};
+    rbb_where w = at("cpu", "native", "cpu", "reference_loop", "", 0);
+    w.category = "limits";
+    rbb_add(&in, &w, "tests_per_s", "tests/s", 100, 100, 100, 1);
+    w = at("cpu", "native", "cpu", "count", "e2e", 64);
+    rbb_add(&in, &w, "tests_per_s", "tests/s", 150, 150, 150, 1);
+    rbb_add(&in, &w, "rays_per_s", "rays/s", 8, 8, 8, 1);
+    w = at("cpu", "native", "cpu", "nearest", "e2e", 64);
+    rbb_add(&in, &w, "tests_per_s", "tests/s", 75, 75, 75, 1);
+    w = at("cpu", "native", "cpu", "pairs", "e2e", 1024);
+    rbb_add(&in, &w, "fraction_of_bound", "", 0.5, 0.5, 0.5, 1);
+    w = at("opencl", "GPU A", "gpu", "count", "kernel", 64);
+    rbb_add(&in, &w, "rays_per_s", "rays/s", 32, 32, 32, 1);
+    w = at("opencl", "GPU A", "gpu", "count", "e2e", 64);
+    rbb_add(&in, &w, "rays_per_s", "rays/s", 4, 4, 4, 1);
+    w = at("opencl", "GPU A", "gpu", "any", "e2e", 64); /* no CPU twin */
+    rbb_add(&in, &w, "rays_per_s", "rays/s", 4, 4, 4, 1);
+    w = at("cpu", "native", "cpu", "bvh_any", "e2e", 64);
+    rbb_add_ratio(&in, &w, "speed_vs_fastest_embree", 1.25);
+    rbb_ratio_rows(&in, &out);
+    ck_assert_uint_eq(out.n, 6);
+    const rbb_row *r = rbb_find(&out, "cpu", "native", "count", NULL, "e2e",
+                                64, "vs_reference_loop");
+    ck_assert_ptr_nonnull(r);
+    ck_assert_double_eq_tol(r->value, 1.5, 1e-12);
+    ck_assert_str_eq(r->category, "ratios");
+    ck_assert_str_eq(r->unit, "x");
+    r = rbb_find(&out, "cpu", "native", "nearest", NULL, NULL, 64,
+                 "speed_vs_count");
+    ck_assert_double_eq_tol(r->value, 0.5, 1e-12);
+    r = rbb_find(&out, "cpu", "native", "pairs", NULL, NULL, 1024,
+                 "fraction_of_bound");
+    ck_assert_double_eq_tol(r->value, 0.5, 1e-12);
+    r = rbb_find(&out, "opencl", "GPU A", "count", NULL, "kernel", 64,
+                 "speed_vs_native");
+    ck_assert_double_eq_tol(r->value, 4.0, 1e-12);
+    r = rbb_find(&out, "opencl", "GPU A", "count", NULL, "e2e", 64,
+                 "speed_vs_native");
+    ck_assert_double_eq_tol(r->value, 0.5, 1e-12);
+    ck_assert_ptr_null(rbb_find(&out, "opencl", NULL, "any", NULL, NULL, 0,
+                                NULL));
+    r = rbb_find(&out, "cpu", "native", "bvh_any", NULL, NULL, 64,
+                 "speed_vs_fastest_embree");
+    ck_assert_double_eq_tol(r->value, 1.25, 1e-12);
+    /* One device's rows together: the CPU's first, then the GPU's. */
+    for (size_t i = 0; i + 1 < out.n; i++)
+        ck_assert_msg(strcmp(out.rows[i].backend, "opencl") != 0 ||
+                          strcmp(out.rows[i + 1].backend, "cpu") != 0,
+                      "row %zu: devices interleaved", i);
+    /* Every ratio says larger is better, so --compare reads them right. */
+    for (size_t i = 0; i < out.n; i++)
+        ck_assert_int_eq(rbb_higher_is_better(&out.rows[i]), 1);
+    rbb_rows_free(&in);
+    rbb_rows_free(&out);
+}
+END_TEST
+
+/* The committed baseline that make bench compares with: readable, ratios
+ * only, and holding rows of each of the three tools. */
+START_TEST(test_ratios_baseline_file)
+{
+    rbb_rows base = {0};
+    char err[256];
+    ck_assert_msg(rbb_read_json(RATIOS_BASELINE, &base, err, sizeof err) == 0,
+                  "%s", err);
+    size_t modes = 0, bvh = 0, shapes = 0;
+    for (size_t i = 0; i < base.n; i++) {
+        const rbb_row *r = &base.rows[i];
+        ck_assert_str_eq(r->category, "ratios");
+        ck_assert_str_eq(r->status, "ok");
+        ck_assert_msg(isfinite(r->value) && r->value > 0, "row %zu", i);
+        modes += strcmp(r->test, "pairs") == 0 ||
+                 strcmp(r->test, "count") == 0;
+        bvh += strncmp(r->test, "bvh_", 4) == 0 ||
+               strncmp(r->test, "los_", 4) == 0;
+        shapes += strcmp(r->driver, "raybox-bench-shapes") == 0;
+    }
+    ck_assert_uint_gt(modes, 0);
+    ck_assert_uint_gt(bvh, 0);
+    ck_assert_uint_gt(shapes, 0);
+    rbb_rows_free(&base);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bench_report");
@@ -280,6 +369,8 @@ int main(void)
     tcase_add_test(tc, test_compare_same_device);
     tcase_add_test(tc, test_compare_two_gpus);
     tcase_add_test(tc, test_find);
+    tcase_add_test(tc, test_ratio_rows);
+    tcase_add_test(tc, test_ratios_baseline_file);
     suite_add_tcase(s, tc);
     int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -4,6 +4,7 @@
  * line-of-sight workload (a city, observers x targets) the same way.
  *
  *   raybox-bench-bvh [--boxes N[,N...]] [--rays N] [--threads N] [--json]
+ *                    [--rows FILE]
  *                    [--no-embree] [--no-opencl] [--seed S] [--repeat R]
  *                    [--embree-quality low|medium|high[,...]]
  *                    [--los BOXES,OBSERVERS,TARGETS | --no-los]
@@ -52,6 +53,8 @@
 #include "bvh/bvh.h"
 #include "cpu/ray_order.h"
 #include "internal.h"
+#include "rbb_version.h"
+#include "rows.h"
 
 #define MAX_SCENES 8
 #define ALL_MAX_HITS 16
@@ -99,18 +102,6 @@ static void make_boxes(uint64_t *s, rb_box *b, size_t n)
             b[i].min[a] = bench_uniform(s) * (1 - w);
             b[i].max[a] = b[i].min[a] + w;
         }
-    }
-}
-
-static void make_rays(uint64_t *s, rb_ray *r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        for (int a = 0; a < 3; a++) {
-            r[i].origin[a] = bench_uniform(s);
-            r[i].dir[a] = bench_uniform(s) * 2 - 1;
-        }
-        r[i].tmin = 0;
-        r[i].tmax = INFINITY;
     }
 }
 
@@ -619,6 +610,113 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
     printf("}\n");
 }
 
+/* ---- ratio rows (--rows FILE) ----------------------------------------------
+ * The run's ratios in raybox-bench's row format, for `raybox-bench --from
+ * FILE --ratios --compare BASELINE` (rows.h): raybox against the fastest
+ * Embree configuration (sort charged) per figure, memory against Embree's
+ * smallest, OpenCL against the CPU backend per mode, and on the city
+ * rb_visibility against explicit segments. Larger is better in each. */
+
+static rbb_where ratio_where(const rb_backend_info *info, const char *backend,
+                             const char *test, const char *shape,
+                             uint64_t rays, uint64_t boxes, char *size,
+                             size_t size_len)
+{
+    snprintf(size, size_len, "%llux%llu", (unsigned long long)rays,
+             (unsigned long long)boxes);
+    return (rbb_where){.backend = backend, .device = info->device,
+                       .type = strcmp(backend, "cpu") == 0 || !info->is_gpu
+                                   ? "cpu"
+                                   : "gpu",
+                       .driver = "raybox-bench-bvh", .category = "ratios",
+                       .test = test, .shape = shape, .path = "e2e",
+                       .rays = rays, .boxes = boxes, .size = size};
+}
+
+static double smallest_embree_bytes(const scene_result *r)
+{
+    double best = 0;
+    for (int k = 0; k < r->n_em; k++)
+        if (r->em[k].bytes_per_box > 0 &&
+            (best == 0 || r->em[k].bytes_per_box < best))
+            best = r->em[k].bytes_per_box;
+    return best;
+}
+
+static void embree_ratios(rbb_rows *rows, const rb_backend_info *info,
+                          const scene_result *r, const char *prefix,
+                          const char *shape, uint64_t n, double sort_ms,
+                          const double mine[3], int with_nearest)
+{
+    static const char *const figs[3] = {"nearest", "any", "build"};
+    char test[32], size[48];
+    for (int fig = with_nearest ? 0 : 1; fig < 3 && r->n_em; fig++) {
+        const em_config *b = fastest(r, fig, sort_ms, 1);
+        snprintf(test, sizeof test, "%s_%s", prefix, figs[fig]);
+        rbb_where w = ratio_where(info, "cpu", test, shape,
+                                  fig == 2 ? 0 : n, r->boxes, size,
+                                  sizeof size);
+        if (mine[fig] > 0)
+            rbb_add_ratio(rows, &w, "speed_vs_fastest_embree",
+                          config_ms(b, fig, sort_ms, 1) / mine[fig]);
+    }
+}
+
+static int write_rows(const char *path, const rb_backend_info *info,
+                      const rb_backend_info *cl_info, const scene_result *res,
+                      size_t n, size_t nr, double sort_ms,
+                      const los_result *los)
+{
+    rbb_rows rows = {0};
+    snprintf(rows.version, sizeof rows.version, "%s", RB_VERSION_STRING);
+    snprintf(rows.git, sizeof rows.git, "%s", RBB_GIT_REVISION);
+    char size[48];
+    static const char *const modes[4] = {"bvh_nearest", "bvh_any",
+                                         "bvh_count", "bvh_all"};
+    for (size_t k = 0; k < n; k++) {
+        const scene_result *s = &res[k];
+        const double mine[3] = {s->rb.nearest_ms, s->rb.any_ms,
+                                s->rb.build_ms};
+        embree_ratios(&rows, info, s, "bvh", "random", nr, sort_ms, mine, 1);
+        double em_bytes = smallest_embree_bytes(s);
+        if (em_bytes > 0 && s->rb.bytes_per_box > 0) {
+            rbb_where w = ratio_where(info, "cpu", "bvh_memory", "random", 0,
+                                      s->boxes, size, sizeof size);
+            rbb_add_ratio(&rows, &w, "memory_vs_smallest_embree",
+                          em_bytes / s->rb.bytes_per_box);
+        }
+        const double cpu_ms[4] = {s->rb.nearest_ms, s->rb.any_ms, s->count_ms,
+                                  s->all_ms};
+        for (int m = 0; s->have_cl && m < 4; m++) {
+            rbb_where w = ratio_where(cl_info, "opencl", modes[m], "random",
+                                      nr, s->boxes, size, sizeof size);
+            if (s->cl_ms[m] > 0)
+                rbb_add_ratio(&rows, &w, "speed_vs_native",
+                              cpu_ms[m] / s->cl_ms[m]);
+        }
+    }
+    if (los->ran) {
+        uint64_t segs = (uint64_t)los->observers * los->targets;
+        const double mine[3] = {los->any_ms, los->any_ms, los->build_ms};
+        scene_result em = los->em;
+        em.boxes = los->boxes;
+        embree_ratios(&rows, info, &em, "los", "city", segs, 0, mine, 0);
+        rbb_where w = ratio_where(info, "cpu", "los_visibility", "city", segs,
+                                  los->boxes, size, sizeof size);
+        if (los->vis_ms > 0)
+            rbb_add_ratio(&rows, &w, "speed_vs_explicit",
+                          los->any_ms / los->vis_ms);
+        if (los->vis_mb > 0)
+            rbb_add_ratio(&rows, &w, "memory_vs_explicit",
+                          los->explicit_mb / los->vis_mb);
+    }
+    int rc = rbb_write_file(&rows, path, rbb_write_json);
+    if (rc)
+        perror(path);
+    rbb_rows_free(&rows);
+    return rc ? 1 : 0;
+}
+
 /* ---- line of sight -------------------------------------------------------- */
 
 /* A city: n buildings on a square grid of blocks (cell 1, street 0.2
@@ -829,7 +927,8 @@ static int quality_of(const char *t)
 static int usage_to(FILE *f, const char *argv0)
 {
     fprintf(f, "usage: %s [--boxes N[,N...]] [--rays N] [--threads N] "
-                    "[--json] [--no-embree] [--no-opencl] [--seed S] "
+                    "[--json] [--rows FILE] [--no-embree] [--no-opencl] "
+                    "[--seed S] "
                     "[--repeat R] [--embree-quality low|medium|high[,...]] "
                     "[--los BOXES,OBSERVERS,TARGETS | --no-los]\n",
             argv0);
@@ -848,6 +947,7 @@ int main(int argc, char **argv)
     size_t los_boxes = 200000, los_obs = 2000, los_tgt = 2000;
     unsigned threads = 0;
     int json = 0, embree = 1, opencl = 1, los = 1;
+    const char *rows_path = NULL;
     uint64_t seed = 1;
     run_options ro = {.qualities = {1, 2}, .n_qualities = 2};
     for (int i = 1; i < argc; i++) {
@@ -863,6 +963,9 @@ int main(int argc, char **argv)
             return 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
+        } else if (!strcmp(a, "--rows") && v) {
+            rows_path = v;
+            i++;
         } else if (!strcmp(a, "--no-embree")) {
             embree = 0;
         } else if (!strcmp(a, "--no-opencl")) {
@@ -953,7 +1056,7 @@ int main(int argc, char **argv)
     if (!rays || !sorted || !order || !rb_nearest || !rb_any)
         return fail("rays", NULL, RB_ENOMEM);
     uint64_t s = seed;
-    make_rays(&s, rays, nr);
+    bench_random_rays(&s, rays, nr);
     double sort_ms = 0;
     if (embree && walk_order(ctx, rays, nr, sorted, order, &sort_ms))
         return fail("walk order", NULL, RB_ENOMEM);
@@ -1004,6 +1107,9 @@ int main(int argc, char **argv)
     if (json)
         print_json(res, n_sizes, nr, threads, cl ? cl_info.device : NULL,
                    cl_why, sort_ms, &lr);
+    int failed = rows_path && write_rows(rows_path, &info, cl ? &cl_info
+                                                               : &info,
+                                         res, n_sizes, nr, sort_ms, &lr);
     free(rays);
     free(sorted);
     free(order);
@@ -1011,5 +1117,5 @@ int main(int argc, char **argv)
     free(rb_any);
     rb_context_destroy(cl);
     rb_context_destroy(ctx);
-    return 0;
+    return failed;
 }

@@ -1,6 +1,7 @@
 /* bench_common.c - see bench_common.h. */
 #include "bench_common.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -36,4 +37,16 @@ uint64_t bench_rng_next(uint64_t *s)
 float bench_uniform(uint64_t *s)
 {
     return (float)((double)(bench_rng_next(s) >> 40) / 16777216.0);
+}
+
+void bench_random_rays(uint64_t *s, rb_ray *r, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        for (int a = 0; a < 3; a++) {
+            r[i].origin[a] = bench_uniform(s);
+            r[i].dir[a] = bench_uniform(s) * 2 - 1;
+        }
+        r[i].tmin = 0;
+        r[i].tmax = INFINITY;
+    }
 }

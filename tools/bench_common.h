@@ -1,10 +1,13 @@
 /* bench_common.h - what raybox-bench-bvh and raybox-bench-shapes share:
  * the clock, the median, the generator of their random workloads, and
- * the Embree 3 side (bench_shapes.h). */
+ * their random rays, and the Embree 3 side (bench_shapes.h). */
 #ifndef RB_BENCH_COMMON_H
 #define RB_BENCH_COMMON_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "raybox.h"
 
 double bench_now_ms(void);
 /* The median of v[0..n) (sorts v); 0 for n <= 0. */
@@ -12,5 +15,9 @@ double bench_median(double *v, int n);
 /* splitmix64, and a float in [0, 1) from its top 24 bits. */
 uint64_t bench_rng_next(uint64_t *s);
 float bench_uniform(uint64_t *s);
+
+/* n rays from uniform points of the unit cube in uniform directions of
+ * [-1, 1)^3, t in [0, inf): the random rays of both benchmarks. */
+void bench_random_rays(uint64_t *s, rb_ray *r, size_t n);
 
 #endif

@@ -7,7 +7,7 @@
  *                       [--repeat R] [--kinds K[,K...]] [--fill F]
  *                       [--embree-quality Q[,Q...]] [--no-embree]
  *                       [--opencl] [--cl-rays N] [--sort-rays]
- *                       [--seed S] [--json]
+ *                       [--seed S] [--json] [--rows FILE]
  *
  * Scenes: N random elements of one kind (box, obb, xbox, sphere) or N/4
  * of each (mixed; ids boxes ++ obbs ++ xboxes ++ spheres) in the unit
@@ -46,6 +46,8 @@
 #include <time.h>
 
 #include "bench_shapes.h"
+#include "rbb_version.h"
+#include "rows.h"
 #include "cpu/ray_order.h"
 #include "internal.h"
 
@@ -209,18 +211,6 @@ static rb_shapes shapes_of(const elements *e)
     return sh;
 }
 
-static void make_rays(uint64_t *s, rb_ray *r, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        for (int a = 0; a < 3; a++) {
-            r[i].origin[a] = bench_uniform(s);
-            r[i].dir[a] = bench_uniform(s) * 2 - 1;
-        }
-        r[i].tmin = 0;
-        r[i].tmax = INFINITY;
-    }
-}
-
 /* ---- raybox --------------------------------------------------------------- */
 
 static int fail(const char *what, rb_context *ctx, int rc)
@@ -254,6 +244,7 @@ typedef struct options {
     size_t n_sizes, n_rays, cl_rays;
     unsigned threads;
     int repeat, json, embree, opencl, sort_rays;
+    const char *rows;   /* --rows FILE: the ratio rows, raybox-bench's form */
     int kinds[K_KINDS];
     int qualities[MAX_QUALITIES], n_qualities;
     float fill;
@@ -562,6 +553,48 @@ static size_t targets(const figure *fs, size_t n, const options *o,
     return k;
 }
 
+/* ---- ratio rows (--rows FILE) -------------------------------------------
+ * The run's ratios in raybox-bench's row format, for `raybox-bench --from
+ * FILE --ratios --compare BASELINE` (rows.h): each kind against the
+ * fastest Embree setup, and the box-only scene's cost against the mixed
+ * one's. Larger is better in each. */
+static int write_rows(const figure *fs, size_t n, const options *o,
+                      const rb_backend_info *info)
+{
+    rbb_rows rows = {0};
+    snprintf(rows.version, sizeof rows.version, "%s", RB_VERSION_STRING);
+    snprintf(rows.git, sizeof rows.git, "%s", RBB_GIT_REVISION);
+    static const char *const modes[2] = {"nearest", "any"};
+    for (size_t i = 0; i < n; i++) {
+        const figure *f = &fs[i];
+        const figure *bx = find(fs, n, K_BOX, f->elements);
+        for (int m = 0; m < 2; m++) {
+            char test[32], size[48];
+            snprintf(test, sizeof test, "%s_%s", kind_names[f->kind],
+                     modes[m]);
+            snprintf(size, sizeof size, "%zux%zu", o->n_rays, f->elements);
+            rbb_where w = {.backend = "cpu", .device = info->device,
+                           .type = "cpu", .driver = "raybox-bench-shapes",
+                           .category = "ratios", .test = test,
+                           .shape = kind_names[f->kind], .path = "e2e",
+                           .rays = o->n_rays, .boxes = f->elements,
+                           .size = size};
+            if (fastest(f, m) >= 0)
+                rbb_add_ratio(&rows, &w, "speed_vs_fastest_embree",
+                              ratio_vs_embree(f, m));
+            double mine = m ? f->any_ms : f->nearest_ms;
+            if (f->kind == K_MIXED && bx && mine > 0)
+                rbb_add_ratio(&rows, &w, "speed_vs_box_only",
+                              (m ? bx->any_ms : bx->nearest_ms) / mine);
+        }
+    }
+    int rc = rbb_write_file(&rows, o->rows, rbb_write_json);
+    if (rc)
+        perror(o->rows);
+    rbb_rows_free(&rows);
+    return rc ? 1 : 0;
+}
+
 static void print_json_text(const char *t)
 {
     putchar('"');
@@ -654,7 +687,8 @@ static int usage_to(FILE *f, const char *argv0)
             "usage: %s [--elements N[,N...]] [--rays N] [--threads N] "
             "[--repeat R] [--kinds box,obb,xbox,sphere,mixed] [--fill F] "
             "[--embree-quality low|medium|high[,...]] [--no-embree] "
-            "[--opencl] [--cl-rays N] [--sort-rays] [--seed S] [--json]\n",
+            "[--opencl] [--cl-rays N] [--sort-rays] [--seed S] [--json] "
+            "[--rows FILE]\n",
             argv0);
     return 2;
 }
@@ -725,6 +759,9 @@ static int parse(int argc, char **argv, options *o)
             return -1;
         } else if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--rows") && v) {
+            o->rows = v;
+            i++;
         } else if (!strcmp(a, "--no-embree")) {
             o->embree = 0;
         } else if (!strcmp(a, "--opencl")) {
@@ -842,7 +879,7 @@ int main(int argc, char **argv)
     if (!rays || !fs)
         return fail("rays", NULL, RB_ENOMEM);
     uint64_t s = o.seed;
-    make_rays(&s, rays, o.n_rays);
+    bench_random_rays(&s, rays, o.n_rays);
     if (o.sort_rays && sort_rays(ctx, rays, o.n_rays))
         return fail("--sort-rays", NULL, RB_ENOMEM);
     if (!o.json) {
@@ -898,9 +935,10 @@ int main(int argc, char **argv)
             printf("  %-44s %7.2fx  %-8s %s\n", ts[i].label, ts[i].value,
                    ts[i].rule, ts[i].met ? "met" : "MISSED");
     }
+    int failed = o.rows && write_rows(fs, nf, &o, &info);
     free(fs);
     free(rays);
     rb_context_destroy(cl);
     rb_context_destroy(ctx);
-    return 0;
+    return failed;
 }

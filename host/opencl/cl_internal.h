@@ -95,6 +95,7 @@ typedef struct rb_cl_backend {
     uint64_t nodes_uid;
     size_t nodes_n;
     uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
+    uint32_t launched; /* bit k: kernels[k] was launched (warm-up test) */
 } rb_cl_backend;
 
 /* Entries of the hierarchy walk's short stack (kernels/bvh.cl), a power
@@ -124,6 +125,9 @@ void rb_cl_build_options(int wide, enum rb_cl_division div,
  * binary cache) and creates the kernels. RB_EBUILD with the log stored in
  * the context (rb_set_build_log) when the source does not compile. */
 int rb_cl_program_build(rb_cl_backend *be, char *why, size_t why_len);
+/* Notes that kernel k of be's program is being launched (cl_testhook.h's
+ * rb_cl_kernels_unlaunched reads it). */
+void rb_cl_note_launch(rb_cl_backend *be, cl_kernel k);
 void rb_cl_program_release(rb_cl_backend *be);
 
 /* cl_plan.c: how a job is cut into launches so that every buffer fits

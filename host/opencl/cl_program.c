@@ -26,6 +26,7 @@
 
 #include "../bvh/bvh.h"
 #include "cl_internal.h"
+#include "cl_testhook.h"
 
 extern const unsigned char rb_kernel_source[];
 extern const size_t rb_kernel_source_len;
@@ -409,4 +410,31 @@ out:
 void rb_cl_program_release(rb_cl_backend *be)
 {
     release_program(be);
+}
+
+void rb_cl_note_launch(rb_cl_backend *be, cl_kernel k)
+{
+    for (int i = 0; i < RB_CLK_N; i++)
+        if (be->kernels[i] == k)
+            be->launched |= 1u << i;
+}
+
+size_t rb_cl_kernels_unlaunched(const rb_context *ctx, char *names,
+                                size_t len)
+{
+    if (len)
+        names[0] = '\0';
+    if (!ctx || !ctx->cl)
+        return 0;
+    const rb_cl_backend *be = (const rb_cl_backend *)ctx->cl;
+    size_t n = 0, used = 0;
+    for (int i = 0; i < RB_CLK_N; i++) {
+        if (be->launched & (1u << i))
+            continue;
+        n++;
+        if (used < len)
+            used += (size_t)snprintf(names + used, len - used, "%s%s",
+                                     used ? " " : "", kernel_names[i]);
+    }
+    return n;
 }

@@ -187,6 +187,7 @@ static int launch(run_state *st, cl_kernel k, size_t n)
     }
     size_t global = (n + be->wg - 1) / be->wg * be->wg;
     cl_event ev = NULL;
+    rb_cl_note_launch(be, k);
     int rc = RB_CL(&be->env, clEnqueueNDRangeKernel, be->queue, k, 1, NULL,
                    &global, &be->wg, 0, NULL, &ev);
     if (rc)

@@ -183,6 +183,7 @@ int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
             rc = arg_uint(be, k, RB_SHARG_N_RAYS, n);
         size_t global = (n + be->wg - 1) / be->wg * be->wg;
         cl_event ev = NULL;
+        rb_cl_note_launch(be, k);
         if (!rc)
             rc = RB_CL(&be->env, clEnqueueNDRangeKernel, be->queue, k, 1,
                        NULL, &global, &be->wg, 0, NULL, &ev);

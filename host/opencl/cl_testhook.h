@@ -31,4 +31,10 @@ unsigned rb_cl_bvh_stack(const rb_context *ctx);
  * source, -1 without an OpenCL backend. */
 int rb_cl_program_from_cache(const rb_context *ctx);
 
+/* Kernels of ctx's program never launched so far (0 without a backend);
+ * their names, space-separated, into names (len bytes, truncated). The
+ * warm-up test checks that rb_context_warm_up launched every one. */
+size_t rb_cl_kernels_unlaunched(const rb_context *ctx, char *names,
+                                size_t len);
+
 #endif /* RB_CL_TESTHOOK_H */

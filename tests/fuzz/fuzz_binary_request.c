@@ -11,9 +11,9 @@
 #include <string.h>
 
 #include "binary_codec.h"
+#include "fuzz_common.h"
 #include "raybox.h"
 
-static rb_context *ctx;
 
 static rbb_decoder *run(const rbb_options *o, const uint8_t *d, size_t n,
                         size_t piece, int *rc)
@@ -42,7 +42,7 @@ static void query(const rbj_request *r, unsigned version)
                   .n_rays = r->n_rays, .boxes = r->boxes,
                   .n_boxes = r->n_boxes, .max_hits = r->max_hits,
                   .shapes = r->shapes, .outputs = r->outputs};
-    if (rb_intersect(ctx, &q, &res) == RB_OK) {
+    if (rb_intersect(fuzz_context(), &q, &res) == RB_OK) {
         rbb_result_info info = {.version = rbb_result_version(r, version),
                                 .mode = r->mode, .dims = r->dims,
                                 .n_rays = r->n_rays,
@@ -66,34 +66,11 @@ static void query(const rbj_request *r, unsigned version)
     rbj_results_free(&res);
 }
 
-/* The other kinds of two parses are the same records. */
-static int same_shapes(const rb_shapes *a, const rb_shapes *b)
-{
-    return a->n_obbs == b->n_obbs && a->n_xboxes == b->n_xboxes &&
-           a->n_spheres == b->n_spheres && a->n_planes == b->n_planes &&
-           (!a->n_obbs ||
-            !memcmp(a->obbs, b->obbs, a->n_obbs * sizeof *a->obbs)) &&
-           (!a->n_xboxes ||
-            !memcmp(a->xboxes, b->xboxes, a->n_xboxes * sizeof *a->xboxes)) &&
-           (!a->n_spheres ||
-            !memcmp(a->spheres, b->spheres, a->n_spheres * sizeof *a->spheres)) &&
-           (!a->n_planes ||
-            !memcmp(a->planes, b->planes, a->n_planes * sizeof *a->planes));
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    if (!ctx) {
-        rb_context_options o;
-        rb_context_options_init(&o);
-        o.backend = RB_BACKEND_CPU;
-        o.threads = 1;
-        if (rb_context_create(&o, &ctx, NULL, 0) != RB_OK)
-            abort();
-    }
     unsigned sel = data[0];
     unsigned kind = sel % 3, piece = 1 + ((sel >> 3) & 31);
     rbb_options o;
@@ -122,7 +99,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t rs = ra->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
         size_t bs = ra->dims == 3 ? sizeof(rb_box) : sizeof(rb_box2);
         if (ra->n_rays != rb->n_rays || ra->n_boxes != rb->n_boxes ||
-            !same_shapes(&ra->shapes, &rb->shapes) ||
+            !fuzz_same_shapes(&ra->shapes, &rb->shapes) ||
             ra->outputs != rb->outputs ||
             (ra->n_rays && memcmp(ra->rays, rb->rays, ra->n_rays * rs)) ||
             (ra->n_boxes && memcmp(ra->boxes, rb->boxes, ra->n_boxes * bs)))

@@ -16,9 +16,9 @@
 
 #include "json_request.h"
 #include "json_response.h"
+#include "fuzz_common.h"
 #include "raybox.h"
 
-static rb_context *ctx;
 
 static rbj_parser *run(const rbj_options *o, const uint8_t *d, size_t n,
                        size_t piece, int *rc)
@@ -55,7 +55,7 @@ static void query(const rbj_request *r)
                   .n_rays = r->n_rays, .boxes = r->boxes,
                   .n_boxes = r->n_boxes, .max_hits = r->max_hits,
                   .shapes = r->shapes, .outputs = r->outputs};
-    if (rb_intersect(ctx, &q, &res) == RB_OK) {
+    if (rb_intersect(fuzz_context(), &q, &res) == RB_OK) {
         rbj_response resp = {.mode = r->mode, .n_rays = r->n_rays,
                              .max_hits = r->max_hits, .results = &res};
         rbj_meta_from_run(&resp.meta, &res.info);
@@ -68,27 +68,12 @@ static void query(const rbj_request *r)
             abort();
     } else {
         rbj_error e;
-        rbj_error_from_library(r, RBJ_FROM_INTERSECT, rb_context_error(ctx),
-                               &e);
+        rbj_error_from_library(r, RBJ_FROM_INTERSECT,
+                               rb_context_error(fuzz_context()), &e);
         if (e.status != 422 && e.status != 503)
             abort();
     }
     rbj_results_free(&res);
-}
-
-/* The other kinds of two parses are the same records. */
-static int same_shapes(const rb_shapes *a, const rb_shapes *b)
-{
-    return a->n_obbs == b->n_obbs && a->n_xboxes == b->n_xboxes &&
-           a->n_spheres == b->n_spheres && a->n_planes == b->n_planes &&
-           (!a->n_obbs ||
-            !memcmp(a->obbs, b->obbs, a->n_obbs * sizeof *a->obbs)) &&
-           (!a->n_xboxes ||
-            !memcmp(a->xboxes, b->xboxes, a->n_xboxes * sizeof *a->xboxes)) &&
-           (!a->n_spheres ||
-            !memcmp(a->spheres, b->spheres, a->n_spheres * sizeof *a->spheres)) &&
-           (!a->n_planes ||
-            !memcmp(a->planes, b->planes, a->n_planes * sizeof *a->planes));
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -96,14 +81,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    if (!ctx) {
-        rb_context_options o;
-        rb_context_options_init(&o);
-        o.backend = RB_BACKEND_CPU;
-        o.threads = 1;
-        if (rb_context_create(&o, &ctx, NULL, 0) != RB_OK)
-            abort();
-    }
     unsigned kind = data[0] & 3, piece = 1 + (data[0] >> 2);
     rbj_options o;
     rbj_options_init(&o, kind == 3 ? RBJ_INTERSECT : (rbj_body)kind);
@@ -126,7 +103,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const rbj_request *ra = rbj_parser_request(a);
         const rbj_request *rb = rbj_parser_request(b);
         if (ra->n_rays != rb->n_rays || ra->n_boxes != rb->n_boxes ||
-            !same_shapes(&ra->shapes, &rb->shapes) ||
+            !fuzz_same_shapes(&ra->shapes, &rb->shapes) ||
             ra->outputs != rb->outputs ||
             (ra->n_rays && memcmp(ra->rays, rb->rays, records(ra, 1))) ||
             (ra->n_boxes && memcmp(ra->boxes, rb->boxes, records(ra, 0))))

@@ -49,6 +49,7 @@ typedef struct rbb_options {
     size_t n_from;
     double threshold;           /* --compare: change that counts */
     int quick, quiet;
+    int ratios;                 /* --ratios: keep the ratio rows only */
     char *owned[3 * RBB_MAX_LIST]; /* the split list words, freed at exit */
     size_t n_owned;
 } rbb_options;

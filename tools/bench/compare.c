@@ -141,13 +141,13 @@ void rbb_compare(const rbb_rows *base, const rbb_rows *now,
             fprintf(f, "\n== %s: %s", r->backend, r->device);
             if (strcmp(bdev, r->device) != 0)
                 fprintf(f, "  (baseline: %s)", bdev);
-            fprintf(f, "\n  %-58s %10s %10s %9s\n", "row", "baseline", "now",
+            fprintf(f, "\n  %-64s %10s %10s %9s\n", "row", "baseline", "now",
                     "change");
         }
         prev = r;
         char name[160];
         label(r, name, sizeof name);
-        fprintf(f, "  %-58s", name);
+        fprintf(f, "  %-64s", name);
         print_value(f, b);
         print_value(f, r);
         if (strcmp(r->status, "ok") == 0 && strcmp(b->status, "ok") == 0 &&

@@ -109,6 +109,16 @@ static int run(rbb_options *opt)
             return rc;
         }
     }
+    if (o.ratios) {
+        rbb_rows ratios = {0};
+        memcpy(ratios.version, rows.version, sizeof ratios.version);
+        memcpy(ratios.git, rows.git, sizeof ratios.git);
+        rbb_ratio_rows(&rows, &ratios);
+        rbb_rows_free(&rows);
+        rows = ratios;
+        printf("\nratios (%zu rows)\n", rows.n);
+        rbb_print_table(&rows, stdout);
+    }
     rc = 0;
     if (o.json && rbb_write_file(&rows, o.json, rbb_write_json)) {
         perror(o.json);

@@ -13,7 +13,7 @@ enum {
     OPT_BOXES, OPT_SCENE_RAYS, OPT_SCENE_BOXES, OPT_SHAPES, OPT_MODES,
     OPT_MAX_HITS, OPT_HTTP, OPT_HTTP_RAYS, OPT_BUDGET, OPT_REPEATS,
     OPT_WARMUPS, OPT_MAX_CALL, OPT_COPY_BYTES, OPT_QUICK, OPT_QUIET,
-    OPT_JSON, OPT_CSV, OPT_COMPARE, OPT_THRESHOLD, OPT_FROM, OPT_PLOT,
+    OPT_JSON, OPT_CSV, OPT_RATIOS, OPT_COMPARE, OPT_THRESHOLD, OPT_FROM, OPT_PLOT,
     OPT_HELP
 };
 
@@ -78,6 +78,11 @@ static const opt_doc table[] = {
     {"", 0, 0, NULL, "Output (the table always goes to stdout)"},
     {"json", 1, OPT_JSON, "FILE", "write the rows as JSON ('-' = stdout)"},
     {"csv", 1, OPT_CSV, "FILE", "write the rows as CSV ('-' = stdout)"},
+    {"ratios", 0, OPT_RATIOS, NULL,
+     "keep only ratios of figures of the same run (fractions of the bound, "
+     "OpenCL against native, count against the reference loop, and the "
+     "ratio rows of raybox-bench-bvh/-shapes --rows files): what a "
+     "baseline taken on another machine can be compared with"},
     {"compare", 1, OPT_COMPARE, "BASELINE.json",
      "print the change of every row against a baseline run, and the rows "
      "found on one side only"},
@@ -152,9 +157,12 @@ static void usage(FILE *f)
 "\nRows carry the tool version and git revision. --compare matches rows\n"
 "by backend, device, test, shape, path, size and metric; a device the\n"
 "baseline lacks is compared with a baseline device of the same backend\n"
-"and type, so two GPUs' runs compare directly. Exit status: 0, 1 on an\n"
-"error (unreadable baseline, unwritable output, plotting failed), 2 on a\n"
-"usage error, 3 when some measurement failed (see the rows' notes).\n",
+"and type, so two GPUs' runs compare directly. make bench compares the\n"
+"ratios of its three tools with the committed baseline\n"
+"tools/bench/ratios-baseline.json (--from FILE... --ratios --compare).\n"
+"Exit status: 0, 1 on an error (unreadable baseline, unwritable output,\n"
+"plotting failed), 2 on a usage error, 3 when some measurement failed\n"
+"(see the rows' notes).\n",
         f);
 }
 
@@ -393,6 +401,7 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
         case OPT_QUIET: o->quiet = 1; break;
         case OPT_JSON: o->json = optarg; break;
         case OPT_CSV: o->csv = optarg; break;
+        case OPT_RATIOS: o->ratios = 1; break;
         case OPT_COMPARE: o->compare = optarg; break;
         case OPT_THRESHOLD:
             if (number(name, optarg, 0, &v))

@@ -96,6 +96,26 @@ int rbb_write_file(const rbb_rows *rows, const char *path,
  * *out. Returns 0, or -1 with a message in err. */
 int rbb_read_json(const char *path, rbb_rows *out, char *err, size_t len);
 
+/* ---- ratios (ratios.c): the figures a regression check compares from
+ * one machine to another. Absolute rates move with the machine and its
+ * load; ratios of figures measured in one run move far less. Appends to
+ * *out, as category "ratios" with unit "x" (larger is better for raybox):
+ *   - every CPU fraction_of_bound row, as it is;
+ *   - CPU count against the reference slab loop (vs_reference_loop);
+ *   - CPU nearest and any tests/s against count's at the same size
+ *     (speed_vs_count);
+ *   - every OpenCL rays_per_s row against the CPU backend's end-to-end
+ *     rate of the same test, shape and size (speed_vs_native), kernel-only
+ *     and end to end;
+ *   - rows of *in already of category "ratios" (raybox-bench-bvh and
+ *     raybox-bench-shapes write theirs with --rows), copied.
+ * The CPU side is the first CPU device of *in. */
+void rbb_ratio_rows(const rbb_rows *in, rbb_rows *out);
+
+/* Appends a ratio row (category "ratios", unit "x", one repeat). */
+rbb_row *rbb_add_ratio(rbb_rows *rows, const rbb_where *w, const char *metric,
+                       double value);
+
 /* ---- comparison: rows are matched by device/test/shape/path/size/metric
  * (and backend). A device of `now` that the baseline lacks is paired with
  * the baseline's unmatched device of the same backend and type, in order,

@@ -79,11 +79,37 @@ static const rbb_row *group_metric(const rbb_rows *rows, size_t g,
     return NULL;
 }
 
+static int is_ratio(const rbb_row *r)
+{
+    return strcmp(r->category, "ratios") == 0;
+}
+
+/* A group of ratio rows: its figures by name, no rates. */
+static void print_ratio_group(const rbb_rows *rows, size_t g, FILE *f)
+{
+    const rbb_row *head = &rows->rows[g];
+    fprintf(f, "  %-16s %-10s %-6s %-14s", head->test,
+            head->shape[0] ? head->shape : "-",
+            head->path[0] ? head->path : "-", head->size);
+    for (size_t i = g; i < rows->n; i++) {
+        const rbb_row *r = &rows->rows[i];
+        if (same_group(r, head) && strcmp(r->metric, "fraction_of_bound") == 0)
+            fprintf(f, "  %s %.3g", r->metric, r->value);
+        else if (same_group(r, head))
+            fprintf(f, "  %s %.3gx", r->metric, r->value);
+    }
+    fputc('\n', f);
+}
+
 static void print_group(const rbb_rows *rows, size_t g, FILE *f)
 {
     const rbb_row *head = &rows->rows[g];
     const char *shape = head->shape[0] ? head->shape : "-";
     const char *path = head->path[0] ? head->path : "-";
+    if (is_ratio(head) && ok(head)) {
+        print_ratio_group(rows, g, f);
+        return;
+    }
     if (!ok(head)) {
         fprintf(f, "  %-12s %-10s %-6s %-14s %s: %s\n", head->test, shape,
                 path, head->size, head->status, head->note);
@@ -131,7 +157,11 @@ static void print_groups(const rbb_rows *rows, size_t first, FILE *f)
             seen = same_group(&rows->rows[j], r);
         if (seen)
             continue;
-        if (!header) {
+        if (header != 1 + is_ratio(r) && is_ratio(r)) {
+            fprintf(f, "  %-16s %-10s %-6s %-14s  %s\n", "ratio of", "shape",
+                    "path", "rays[xboxes]", "figures (larger is better)");
+            header = 2;
+        } else if (header != 1 + is_ratio(r)) {
             fprintf(f, "  %-12s %-10s %-6s %-14s %10s %10s %8s %6s\n", "test",
                     "shape", "path", "rays[xboxes]", "rays/s", "tests/s",
                     "of bound", "spread");

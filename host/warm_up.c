@@ -1,0 +1,66 @@
+/* warm_up.c - rb_context_warm_up: a query of every kind through the
+ * public path, so the kernels launched are the ones real queries get,
+ * with the same work-group size (PoCL compiles a kernel per work-group
+ * size on its first launch: 0.2-0.5 s each on the development machine).
+ * Each query has one ray: the launch is one work-group, the cost is the
+ * compile alone. cl_testhook.h's rb_cl_kernels_unlaunched lets the test
+ * see that no kernel of the program is left out. */
+#include <string.h>
+
+#include "internal.h"
+
+/* A scene this large walks its hierarchy (query.c's SCENE_MIN_BOXES). */
+#define WARM_SCENE_BOXES 512
+
+static int run(rb_context *ctx, rb_mode mode, const rb_ray *ray,
+               const rb_box *boxes, size_t n_boxes, const rb_scene *scene,
+               const rb_shapes *shapes)
+{
+    rb_hit hit;
+    uint8_t any;
+    uint32_t count;
+    rb_list_hit list[4];
+    rb_query q = {.mode = mode, .dims = 3, .rays = ray, .n_rays = 1,
+                  .boxes = boxes, .n_boxes = n_boxes, .scene = scene,
+                  .max_hits = 4};
+    if (shapes)
+        q.shapes = *shapes;
+    rb_results r = {.hits = &hit, .any = &any, .counts = &count,
+                    .list = list, .capacity = 1};
+    return rb_intersect(ctx, &q, &r);
+}
+
+int rb_context_warm_up(rb_context *ctx)
+{
+    if (!ctx)
+        return RB_EINVAL;
+    if (!ctx->cl || ctx->active != ctx->cl)
+        return RB_OK;
+    static const rb_mode every_box[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                        RB_MODE_COUNT, RB_MODE_ALL};
+    const rb_ray ray = {{0.5f, 0.5f, -1}, {0, 0, 1}, 0, 1e30f};
+    rb_box boxes[WARM_SCENE_BOXES];
+    for (size_t i = 0; i < WARM_SCENE_BOXES; i++) {
+        float x = (float)(i % 32) / 32, y = (float)(i / 32) / 16;
+        boxes[i] = (rb_box){{x, y, 0}, {x + 0.02f, y + 0.04f, 1}};
+    }
+    const rb_sphere sphere = {{0.5f, 0.5f, 0}, 0.25f};
+    const rb_shapes shapes = {.spheres = &sphere, .n_spheres = 1};
+    rb_scene *scene = NULL;
+    int rc = rb_scene_create(ctx, 3, boxes, WARM_SCENE_BOXES, &scene);
+    /* pairs: one box, then one shape, for the one ray */
+    if (!rc)
+        rc = run(ctx, RB_MODE_PAIRS, &ray, boxes, 1, NULL, NULL);
+    if (!rc)
+        rc = run(ctx, RB_MODE_PAIRS, &ray, NULL, 0, NULL, &shapes);
+    for (size_t m = 0; !rc && m < sizeof every_box / sizeof *every_box;
+         m++) {
+        rc = run(ctx, every_box[m], &ray, boxes, 2, NULL, NULL);
+        if (!rc)
+            rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
+        if (!rc)
+            rc = run(ctx, every_box[m], &ray, NULL, 0, NULL, &shapes);
+    }
+    rb_scene_destroy(scene);
+    return rc;
+}
