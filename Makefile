@@ -2,7 +2,7 @@
 #   make run    install what is missing, build, serve (rayboxd)
 #   make test   install what is missing, build, run every test
 #   make bench-python  the Python module against C and Open3D
-#   make bench-mpi  raybox-mpi: 2 ranks x 1 thread against 1 rank x 2
+#   make bench-mpi  raybox-mpi: 2 ranks x 1 thread against 1 rank x 2 threads
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make soak-durable  SOAK_CYCLES SIGKILL-restart cycles of --data-dir
