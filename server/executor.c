@@ -111,7 +111,7 @@ static void gather(rbd_executor *ex, rbd_job **batch, unsigned *n,
     const rbd_merge_ops *ops = batch[0]->merge;
     for (unsigned k = 0; k < ex->len && *n < RBD_MERGE_JOBS_MAX;) {
         rbd_job *job = ex->ring[(ex->head + k) % ex->cap];
-        if (job->merge != ops || job->heavy ||
+        if (job->merge != ops || job->heavy != batch[0]->heavy ||
             *weight + job->weight > ex->merge_max ||
             !ops->same(batch[0], job)) {
             k++;
@@ -138,7 +138,7 @@ static unsigned merge_batch(rbd_executor *ex, rbd_job *job, rbd_job **batch)
 {
     unsigned n = 1;
     batch[0] = job;
-    if (!job->merge || job->heavy || !ex->merge_max)
+    if (!job->merge || !ex->merge_max)
         return n;
     uint64_t weight = job->weight;
     gather(ex, batch, &n, &weight);

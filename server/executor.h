@@ -38,10 +38,10 @@ struct rbd_job {
      * cores). Other jobs pass a waiting heavy one; heavy ones keep their
      * order. */
     int heavy;
-    /* Merging (executor_set_merge): a light job with merge set may run in
-     * one merge->run call together with queued jobs that merge->same
-     * accepts, at most merge_max weight (rays) in all; NULL: it never
-     * is. */
+    /* Merging (executor_set_merge): a job with merge set may run in one
+     * merge->run call together with queued jobs that merge->same accepts
+     * and that are as heavy as it, at most merge_max weight (rays) in
+     * all; NULL: it never is. */
     const struct rbd_merge_ops *merge;
     uint64_t weight;
     double gap_ms; /* since the previous mergeable job came (submit) */
