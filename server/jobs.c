@@ -627,20 +627,29 @@ static void merge_run(rbd_job **jobs, unsigned n_jobs, rb_context *ctx)
     atomic_fetch_add_explicit(&mt->launch_requests, n, memory_order_relaxed);
     at = 0;
     uint64_t tests = all->res.info.slab_tests;
+    unsigned again = 0; /* members to run alone, moved to m's front */
     for (unsigned i = 0; i < n; i++) {
         size_t k = m[i]->body->n_rays;
-        int mine = st;
+        int mine = RB_OK;
         if (atomic_load(&m[i]->stop_why))
             mine = RB_ECANCELED; /* this member alone would have stopped */
         else if (st == RB_OK)
             scatter(&all->res, at, k, all_body.max_hits, &p[i]->res);
         at += k;
+        if (mine == RB_OK && st != RB_OK) {
+            /* Stopped, but not for this member's sake (never, as the
+             * call stops only when all would): it runs alone. */
+            payload_free(p[i]);
+            m[again++] = m[i];
+            continue;
+        }
         finish_intersect(m[i], p[i], mine, ctx,
                          (uint64_t)((double)tests * (double)k /
                                     (double)rays));
     }
     payload_free(all);
     budget_give(&s->budget, scratch);
+    run_alone(m, again, ctx);
 }
 
 const rbd_merge_ops rbd_intersect_merge = {.same = merge_same,
