@@ -9,12 +9,15 @@
  * from /metrics that merges did happen (else it would prove nothing) and
  * that fewer calls than requests ran.
  *
- * Refused requests (tmin > tmax, 2D rays on a 3D scene, a broken body,
- * pairs on a scene) are mixed in: each gets its own status, and the good
- * queries beside them their own answers.
+ * Refused requests are mixed in: some refused before they are queued
+ * (tmin > tmax, 2D rays on a 3D scene, a broken body, pairs on a scene),
+ * and binary queries with a NaN in a ray, which only the library refuses,
+ * inside a merged call: each gets its own status and pointer, and the
+ * good queries beside them their own answers.
  *
  * Check's assertions may only fail on the test's own thread, so client
  * threads record their first failure and the test asserts after join. */
+#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -111,6 +114,34 @@ static void good_query(client *c)
     rbt_query_free(&q);
 }
 
+/* A binary query with a NaN in one ray: the binary decoder leaves ray
+ * records to the library, so this one is queued, merged and refused
+ * inside the merged call; it must get its own 422, pointing into its own
+ * rays, and the queries merged with it their answers. */
+static void nan_query(client *c)
+{
+    rbt_query q;
+    rbt_query_random(&q, &c->rng, RB_MODE_ANY, 3, 2 + rbt_below(&c->rng, 16),
+                     1, 0, 0);
+    size_t bad = rbt_below(&c->rng, (uint32_t)q.n_rays);
+    q.rays[bad].dir[1] = NAN;
+    size_t len;
+    void *body = rbt_query_binary(&q, 0, &len);
+    char url[512], want[64];
+    snprintf(url, sizeof url, "%s/v1/scenes/%s/intersect", srv.base,
+             scene_id[0]);
+    snprintf(want, sizeof want, "\"/rays/%zu/4\"", bad);
+    rbt_resp r;
+    if (rbt_http(c->curl, "POST", url, BIN, body, len, JSON, NULL, &r))
+        client_fail(c, "transfer failed");
+    else if (r.status != 422 || !strstr(r.body, want))
+        client_fail(c, "NaN in ray %zu: %ld %s", bad, r.status, r.body);
+    c->bad++;
+    rbt_resp_free(&r);
+    free(body);
+    rbt_query_free(&q);
+}
+
 /* A refused request beside the good ones: its status must be its own. */
 static void bad_query(client *c)
 {
@@ -147,8 +178,11 @@ static void *client_main(void *arg)
         /* Rounds start together: the queries of a round meet in the
          * queue. */
         pthread_barrier_wait(&round_start);
-        if (rbt_below(&c->rng, 8) == 0)
+        uint32_t pick = rbt_below(&c->rng, 10);
+        if (pick == 0)
             bad_query(c);
+        else if (pick == 1)
+            nan_query(c);
         else
             good_query(c);
     }
