@@ -404,6 +404,35 @@ START_TEST(test_merge_wait)
 }
 END_TEST
 
+/* One client's stream: each job comes right after the previous one is
+ * done, never two at once. After the first waits gather nothing, only
+ * one job in MERGE_PROBE (16) waits: 40 jobs with a wait of 50 ms take
+ * far less than 40 x 50 ms. */
+START_TEST(test_merge_lone_stream)
+{
+    rbd_executor *ex = make(1, 16);
+    executor_set_merge(ex, 100, 50000);
+    static tjob t[40];
+    atomic_store(&batches, 0);
+    double t0 = rbd_now_ms();
+    int waited = 0;
+    for (int i = 0; i < 40; i++) {
+        atomic_store(&order_next, 0);
+        init_merge(&t[i], i, 1, 4, 0);
+        ck_assert_int_eq(executor_submit(ex, &t[i].job, NULL, NULL), 0);
+        wait_done(&t[i]);
+        waited += t[i].job.t_started - t[i].job.t_queued >= 40;
+    }
+    double took = rbd_now_ms() - t0;
+    ck_assert_int_eq(atomic_load(&batches), 0);
+    /* the first waits (until the score is low: 5), then the probes (2) */
+    ck_assert_msg(waited <= 9, "%d of 40 jobs waited (%.0f ms)", waited,
+                  took);
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("executor");
@@ -416,6 +445,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_merge_gathers_same_kind);
     tcase_add_test(tc, test_merge_off);
     tcase_add_test(tc, test_merge_wait);
+    tcase_add_test(tc, test_merge_lone_stream);
     suite_add_tcase(s, tc);
     return s;
 }
