@@ -146,8 +146,8 @@
       "is never merged")                                                       \
     X(merge_wait_us, "merge-wait-us", "RAYBOX_MERGE_WAIT_US", U64, "200", 0,   \
       100000, "--merge: microseconds a worker waits for more queries to "     \
-      "merge, only while they come less than this apart; 0 = merge only "     \
-      "what is queued")                                                        \
+      "merge, while they come less than this apart and waits have been "      \
+      "gathering some; 0 = merge only what is queued")                        \
     X(drain_timeout, "drain-timeout", "RAYBOX_DRAIN_TIMEOUT", U64, "20", 0,    \
       3600, "seconds SIGTERM/SIGINT waits for open connections before "        \
       "closing them")                                                          \
