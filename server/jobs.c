@@ -353,13 +353,20 @@ static int estimate_refuses(rbd_request *r, rb_context *ctx)
     rbj_request trial = *b;
     trial.n_rays = TRIAL_RAYS;
     size_t ray_size = b->dims == 2 ? sizeof(rb_ray2) : sizeof(rb_ray);
+    /* The trial's arrays are a 16th of the query's at most, and take
+     * their share of --max-memory too; without it, or without memory,
+     * no trial: the query runs, bounded by the 503. */
+    uint64_t share = TRIAL_RAYS * ray_size + rbj_results_bytes(&trial);
+    if (budget_try(&s->budget, share))
+        return 0;
     uint8_t *rays = malloc(TRIAL_RAYS * ray_size);
     rb_results res;
     memset(&res, 0, sizeof res);
     if (!rays || rbj_results_alloc(&trial, &res)) {
         free(rays);
         rbj_results_free(&res);
-        return 0; /* no memory for a trial: the query runs, bounded by 503 */
+        budget_give(&s->budget, share);
+        return 0;
     }
     for (size_t i = 0; i < TRIAL_RAYS; i++)
         memcpy(rays + i * ray_size,
@@ -374,6 +381,7 @@ static int estimate_refuses(rbd_request *r, rb_context *ctx)
     double took = rbd_now_ms() - t0;
     free(rays);
     rbj_results_free(&res);
+    budget_give(&s->budget, share);
     if (st == RB_ECANCELED) {
         set_stopped(r);
         return 1;
@@ -577,7 +585,7 @@ static void merge_run(rbd_job **jobs, unsigned n_jobs, rb_context *ctx)
     all_body.n_rays = rays;
     size_t ray_size = all_body.dims == 2 ? sizeof(rb_ray2) : sizeof(rb_ray);
     uint64_t scratch = rays * ray_size + rbj_results_bytes(&all_body);
-    if (budget_take(&s->budget, scratch)) {
+    if (budget_try(&s->budget, scratch)) {
         run_alone(m, n, ctx);
         return;
     }
