@@ -71,14 +71,20 @@ static void client_fail(client *c, const char *fmt, ...)
 
 static pthread_barrier_t round_start;
 
-/* One good scene query of a random mode (not pairs: no boxes of its
- * own), max_hits and form; its answer must be the in-process one. */
-static void good_query(client *c)
+/* One good scene query (not pairs: no boxes of its own) in a random
+ * form; its answer must be the in-process one. Three in four take the
+ * round's scene, mode and max_hits (so that most of a round can merge),
+ * the others random ones (which must not merge with them). */
+static void good_query(client *c, int round)
 {
     static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
                                     RB_MODE_COUNT, RB_MODE_ALL};
-    int sc = (int)rbt_below(&c->rng, SCENES);
-    rb_mode mode = modes[rbt_below(&c->rng, 4)];
+    int themed = rbt_below(&c->rng, 4) != 0;
+    int sc = themed ? round % SCENES : (int)rbt_below(&c->rng, SCENES);
+    rb_mode mode = modes[themed ? (uint32_t)(round / SCENES) % 4
+                                : rbt_below(&c->rng, 4)];
+    uint32_t max_hits = themed ? 1 + (uint32_t)round % 3
+                               : 1 + rbt_below(&c->rng, 3);
     rbt_query q;
     /* On scene 1 (9000 boxes) a query of 30 rays or more is heavy (rays
      * x elements >= 262144): heavy ones merge with heavy ones only. */
@@ -86,7 +92,7 @@ static void good_query(client *c)
                        : 1 + rbt_below(&c->rng, 32);
     rbt_query_random(&q, &c->rng, mode, scene_dims[sc], n, 1,
                      (int)rbt_below(&c->rng, 2),
-                     mode == RB_MODE_ALL ? 1 + rbt_below(&c->rng, 3) : 0);
+                     mode == RB_MODE_ALL ? max_hits : 0);
     rbt_expect e;
     rbt_expect_run(c->ctx, &q, mirror[sc], 1, &e);
     int in_bin = rbt_below(&c->rng, 2), out_bin = rbt_below(&c->rng, 2);
@@ -190,7 +196,7 @@ static void *client_main(void *arg)
         else if (pick == 1)
             nan_query(c);
         else
-            good_query(c);
+            good_query(c, k);
     }
     return NULL;
 }
