@@ -4,6 +4,8 @@
 #   make bench-python  the Python module against C and Open3D
 #   make bench-mpi  raybox-mpi: 2 ranks x 1 thread against 1 rank x 2 threads
 #   make load   bounded load test of rayboxd (wrk; not part of make test)
+#   make load-merge  small requests with rayboxd --merge off and on, on the
+#               CPU backend and PoCL (wrk; about a minute)
 #   make fuzz   libFuzzer on the request parsers (FUZZ_SECONDS each)
 #   make soak-durable  SOAK_CYCLES SIGKILL-restart cycles of --data-dir
 #   make gpu-report  registers, stack and spills of the kernels on NVIDIA
@@ -74,7 +76,8 @@ endif
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: all deps bench-deps bench-baseline load-deps fuzz-deps configure build \
-        run test install bench bench-python bench-mpi load soak-durable \
+        run test install bench bench-python bench-mpi load load-merge \
+        soak-durable \
         gpu-check-fetch gpu-report-deps gpu-report fuzz clean image-deps \
         image image-test image-clean
 
@@ -183,6 +186,12 @@ bench-mpi: build
 # the in-process rate (scripts/load.sh; LOAD_RUNS, LOAD_SECONDS, ...).
 load: load-deps build
 	scripts/load.sh $(BUILD)
+
+# Small requests with --merge off and on, each backend, alternating runs
+# (MERGE_RUNS, MERGE_SECONDS, MERGE_CONNECTIONS, MERGE_BACKENDS: see
+# scripts/merge_load.sh).
+load-merge: load-deps build
+	scripts/merge_load.sh $(BUILD)
 
 # tests/durable/run.py with many more SIGKILL cycles than make test's 15,
 # then the PATCH latency with and without --data-dir (SOAK_DIR: where

@@ -3,7 +3,8 @@
 # count and time: a burst of 2x the connection limit (how many are refused,
 # health during and after), 2x-limit slowloris sockets dripping a header
 # byte every 0.5 s (when health answers again), and the longest query with
-# --max-query-ms 2000 (1M rays x 60K identical boxes), and the server's
+# --max-query-ms 2000 (1M rays x 60K identical boxes: refused up front by
+# the estimate, 413, or stopped at the limit, 503), and the server's
 # RSS under 16 clients that never read a 4M-ray answer, with and without
 # --max-memory 512M. One line a figure.
 #   scripts/hostile.py build/bin/rayboxd [burst|slowloris|query|memory ...]
@@ -90,8 +91,10 @@ def query():
         code = e.code; detail = e.read().decode()[:200]
     took = time.time() - t0
     m = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics").read().decode()
-    stopped = [l for l in m.splitlines() if l.startswith("raybox_queries_stopped_total")]
-    print(f"max-query-ms 2000: 1M rays x 60K identical boxes (count, {len(body)/1e6:.0f} MB JSON): {code} after {took:.2f} s (parse + 2 s); {detail if code != 200 else ''}; {stopped}")
+    stopped = [l for l in m.splitlines() if l.startswith(("raybox_queries_stopped_total", "raybox_queries_refused_estimate_total"))]
+    # 413: refused up front by the estimate (parse + a trial); 503: stopped
+    # at the limit (parse + 2 s)
+    print(f"max-query-ms 2000: 1M rays x 60K identical boxes (count, {len(body)/1e6:.0f} MB JSON): {code} after {took:.2f} s; {detail if code != 200 else ''}; {stopped}")
     p.terminate(); p.wait()
 
 def rss_mb(pid):

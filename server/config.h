@@ -131,6 +131,23 @@
       86400000, "milliseconds a query may run on a worker before it is "       \
       "stopped and answered 503 (checked between pieces of a few hundred "     \
       "rays; OpenCL: between launches); 0 = no limit")                         \
+    X(query_estimate_margin, "query-estimate-margin",                         \
+      "RAYBOX_QUERY_ESTIMATE_MARGIN", U64, "2", 0, 1000,                      \
+      "CPU backend: a query large enough to spread over the threads first "   \
+      "runs 64 of its rays; when that trial's time x rays / 64 / --threads "  \
+      "is over N x --max-query-ms it is answered 413 with the estimate, "    \
+      "without running; 0 = no trial")                                        \
+    X(merge, "merge", "RAYBOX_MERGE", STR, "auto", 0, 0,                       \
+      "on, off or auto (on for OpenCL, off for the CPU backend): small "      \
+      "queries queued on the same scene version, mode and outputs run as "    \
+      "one backend call")                                                      \
+    X(merge_max_rays, "merge-max-rays", "RAYBOX_MERGE_MAX_RAYS", U64, "4096",  \
+      1, 1048576, "--merge: rays of one merged call; a query of more rays "   \
+      "is never merged")                                                       \
+    X(merge_wait_us, "merge-wait-us", "RAYBOX_MERGE_WAIT_US", U64, "200", 0,   \
+      100000, "--merge: microseconds a worker waits for more queries to "     \
+      "merge, while they come less than this apart and waits have been "      \
+      "gathering some; 0 = merge only what is queued")                        \
     X(drain_timeout, "drain-timeout", "RAYBOX_DRAIN_TIMEOUT", U64, "20", 0,    \
       3600, "seconds SIGTERM/SIGINT waits for open connections before "        \
       "closing them")                                                          \

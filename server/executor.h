@@ -38,7 +38,26 @@ struct rbd_job {
      * cores). Other jobs pass a waiting heavy one; heavy ones keep their
      * order. */
     int heavy;
+    /* Merging (executor_set_merge): a job with merge set may run in one
+     * merge->run call together with queued jobs that merge->same accepts
+     * and that are as heavy as it, at most merge_max weight (rays) in
+     * all; NULL: it never is. */
+    const struct rbd_merge_ops *merge;
+    uint64_t weight;
+    double gap_ms; /* since the previous mergeable job came (submit) */
 };
+
+typedef struct rbd_merge_ops {
+    /* Whether b may run in one call with a (any thread, the executor's
+     * lock held: cheap, no locks). */
+    int (*same)(const rbd_job *a, const rbd_job *b);
+    /* Runs jobs[0..n), n >= 2, in ring order, on a worker; each job's
+     * done() is called afterwards, as after run(). */
+    void (*run)(rbd_job **jobs, unsigned n, rb_context *ctx);
+} rbd_merge_ops;
+
+/* Most jobs one merged call holds. */
+#define RBD_MERGE_JOBS_MAX 256u
 
 typedef struct rbd_executor rbd_executor;
 
@@ -67,8 +86,19 @@ int executor_submit(rbd_executor *ex, rbd_job *job,
 void executor_close(rbd_executor *ex);
 void executor_destroy(rbd_executor *ex);
 
+/* Merging of small jobs (see rbd_job.merge): a worker that takes a
+ * mergeable job takes every queued job of the same kind with it, up to
+ * max_weight in all (0: no merging, the default), and, when such jobs
+ * have been arriving less than wait_us apart, waits up to wait_us from
+ * the first job's start for more before it runs them. Call before the
+ * first submit. */
+void executor_set_merge(rbd_executor *ex, uint64_t max_weight,
+                        uint64_t wait_us);
+
 typedef struct rbd_executor_stats {
     uint64_t queued, running, capacity, workers, heavy_running;
+    /* merged calls (of two or more jobs) and the jobs they ran */
+    uint64_t merged_runs, merged_jobs;
 } rbd_executor_stats;
 void executor_stats(rbd_executor *ex, rbd_executor_stats *out);
 

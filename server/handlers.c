@@ -220,6 +220,18 @@ static enum MHD_Result intersect(rbd_request *r)
      * threads. */
     uint64_t tests = b->mode == RB_MODE_PAIRS ? r->rays : r->rays * r->boxes;
     r->job.heavy = tests >= RB_SMALL_JOB_TESTS;
+    /* Small scene queries may share one backend call (--merge): those
+     * the scene answers alone (no elements of their own), not pictures.
+     * Few rays on a large scene count as heavy (rays x elements) and
+     * merge too, with heavy ones only (executor.c). */
+    if (r->srv->merging && r->ver &&
+        r->route != ROUTE_SCENE_RENDER && b->mode != RB_MODE_PAIRS &&
+        !b->n_boxes && !(b->shapes.n_obbs | b->shapes.n_xboxes |
+                         b->shapes.n_spheres | b->shapes.n_planes) &&
+        r->rays && r->rays <= r->srv->cfg.merge_max_rays) {
+        r->job.merge = &rbd_intersect_merge;
+        r->job.weight = r->rays;
+    }
     return submit(r, job_intersect);
 }
 

@@ -313,31 +313,126 @@ static int png_answer(rbd_request *r, const rb_results *res)
     return 0;
 }
 
-void job_intersect(rbd_job *job, rb_context *ctx)
+static rb_query query_of(rbd_request *r)
 {
-    rbd_request *r = (rbd_request *)job;
-    if (r->body == &r->cam_body && !r->cam_body.rays && camera_rays(r))
-        return;
     const rbj_request *b = r->body;
+    return (rb_query){.mode = b->mode, .dims = b->dims, .rays = b->rays,
+                      .n_rays = b->n_rays, .boxes = b->boxes,
+                      .n_boxes = b->n_boxes, .max_hits = b->max_hits,
+                      .scene = r->ver ? scene_ver_scene(r->ver) : NULL,
+                      .shapes = b->shapes, .outputs = b->outputs,
+                      .stop = query_should_stop, .stop_user = r};
+}
+
+/* The up-front cost estimate of --max-query-ms (SPEC 11). A query that
+ * spreads over the context's threads (job.heavy), on the CPU backend,
+ * first runs a trial: TRIAL_RAYS of its rays, evenly spread, through the
+ * same path. The estimate is the trial's time x rays / TRIAL_RAYS /
+ * --threads, the time if every thread went at the trial's pace (a trial
+ * that itself used several threads makes it lower still: no false
+ * refusal from that). Past --query-estimate-margin x --max-query-ms the
+ * query is answered 413 with the estimate and not run. OpenCL is left to
+ * the between-launch 503: a trial of a few rays says little about a full
+ * device. */
+#define TRIAL_RAYS 64u
+/* Queries of fewer rays than this are not tried first (the trial would
+ * be too much of the work). */
+#define TRIAL_MIN_RAYS (16u * TRIAL_RAYS)
+
+/* 1 with the reply set (413, or 503 when the trial was stopped) when the
+ * query is refused; 0 to run it. */
+static int estimate_refuses(rbd_request *r, rb_context *ctx)
+{
+    rbd_server *s = r->srv;
+    const rbj_request *b = r->body;
+    if (!s->cfg.max_query_ms || !s->cfg.query_estimate_margin ||
+        !r->job.heavy || b->mode == RB_MODE_PAIRS ||
+        b->n_rays < TRIAL_MIN_RAYS ||
+        strcmp(executor_backend(s->ex)->backend, "cpu") != 0)
+        return 0;
+    rbj_request trial = *b;
+    trial.n_rays = TRIAL_RAYS;
+    size_t ray_size = b->dims == 2 ? sizeof(rb_ray2) : sizeof(rb_ray);
+    /* The trial's arrays are a 16th of the query's at most, and take
+     * their share of --max-memory too; without it, or without memory,
+     * no trial: the query runs, bounded by the 503. */
+    uint64_t share = TRIAL_RAYS * ray_size + rbj_results_bytes(&trial);
+    if (budget_try(&s->budget, share))
+        return 0;
+    uint8_t *rays = malloc(TRIAL_RAYS * ray_size);
+    rb_results res;
+    memset(&res, 0, sizeof res);
+    if (!rays || rbj_results_alloc(&trial, &res)) {
+        free(rays);
+        rbj_results_free(&res);
+        budget_give(&s->budget, share);
+        return 0;
+    }
+    for (size_t i = 0; i < TRIAL_RAYS; i++)
+        memcpy(rays + i * ray_size,
+               (const uint8_t *)b->rays + (i * b->n_rays / TRIAL_RAYS) *
+                                              ray_size,
+               ray_size);
+    rb_query q = query_of(r);
+    q.rays = rays;
+    q.n_rays = TRIAL_RAYS;
+    double t0 = rbd_now_ms();
+    int st = rb_intersect(ctx, &q, &res);
+    double took = rbd_now_ms() - t0;
+    free(rays);
+    rbj_results_free(&res);
+    budget_give(&s->budget, share);
+    if (st == RB_ECANCELED) {
+        set_stopped(r);
+        return 1;
+    }
+    if (st != RB_OK)
+        return 0; /* the full run reports it */
+    double estimate = took * (double)b->n_rays / TRIAL_RAYS /
+                      (double)(s->cfg.threads ? s->cfg.threads : 1);
+    double limit = (double)s->cfg.max_query_ms;
+    if (estimate <= (double)s->cfg.query_estimate_margin * limit)
+        return 0;
+    char detail[400];
+    snprintf(detail, sizeof detail,
+             "the query would run about %.0f ms (a trial of %u of its %zu "
+             "rays took %.3f ms, on %llu threads), more than %llu times "
+             "--max-query-ms (%llu ms, --query-estimate-margin); send fewer "
+             "rays or elements a request",
+             estimate, TRIAL_RAYS, b->n_rays, took,
+             (unsigned long long)s->cfg.threads,
+             (unsigned long long)s->cfg.query_estimate_margin,
+             (unsigned long long)s->cfg.max_query_ms);
+    atomic_fetch_add_explicit(&s->metrics.refused_estimate, 1,
+                              memory_order_relaxed);
+    set_error(r, 413, detail);
+    return 1;
+}
+
+/* The answer's arrays for r's query into a new payload (NULL out of
+ * memory). A scene with kinds beyond boxes names them in nearest
+ * answers, as a query with such elements of its own does. */
+static rbd_payload *payload_for(const rbj_request *b, const scene_ver *ver)
+{
     rbd_payload *p = calloc(1, sizeof *p);
-    /* A scene with kinds beyond boxes names them in nearest answers, as
-     * a query with such elements of its own does. */
-    int scene_kinds = r->ver && b->mode == RB_MODE_NEAREST &&
-                      scene_ver_elements(r->ver) != scene_ver_boxes(r->ver);
+    int scene_kinds = ver && b->mode == RB_MODE_NEAREST &&
+                      scene_ver_elements(ver) != scene_ver_boxes(ver);
     if (!p || rbj_results_alloc(b, &p->res) ||
         (scene_kinds && !p->res.kinds &&
          !(p->res.kinds = rbc_block_alloc(b->n_rays ? b->n_rays : 1)))) {
         payload_free(p);
-        set_error(r, 503, "out of memory for the results");
-        return;
+        return NULL;
     }
-    rb_query q = {.mode = b->mode, .dims = b->dims, .rays = b->rays,
-                  .n_rays = b->n_rays, .boxes = b->boxes,
-                  .n_boxes = b->n_boxes, .max_hits = b->max_hits,
-                  .scene = r->ver ? scene_ver_scene(r->ver) : NULL,
-                  .shapes = b->shapes, .outputs = b->outputs,
-                  .stop = query_should_stop, .stop_user = r};
-    int st = rb_intersect(ctx, &q, &p->res);
+    return p;
+}
+
+/* After the query ran (st its status, p->res its answer, slab_tests what
+ * the metrics count for it): the answer or the error into r->reply; p is
+ * taken over. */
+static void finish_intersect(rbd_request *r, rbd_payload *p, int st,
+                             rb_context *ctx, uint64_t slab_tests)
+{
+    const rbj_request *b = r->body;
     int has_version = r->ver != NULL;
     uint64_t version = has_version ? scene_ver_version(r->ver) : 0;
     /* The version is not needed any more: a DELETE or PATCH may free it. */
@@ -353,7 +448,7 @@ void job_intersect(rbd_job *job, rb_context *ctx)
         set_lib_error(r, RBJ_FROM_INTERSECT, ctx);
         return;
     }
-    metrics_query(&r->srv->metrics, b->n_rays, p->res.info.slab_tests,
+    metrics_query(&r->srv->metrics, b->n_rays, slab_tests,
                   p->res.info.fell_back);
     if (r->route == ROUTE_SCENE_RENDER && !r->out_binary) {
         png_answer(r, &p->res);
@@ -371,6 +466,202 @@ void job_intersect(rbd_job *job, rb_context *ctx)
     r->reply.kind = OUT_PAYLOAD;
     r->reply.status = 200;
 }
+
+void job_intersect(rbd_job *job, rb_context *ctx)
+{
+    rbd_request *r = (rbd_request *)job;
+    if (r->body == &r->cam_body && !r->cam_body.rays && camera_rays(r))
+        return;
+    rbd_payload *p = payload_for(r->body, r->ver);
+    if (!p) {
+        set_error(r, 503, "out of memory for the results");
+        return;
+    }
+    if (estimate_refuses(r, ctx)) {
+        payload_free(p);
+        scene_ver_release(r->ver);
+        r->ver = NULL;
+        return;
+    }
+    rb_query q = query_of(r);
+    atomic_fetch_add_explicit(&r->srv->metrics.launches, 1,
+                              memory_order_relaxed);
+    atomic_fetch_add_explicit(&r->srv->metrics.launch_requests, 1,
+                              memory_order_relaxed);
+    int st = rb_intersect(ctx, &q, &p->res);
+    finish_intersect(r, p, st, ctx, p->res.info.slab_tests);
+}
+
+/* Merged queries (rbd_merge_ops, executor.h) ---------------------------
+ *
+ * Small queries on the same scene version, mode and outputs (and, in
+ * `all`, max_hits) are one rb_intersect call over their rays one after
+ * another; each answer is then its slice of the merged arrays, which
+ * are per ray (`all`: max_hits entries a ray), so it is the lone run's
+ * answer bit for bit. The call stops only when every member would have
+ * stopped (each keeps its own reason: its client gone, the deadline, the
+ * drain); a member stopped alone gets its 503 and the others their
+ * answers. A call that fails (an invalid ray, out of memory, a device
+ * error) runs each member alone, so that each gets the answer or error
+ * of its own lone run. */
+
+static int merge_same(const rbd_job *ja, const rbd_job *jb)
+{
+    const rbd_request *a = (const rbd_request *)ja;
+    const rbd_request *c = (const rbd_request *)jb;
+    const rbj_request *x = a->body, *y = c->body;
+    return a->ver && c->ver && scene_ver_scene(a->ver) ==
+                                   scene_ver_scene(c->ver) &&
+           a->route == c->route && x->mode == y->mode && x->dims == y->dims &&
+           x->outputs == y->outputs &&
+           (x->mode != RB_MODE_ALL || x->max_hits == y->max_hits);
+}
+
+typedef struct merged {
+    rbd_request **m;
+    unsigned n;
+} merged;
+
+/* rb_query.stop of a merged call: asks every member (each records its
+ * own reason) and stops when all would stop. */
+static int merged_should_stop(void *user)
+{
+    merged *g = user;
+    int all = 1;
+    for (unsigned i = 0; i < g->n; i++)
+        all &= query_should_stop(g->m[i]) != 0;
+    return all;
+}
+
+/* Copies rays [at, at + n) of the merged answer into one member's. */
+static void scatter(const rb_results *all, size_t at, size_t n,
+                    uint32_t max_hits, rb_results *one)
+{
+    if (one->hits)
+        memcpy(one->hits, all->hits + at, n * sizeof *one->hits);
+    if (one->kinds)
+        memcpy(one->kinds, all->kinds + at, n);
+    if (one->normals)
+        memcpy(one->normals, all->normals + 3 * at,
+               3 * n * sizeof *one->normals);
+    if (one->any)
+        memcpy(one->any, all->any + at, n);
+    if (one->counts)
+        memcpy(one->counts, all->counts + at, n * sizeof *one->counts);
+    if (one->list)
+        memcpy(one->list, all->list + at * max_hits,
+               n * max_hits * sizeof *one->list);
+    one->info = all->info;
+}
+
+static void run_alone(rbd_request **m, unsigned n, rb_context *ctx)
+{
+    for (unsigned i = 0; i < n; i++)
+        job_intersect(&m[i]->job, ctx);
+}
+
+static void merge_run(rbd_job **jobs, unsigned n_jobs, rb_context *ctx)
+{
+    rbd_request *m[RBD_MERGE_JOBS_MAX];
+    rbd_payload *p[RBD_MERGE_JOBS_MAX];
+    unsigned n = 0;
+    size_t rays = 0;
+    for (unsigned i = 0; i < n_jobs; i++) {
+        rbd_request *r = (rbd_request *)jobs[i];
+        /* A camera whose rays fail has its answer (422) already. */
+        if (r->body == &r->cam_body && !r->cam_body.rays && camera_rays(r))
+            continue;
+        m[n++] = r;
+        rays += r->body->n_rays;
+    }
+    if (n < 2 || !rays) {
+        run_alone(m, n, ctx);
+        return;
+    }
+    rbd_server *s = m[0]->srv;
+    /* The merged arrays take their share of the memory budget too; none
+     * left, the members run alone in the shares they hold. */
+    rbj_request all_body = *m[0]->body;
+    all_body.n_rays = rays;
+    size_t ray_size = all_body.dims == 2 ? sizeof(rb_ray2) : sizeof(rb_ray);
+    uint64_t scratch = rays * ray_size + rbj_results_bytes(&all_body);
+    if (budget_try(&s->budget, scratch)) {
+        run_alone(m, n, ctx);
+        return;
+    }
+    rbd_payload *all = NULL;
+    uint8_t *all_rays = rbc_block_alloc(rays * ray_size);
+    unsigned got = 0;
+    if (all_rays && (all = payload_for(&all_body, m[0]->ver)))
+        for (; got < n && (p[got] = payload_for(m[got]->body, m[got]->ver));
+             got++)
+            ;
+    if (got < n) {
+        for (unsigned i = 0; i < got; i++)
+            payload_free(p[i]);
+        payload_free(all);
+        rbc_block_free(all_rays);
+        budget_give(&s->budget, scratch);
+        run_alone(m, n, ctx);
+        return;
+    }
+    size_t at = 0;
+    for (unsigned i = 0; i < n; i++) {
+        size_t k = m[i]->body->n_rays * ray_size;
+        if (k)
+            memcpy(all_rays + at, m[i]->body->rays, k);
+        at += k;
+    }
+    merged g = {.m = m, .n = n};
+    rb_query q = query_of(m[0]);
+    q.rays = all_rays;
+    q.n_rays = rays;
+    q.stop = merged_should_stop;
+    q.stop_user = &g;
+    int st = rb_intersect(ctx, &q, &all->res);
+    rbc_block_free(all_rays);
+    rbd_metrics *mt = &s->metrics;
+    if (st != RB_OK && st != RB_ECANCELED) {
+        /* Each alone gets its own error (the lowest invalid ray of its
+         * own rays) or answer. */
+        for (unsigned i = 0; i < n; i++)
+            payload_free(p[i]);
+        payload_free(all);
+        budget_give(&s->budget, scratch);
+        run_alone(m, n, ctx);
+        return;
+    }
+    atomic_fetch_add_explicit(&mt->launches, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&mt->launch_requests, n, memory_order_relaxed);
+    at = 0;
+    uint64_t tests = all->res.info.slab_tests;
+    unsigned again = 0; /* members to run alone, moved to m's front */
+    for (unsigned i = 0; i < n; i++) {
+        size_t k = m[i]->body->n_rays;
+        int mine = RB_OK;
+        if (atomic_load(&m[i]->stop_why))
+            mine = RB_ECANCELED; /* this member alone would have stopped */
+        else if (st == RB_OK)
+            scatter(&all->res, at, k, all_body.max_hits, &p[i]->res);
+        at += k;
+        if (mine == RB_OK && st != RB_OK) {
+            /* Stopped, but not for this member's sake (never, as the
+             * call stops only when all would): it runs alone. */
+            payload_free(p[i]);
+            m[again++] = m[i];
+            continue;
+        }
+        finish_intersect(m[i], p[i], mine, ctx,
+                         (uint64_t)((double)tests * (double)k /
+                                    (double)rays));
+    }
+    payload_free(all);
+    budget_give(&s->budget, scratch);
+    run_alone(m, again, ctx);
+}
+
+const rbd_merge_ops rbd_intersect_merge = {.same = merge_same,
+                                           .run = merge_run};
 
 static void json_reply(rbd_request *r, int status, sbuf *o)
 {

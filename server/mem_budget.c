@@ -43,12 +43,18 @@ static void note_peak(rbd_budget *b, uint64_t now)
 
 int budget_take(rbd_budget *b, uint64_t bytes)
 {
+    if (budget_try(b, bytes) == 0)
+        return 0;
+    atomic_fetch_add_explicit(&b->refused, 1, memory_order_relaxed);
+    return -1;
+}
+
+int budget_try(rbd_budget *b, uint64_t bytes)
+{
     uint64_t used = atomic_load_explicit(&b->used, memory_order_relaxed);
     do {
-        if (bytes > b->limit || used > b->limit - bytes) {
-            atomic_fetch_add_explicit(&b->refused, 1, memory_order_relaxed);
+        if (bytes > b->limit || used > b->limit - bytes)
             return -1;
-        }
     } while (!atomic_compare_exchange_weak_explicit(
         &b->used, &used, used + bytes, memory_order_relaxed,
         memory_order_relaxed));

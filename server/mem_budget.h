@@ -34,6 +34,9 @@ void budget_init(rbd_budget *b, uint64_t limit);
 /* Takes bytes: 0, or -1 (nothing taken, refused counted) when used +
  * bytes would pass the limit. */
 int budget_take(rbd_budget *b, uint64_t bytes);
+/* The same without counting a refusal: for what the server can do
+ * without (a merged call's arrays, a trial), nobody is refused then. */
+int budget_try(rbd_budget *b, uint64_t bytes);
 /* Takes bytes whatever the limit (pinned versions). */
 void budget_force(rbd_budget *b, uint64_t bytes);
 void budget_give(rbd_budget *b, uint64_t bytes);

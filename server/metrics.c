@@ -178,6 +178,30 @@ void metrics_render(const rbd_metrics *m, const rbd_gauges *g, sbuf *o)
                 (unsigned long long)load(&m->stopped[0]),
                 (unsigned long long)load(&m->stopped[1]),
                 (unsigned long long)load(&m->stopped[2]));
+    counter(o, "raybox_queries_refused_estimate_total",
+            "queries answered 413 before they ran: their estimated time "
+            "was over --query-estimate-margin x --max-query-ms",
+            load(&m->refused_estimate));
+    counter(o, "raybox_query_launches_total",
+            "backend calls (rb_intersect) that ran intersect requests, "
+            "merged ones counted once",
+            load(&m->launches));
+    counter(o, "raybox_query_launch_requests_total",
+            "intersect requests those calls ran",
+            load(&m->launch_requests));
+    counter(o, "raybox_merged_launches_total",
+            "calls that ran two or more requests merged (--merge)",
+            g->merged_launches);
+    counter(o, "raybox_merged_requests_total",
+            "requests that ran in merged calls", g->merged_requests);
+    {
+        uint64_t l = load(&m->launches), q = load(&m->launch_requests);
+        gauge(o, "raybox_launches_per_request",
+              "raybox_query_launches_total / "
+              "raybox_query_launch_requests_total since start (1 before "
+              "any)",
+              q ? (double)l / (double)q : 1.0);
+    }
     head(o, "raybox_connections_refused_total", "counter",
          "connections refused at accept: over --max-connections (total) or "
          "--max-connections-per-address (address)");

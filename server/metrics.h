@@ -41,11 +41,17 @@ typedef struct rbd_metrics {
     _Atomic uint64_t rejected_full;      /* 503: the queue was full */
     /* Queries stopped while they ran, by rbd_stop_reason. */
     _Atomic uint64_t stopped[3];
+    /* Queries refused by the up-front estimate of --max-query-ms. */
+    _Atomic uint64_t refused_estimate;
+    /* rb_intersect calls of intersect requests, and the requests they
+     * ran (more than the calls when requests were merged). */
+    _Atomic uint64_t launches, launch_requests;
 } rbd_metrics;
 
 /* Point-in-time values the renderer asks the rest of the server for. */
 typedef struct rbd_gauges {
     uint64_t queue_depth, queue_capacity, running, workers;
+    uint64_t merged_launches, merged_requests; /* executor_stats */
     uint64_t connections;
     uint64_t refused_full, refused_per_address; /* connections, at accept */
     uint64_t cut_headers, cut_body; /* slow clients cut off (deadline.h) */

@@ -150,6 +150,8 @@ enum MHD_Result handle_request(rbd_request *r);
 
 /* Both intersect routes and render (a picture, or the binary answer). */
 void job_intersect(rbd_job *job, rb_context *ctx);
+/* Scene queries merged into one call (--merge; jobs.c says how). */
+extern const rbd_merge_ops rbd_intersect_merge;
 void job_scene_create(rbd_job *job, rb_context *ctx);
 void job_scene_patch(rbd_job *job, rb_context *ctx);
 /* POST /v1/scenes/{id}/visibility on r->ver. */

@@ -499,6 +499,12 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  s->cfg.bind);
         return -1; /* exit 1, as it always was */
     }
+    if (strcmp(s->cfg.merge, "on") && strcmp(s->cfg.merge, "off") &&
+        strcmp(s->cfg.merge, "auto")) {
+        snprintf(why, why_len, "--merge '%.64s' is none of on, off, auto",
+                 s->cfg.merge);
+        return -2;
+    }
     if (access_prepare(s, &addr, why, why_len)) {
         access_free(s);
         return -2;
@@ -514,6 +520,14 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
                  err[0] ? err : rb_status_str(rc), rb_status_name(rc));
         goto fail;
     }
+    /* --merge auto: on where a launch costs (OpenCL), off on the CPU
+     * backend, where merging did not pay (docs/benchmarks.md). */
+    s->merging = strcmp(s->cfg.merge, "on") == 0 ||
+                 (strcmp(s->cfg.merge, "auto") == 0 &&
+                  strcmp(executor_backend(s->ex)->backend, "cpu") != 0);
+    if (s->merging)
+        executor_set_merge(s->ex, s->cfg.merge_max_rays,
+                           s->cfg.merge_wait_us);
     if (s->cfg.data_dir[0] &&
         disk_open(s->cfg.data_dir, s->cfg.data_merge_bytes, &s->disk, why,
                   why_len))
@@ -662,6 +676,8 @@ void server_gauges(rbd_server *s, rbd_gauges *g)
     g->queue_capacity = st.capacity;
     g->running = st.running;
     g->workers = st.workers;
+    g->merged_launches = st.merged_runs;
+    g->merged_requests = st.merged_jobs;
     g->connections = connections(s);
     listener_refused(s->listener, &g->refused_full, &g->refused_per_address);
     deadlines_cut_counts(s->deadlines, &g->cut_headers, &g->cut_body);

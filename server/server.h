@@ -30,6 +30,7 @@ typedef struct rbd_server {
     char header_cut[1024], body_cut[1024]; /* the 408s of deadline.h */
     uint16_t port;
     rbd_executor *ex;
+    int merging;                /* --merge in force (executor_set_merge) */
     scene_store *store;
     rbd_budget budget;          /* --max-memory (mem_budget.h) */
     struct scene_disk *disk;    /* --data-dir; NULL: scenes in memory only */

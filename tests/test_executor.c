@@ -2,8 +2,10 @@
  * job runs once and is done once, the queue bound is exact, at most one
  * heavy job runs at a time while light jobs pass a waiting heavy one,
  * light jobs queued behind a busy worker go to an idle one, and closing
- * aborts what is still queued, also a job whose on_queue was running. Ordering is forced with gates, not
- * with timing. */
+ * aborts what is still queued, also a job whose on_queue was running;
+ * merging gathers queued jobs of the same kind within the weight bound,
+ * leaves the others in place, and keeps heavy and light apart. Ordering
+ * is forced with gates, not with timing. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sched.h>
@@ -34,6 +36,7 @@ typedef struct tjob {
     int id;
     atomic_int ran, done;
     gate *gate; /* run() waits until it opens; NULL: no wait */
+    int kind;   /* merging: jobs of one kind may merge */
 } tjob;
 
 static atomic_int heavy_now, heavy_max, order_next;
@@ -269,6 +272,167 @@ START_TEST(test_close_while_on_queue)
 }
 END_TEST
 
+/* Merged calls, in the order they ran: the ids of each. */
+static int batch_ids[8][8], batch_len[8];
+static atomic_int batches;
+
+static int same_kind(const rbd_job *a, const rbd_job *b)
+{
+    return ((const tjob *)a)->kind == ((const tjob *)b)->kind;
+}
+
+static void run_merged(rbd_job **jobs, unsigned n, rb_context *ctx)
+{
+    ck_assert_ptr_nonnull(ctx);
+    int k = atomic_fetch_add(&batches, 1);
+    batch_len[k] = (int)n;
+    for (unsigned i = 0; i < n; i++) {
+        tjob *t = (tjob *)jobs[i];
+        batch_ids[k][i] = t->id;
+        order[atomic_fetch_add(&order_next, 1)] = t->id;
+        atomic_fetch_add(&t->ran, 1);
+    }
+}
+
+static const rbd_merge_ops merge_ops = {.same = same_kind,
+                                        .run = run_merged};
+
+static void init_merge(tjob *t, int id, int kind, uint64_t weight,
+                       int heavy)
+{
+    init(t, id, heavy);
+    t->kind = kind;
+    t->job.merge = &merge_ops;
+    t->job.weight = weight;
+}
+
+/* One worker held at a gate; queued behind it: A (kind 1, weight 4), B
+ * (kind 2), C (1, 4), D (1, 4), E (1, 2), F (1, 2, heavy). Bound 10:
+ * A takes C and E (D would pass 10, B is of another kind, F heavy) and
+ * runs them as one call; then B, D and F run alone (D and F are of the
+ * same kind but one is heavy, the other light). */
+START_TEST(test_merge_gathers_same_kind)
+{
+    rbd_executor *ex = make(1, 16);
+    executor_set_merge(ex, 10, 0);
+    gate g = GATE_CLOSED;
+    static tjob hold, a, b, c, d, e, f;
+    init(&hold, 1, 0);
+    init_merge(&a, 2, 1, 4, 0);
+    init_merge(&b, 3, 2, 4, 0);
+    init_merge(&c, 4, 1, 4, 0);
+    init_merge(&d, 5, 1, 4, 0);
+    init_merge(&e, 6, 1, 2, 0);
+    init_merge(&f, 7, 1, 2, 1);
+    atomic_store(&batches, 0);
+    submit_held(ex, &hold, &g);
+    tjob *q[] = {&a, &b, &c, &d, &e, &f};
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(executor_submit(ex, &q[i]->job, NULL, NULL), 0);
+    gate_open(&g);
+    for (int i = 0; i < 6; i++)
+        wait_done(q[i]);
+    for (int i = 0; i < 6; i++)
+        ck_assert_int_eq(atomic_load(&q[i]->ran), 1);
+    ck_assert_int_eq(atomic_load(&batches), 1);
+    ck_assert_int_eq(batch_len[0], 3);
+    ck_assert_int_eq(batch_ids[0][0], 2);
+    ck_assert_int_eq(batch_ids[0][1], 4);
+    ck_assert_int_eq(batch_ids[0][2], 6);
+    /* hold, A C E, then B, D, F in their queue order */
+    static const int want[] = {1, 2, 4, 6, 3, 5, 7};
+    for (int i = 0; i < 7; i++)
+        ck_assert_int_eq(order[i], want[i]);
+    rbd_executor_stats st;
+    executor_stats(ex, &st);
+    ck_assert_uint_eq(st.merged_runs, 1);
+    ck_assert_uint_eq(st.merged_jobs, 3);
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
+/* Merging off (bound 0): the same queue runs job by job. */
+START_TEST(test_merge_off)
+{
+    rbd_executor *ex = make(1, 16);
+    gate g = GATE_CLOSED;
+    static tjob hold, a, c;
+    init(&hold, 1, 0);
+    init_merge(&a, 2, 1, 4, 0);
+    init_merge(&c, 3, 1, 4, 0);
+    atomic_store(&batches, 0);
+    submit_held(ex, &hold, &g);
+    ck_assert_int_eq(executor_submit(ex, &a.job, NULL, NULL), 0);
+    ck_assert_int_eq(executor_submit(ex, &c.job, NULL, NULL), 0);
+    gate_open(&g);
+    wait_done(&a);
+    wait_done(&c);
+    ck_assert_int_eq(atomic_load(&batches), 0);
+    ck_assert_int_eq(atomic_load(&a.ran) + atomic_load(&c.ran), 2);
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
+/* The wait: a lone mergeable job on a quiet executor starts at once
+ * (wait 400 ms: it would show); one that comes right after another
+ * (a stream) waits for the next, which then shares its call. */
+START_TEST(test_merge_wait)
+{
+    rbd_executor *ex = make(1, 16);
+    executor_set_merge(ex, 100, 400000);
+    static tjob a, b, c;
+    init_merge(&a, 1, 1, 4, 0);
+    init_merge(&b, 2, 1, 4, 0);
+    init_merge(&c, 3, 1, 4, 0);
+    atomic_store(&batches, 0);
+    atomic_store(&order_next, 0);
+    ck_assert_int_eq(executor_submit(ex, &a.job, NULL, NULL), 0);
+    wait_done(&a);
+    ck_assert_msg(a.job.t_started - a.job.t_queued < 200,
+                  "a lone job waited %.1f ms",
+                  a.job.t_started - a.job.t_queued);
+    ck_assert_int_eq(executor_submit(ex, &b.job, NULL, NULL), 0);
+    ck_assert_int_eq(executor_submit(ex, &c.job, NULL, NULL), 0);
+    wait_done(&b);
+    wait_done(&c);
+    ck_assert_int_eq(atomic_load(&batches), 1);
+    ck_assert_int_eq(batch_len[0], 2);
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
+/* One client's stream: each job comes right after the previous one is
+ * done, never two at once. After the first waits gather nothing, only
+ * one job in MERGE_PROBE (16) waits: 40 jobs with a wait of 50 ms take
+ * far less than 40 x 50 ms. */
+START_TEST(test_merge_lone_stream)
+{
+    rbd_executor *ex = make(1, 16);
+    executor_set_merge(ex, 100, 50000);
+    static tjob t[40];
+    atomic_store(&batches, 0);
+    double t0 = rbd_now_ms();
+    int waited = 0;
+    for (int i = 0; i < 40; i++) {
+        atomic_store(&order_next, 0);
+        init_merge(&t[i], i, 1, 4, 0);
+        ck_assert_int_eq(executor_submit(ex, &t[i].job, NULL, NULL), 0);
+        wait_done(&t[i]);
+        waited += t[i].job.t_started - t[i].job.t_queued >= 40;
+    }
+    double took = rbd_now_ms() - t0;
+    ck_assert_int_eq(atomic_load(&batches), 0);
+    /* the first waits (until the score is low: 5), then the probes (2) */
+    ck_assert_msg(waited <= 9, "%d of 40 jobs waited (%.0f ms)", waited,
+                  took);
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("executor");
@@ -278,6 +442,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_backlog_wakes_idle_worker);
     tcase_add_test(tc, test_backlog_taken_by_watching_worker);
     tcase_add_test(tc, test_close_while_on_queue);
+    tcase_add_test(tc, test_merge_gathers_same_kind);
+    tcase_add_test(tc, test_merge_off);
+    tcase_add_test(tc, test_merge_wait);
+    tcase_add_test(tc, test_merge_lone_stream);
     suite_add_tcase(s, tc);
     return s;
 }

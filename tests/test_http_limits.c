@@ -224,11 +224,13 @@ static double stopped_count(const rbt_server *s, const char *reason)
 }
 
 /* --max-query-ms: the heavy query is stopped soon after its limit, with a
- * 503 that says so, and the server goes on. */
+ * 503 that says so, and the server goes on (the up-front estimate off, so
+ * that the query starts). */
 START_TEST(test_query_deadline)
 {
-    static const char *const args[] = {"--max-query-ms", "300", "--quiet",
-                                        NULL};
+    static const char *const args[] = {"--max-query-ms", "300",
+                                        "--query-estimate-margin", "0",
+                                        "--quiet", NULL};
     rbt_server s;
     rbt_server_start(&s, args);
     size_t len;
@@ -251,6 +253,79 @@ START_TEST(test_query_deadline)
     ck_assert(stopped_count(&s, "deadline") == 1);
     ck_assert_msg(health_within(s.port, 1000) >= 0, "no health after");
     free(body);
+    ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
+}
+END_TEST
+
+/* A count query of n rays over m identical boxes, every ray through all. */
+static char *count_body(int rays, int boxes, size_t *len)
+{
+    size_t cap = (size_t)rays * 24 + (size_t)boxes * 16 + 64, n = 0;
+    char *b = malloc(cap);
+    n += (size_t)sprintf(b + n, "{\"mode\":\"count\",\"rays\":[");
+    for (int i = 0; i < rays; i++)
+        n += (size_t)sprintf(b + n, "%s[-10,0.5,0.5,1,0,0]", i ? "," : "");
+    n += (size_t)sprintf(b + n, "],\"boxes\":[");
+    for (int i = 0; i < boxes; i++)
+        n += (size_t)sprintf(b + n, "%s[0,0,0,1,1,1]", i ? "," : "");
+    n += (size_t)sprintf(b + n, "]}");
+    *len = n;
+    return b;
+}
+
+static double metric_of(const rbt_server *s, const char *name)
+{
+    rbt_resp m;
+    ck_assert_int_eq(rbt_get(NULL, s, "/metrics", &m), 0);
+    double v = rbt_metric(m.body, name);
+    rbt_resp_free(&m);
+    return v;
+}
+
+/* The up-front estimate of --max-query-ms: the heavy query (4e9 tests,
+ * seconds of work) is answered 413 with its estimate before it runs,
+ * well within its limit of time after its body is in; a query of 1e7
+ * tests (tens of ms) under the same limit, which also gets a trial, is
+ * answered. */
+START_TEST(test_query_estimate)
+{
+    static const char *const args[] = {"--max-query-ms", "300", "--quiet",
+                                        NULL};
+    rbt_server s;
+    rbt_server_start(&s, args);
+    char url[128];
+    snprintf(url, sizeof url, "%s/v1/intersect", s.base);
+    size_t len;
+    char *body = count_body(5000, 2000, &len);
+    rbt_resp r;
+    rbt_http(NULL, "POST", url, "application/json", body, len, NULL, NULL,
+             &r);
+    free(body);
+    ck_assert_msg(r.status == 200, "normal query: %ld %.300s", r.status,
+                  r.body);
+    ck_assert_ptr_nonnull(strstr(r.body, "\"hits\":[2000,2000,"));
+    rbt_resp_free(&r);
+    ck_assert(metric_of(&s, "raybox_queries_refused_estimate_total") == 0);
+
+    body = heavy_body(&len);
+    double t0 = now_ms();
+    rbt_http(NULL, "POST", url, "application/json", body, len, NULL, NULL,
+             &r);
+    double took = now_ms() - t0;
+    free(body);
+    ck_assert_msg(r.status == 413, "status %ld: %.300s", r.status, r.body);
+    ck_assert_msg(strstr(r.body, "would run about") &&
+                      strstr(r.body, "--max-query-ms (300 ms"),
+                  "%.300s", r.body);
+    /* the estimate, a number of ms over the limit x 2 */
+    const char *at = strstr(r.body, "would run about ");
+    ck_assert_double_gt(strtod(at + 16, NULL), 600);
+    rbt_resp_free(&r);
+    /* Parsing its 4 MB of JSON is most of it; no query ran into its
+     * deadline. */
+    ck_assert_msg(took < 3000, "answered after %.0f ms", took);
+    ck_assert(metric_of(&s, "raybox_queries_refused_estimate_total") == 1);
+    ck_assert(stopped_count(&s, "deadline") == 0);
     ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
 }
 END_TEST
@@ -386,6 +461,7 @@ int main(void)
     tcase_add_test(tc, test_burst_one_io_thread);
     tcase_add_test(tc, test_per_address_limit);
     tcase_add_test(tc, test_query_deadline);
+    tcase_add_test(tc, test_query_estimate);
     tcase_add_test(tc, test_client_gone);
     tcase_add_test(tc, test_drain_closes_idle);
     tcase_add_test(tc, test_drain_stops_long_query);
