@@ -49,6 +49,7 @@ static const struct rb_backend_ops cl_ops = {
     .bvh = 1, /* kernels/bvh.cl; cl_plan.c falls back to brute force */
     .run = rb_cl_run,
     .run_shapes = rb_cl_run_shapes,
+    .run_visibility = rb_cl_run_visibility,
     .describe = cl_describe,
     .destroy = cl_destroy,
 };
@@ -196,6 +197,15 @@ int rb_cl_backend_create(rb_context *ctx, int want_gpu_only, rb_backend **out,
         }
         be->bvh_stack = (unsigned)v;
     }
+    const char *vis = getenv("RAYBOX_CL_VISIBILITY");
+    if (vis && strcmp(vis, "segments") != 0 && strcmp(vis, "kernel") != 0) {
+        snprintf(why, why_len,
+                 "RAYBOX_CL_VISIBILITY=%s: not \"kernel\" or \"segments\"",
+                 vis);
+        rc = RB_EINVAL;
+        goto fail;
+    }
+    be->vis_explicit = vis && strcmp(vis, "segments") == 0;
     /* A CPU device reads and writes the caller's arrays in place
      * (CL_MEM_USE_HOST_PTR): copying them would be all the cost there.
      * RAYBOX_CL_ZERO_COPY=0|1 overrides (tests run both paths). */
@@ -256,6 +266,13 @@ unsigned long long rb_cl_node_uploads(const rb_context *ctx)
     if (!ctx || !ctx->cl)
         return 0;
     return ((const rb_cl_backend *)ctx->cl)->node_uploads;
+}
+
+unsigned long long rb_cl_vis_launches(const rb_context *ctx)
+{
+    if (!ctx || !ctx->cl)
+        return 0;
+    return ((const rb_cl_backend *)ctx->cl)->vis_launches;
 }
 
 unsigned rb_cl_bvh_stack(const rb_context *ctx)

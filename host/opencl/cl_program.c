@@ -36,13 +36,15 @@ static const char *const kernel_names[RB_CLK_N] = {
     "rb_count",       "rb_all",       "rb_bvh_nearest",
     "rb_bvh_any",     "rb_bvh_count", "rb_bvh_all",
     "rb_shapes_pairs", "rb_shapes_nearest", "rb_shapes_any",
-    "rb_shapes_count", "rb_shapes_all",
+    "rb_shapes_count", "rb_shapes_all",     "rb_vis_brute",
+    "rb_vis_bvh",
 };
 
 /* The kernel files, in the order cmake/embed.cmake concatenates them. */
 static const char *const kernel_files[] = {"exact.h",       "slab.cl",
                                             "brute.cl",      "brute_wide.cl",
-                                            "bvh.cl",        "shapes.cl"};
+                                            "bvh.cl",        "shapes.cl",
+                                            "visibility.cl"};
 
 static const char cache_magic[8] = {'R', 'B', 'X', 'C', 'L', 'B', '0', '1'};
 #define CACHE_HEADER 24 /* magic, u64 payload length, u64 payload hash */

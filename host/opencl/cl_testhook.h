@@ -23,6 +23,11 @@ unsigned long long rb_cl_calls(const rb_context *ctx);
 unsigned long long rb_cl_walks(const rb_context *ctx);
 unsigned long long rb_cl_node_uploads(const rb_context *ctx);
 
+/* Launches of the visibility kernels (kernels/visibility.cl) made by
+ * ctx's backend so far (0 without one): tests tell the segments made on
+ * the device from the explicit ones. */
+unsigned long long rb_cl_vis_launches(const rb_context *ctx);
+
 /* Entries of the hierarchy walk's short stack in ctx's program
  * (kernels/bvh.cl; RAYBOX_CL_BVH_STACK sets it), 0 without a backend. */
 unsigned rb_cl_bvh_stack(const rb_context *ctx);
