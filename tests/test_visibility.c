@@ -2,10 +2,16 @@
  * the explicit segments, bit for bit: the segments are built here, on
  * their own, and answered by a brute-force CPU context (hierarchy off);
  * rb_visibility runs on the CPU backend with its hierarchies and on
- * OpenCL, over the hierarchy suites' scene shapes, a city, a scene of
- * every kind, an empty one, more pairs than one tile holds, and a margin
- * range. Then the errors: points that are not finite (named), a direction
- * that overflows, a bit matrix too small, a 2D scene, a stopped query. */
+ * OpenCL with the segments made on the device (kernels/visibility.cl, by
+ * brute force and through the hierarchy, checked to have run) and
+ * explicit (RAYBOX_CL_VISIBILITY=segments), over the hierarchy suites'
+ * scene shapes, a city, a scene of every kind (explicit segments), an
+ * empty one, more pairs than one tile holds, a margin range, subnormal
+ * and huge points. Then the errors on both backends: points that are not
+ * finite (named), a direction that overflows, a bit matrix too small, a
+ * 2D scene, a stopped query; and an OpenCL failure at every call of the
+ * device path. tests/CMakeLists.txt runs it again with the walk's short
+ * stack (wide and tiled kernels). */
 #include <check.h>
 #include <float.h>
 #include <math.h>
@@ -318,9 +324,83 @@ static int stop_now(void *u)
     return 1;
 }
 
-START_TEST(test_errors)
+/* A failed OpenCL call at every point of the device path: with fallback
+ * on, the explicit segments answer the same bits; with it off, the
+ * device's status; either way the next query makes its segments on the
+ * device again. A stop callback ends the device path with RB_ECANCELED. */
+START_TEST(test_device_failures)
 {
-    rb_context *ctx = rbt_context(RBT_CPU);
+    rb_context *cpu = rbt_context(RBT_CPU);
+    rbt_rng g = {77};
+    rb_box boxes[400];
+    size_t nb = rbt_scene_boxes(0, 400, &g, boxes);
+    float lo[3], hi[3];
+    rbt_scene_bounds(boxes, nb, lo, hi);
+    enum { N = 30, M = 45 };
+    float obs[3 * N], tgt[3 * M];
+    random_points(&g, obs, N, lo, hi);
+    random_points(&g, tgt, M, lo, hi);
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create(cpu, 3, boxes, nb, &scene), RB_OK);
+    rb_visibility_query q = {.scene = scene, .observers = obs,
+                             .n_observers = N, .targets = tgt,
+                             .n_targets = M, .tmin = 0, .tmax = 1};
+    size_t bytes = (size_t)rb_visibility_bytes(N, M);
+    uint8_t *want = malloc(bytes), *got = malloc(bytes);
+    ck_assert_int_eq(rb_visibility(cpu, &q, want, bytes, NULL, NULL), RB_OK);
+    for (int fallback = 1; fallback >= 0; fallback--) {
+        rb_context *ctx = rbt_context_limited(RBT_OPENCL, 0, 0, fallback);
+        ck_assert_int_eq(rb_visibility(ctx, &q, got, bytes, NULL, NULL),
+                         RB_OK);
+        unsigned long long c0 = rb_cl_calls(ctx);
+        ck_assert_int_eq(rb_visibility(ctx, &q, got, bytes, NULL, NULL),
+                         RB_OK);
+        unsigned long long calls = rb_cl_calls(ctx) - c0;
+        ck_assert_uint_gt(calls, 0);
+        for (unsigned long long n = 0; n < calls; n++) {
+            memset(got, 0xAB, bytes);
+            rb_cl_fail_after(ctx, (long)n);
+            int rc = rb_visibility(ctx, &q, got, bytes, NULL, NULL);
+            if (fallback) {
+                ck_assert_msg(rc == RB_OK, "call %llu: %s (%s)", n,
+                              rb_status_name(rc),
+                              rb_context_error(ctx)->message);
+                ck_assert_msg(memcmp(got, want, bytes) == 0,
+                              "call %llu: bits differ", n);
+            } else {
+                ck_assert_msg(rc == RB_EDEVICE || rc == RB_EDEVMEM,
+                              "call %llu: %s", n, rb_status_name(rc));
+                ck_assert_msg(strstr(rb_context_error(ctx)->message,
+                                     "CL_OUT_OF_RESOURCES"),
+                              "error \"%s\"",
+                              rb_context_error(ctx)->message);
+            }
+            rb_cl_fail_after(ctx, -1);
+            unsigned long long launches = rb_cl_vis_launches(ctx);
+            memset(got, 0xAB, bytes);
+            ck_assert_int_eq(rb_visibility(ctx, &q, got, bytes, NULL, NULL),
+                             RB_OK);
+            ck_assert(memcmp(got, want, bytes) == 0);
+            ck_assert_uint_gt(rb_cl_vis_launches(ctx), launches);
+        }
+        q.stop = stop_now;
+        ck_assert_int_eq(rb_visibility(ctx, &q, got, bytes, NULL, NULL),
+                         RB_ECANCELED);
+        q.stop = NULL;
+        rb_context_destroy(ctx);
+    }
+    rb_scene_destroy(scene);
+    rb_context_destroy(cpu);
+    free(want);
+    free(got);
+}
+END_TEST
+
+static void errors_on(int which)
+{
+    rb_context *ctx = rbt_context(which);
+    if (!ctx)
+        return; /* OpenCL absent on purpose (RAYBOX_TEST_NO_OPENCL) */
     rb_box box = {{0, 0, 0}, {1, 1, 1}};
     rb_scene *scene = NULL;
     ck_assert_int_eq(rb_scene_create(ctx, 3, &box, 1, &scene), RB_OK);
@@ -375,6 +455,12 @@ START_TEST(test_errors)
     rb_scene_destroy(scene);
     rb_context_destroy(ctx);
 }
+
+START_TEST(test_errors)
+{
+    errors_on(RBT_CPU);
+    errors_on(RBT_OPENCL);
+}
 END_TEST
 
 int main(void)
@@ -387,6 +473,7 @@ int main(void)
     tcase_add_test(tc, test_every_kind_and_empty);
     tcase_add_test(tc, test_tiny_and_huge_points);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_device_failures);
     suite_add_tcase(s, tc);
     int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
