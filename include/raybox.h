@@ -604,7 +604,8 @@ RB_API uint64_t rb_visibility_bytes(size_t n_observers, size_t n_targets);
  * bits (bits_len >= rb_visibility_bytes): bit j % 8 of byte j / 8 of row
  * i is set when (i, j) is visible, padding bits 0; the count of visible
  * pairs to *n_visible (may be NULL) and what ran to *info (may be NULL).
- * The segments are made a tile at a time where they are tested, so
+ * The segments are made where they are tested (a tile at a time, or on
+ * the OpenCL device by its kernels for a scene of boxes only), so
  * memory is O(observers + targets + tile + answer), and every answer is
  * the bit `any` gives for the explicit segment (same backend paths).
  * Errors: RB_EINVAL (no scene, a 2D scene, bits too small, an invalid

@@ -58,7 +58,23 @@ static inline rb_ray_prep rb_vis_segment(const float o[3],
 }
 
 /* Whether the segment hits any of the nb boxes (rb_slab_hit's test on the
- * boxset's flushed corners, in box order, stopping at the first hit). */
+ * boxset's flushed corners, stopping at the first hit). The wide variant
+ * (CPU devices) tests eight boxes a step with brute_wide.cl's rb_hit8:
+ * the boxset is padded to a multiple of RB_BOX_PAD (16) with boxes no ray
+ * can hit, so the last step may read past nb. */
+#ifdef RB_WIDE
+static inline int rb_vis_any_brute(const rb_ray_prep *r,
+                                   __global const float *boxes, uint stride,
+                                   uint nb)
+{
+    rb_planes p = rb_wide_planes(r, boxes, stride);
+    float8 te, tx;
+    for (uint k = 0; k < nb; k += 8)
+        if (any(rb_hit8(r, &p, k, &te, &tx)))
+            return 1;
+    return 0;
+}
+#else
 static inline int rb_vis_any_brute(const rb_ray_prep *r,
                                    __global const float *boxes, uint stride,
                                    uint nb)
@@ -79,6 +95,7 @@ static inline int rb_vis_any_brute(const rb_ray_prep *r,
     }
     return 0;
 }
+#endif
 
 __kernel void rb_vis_brute(RB_VIS_PARAMS)
 {
