@@ -327,6 +327,12 @@ int rb_cpu_backend_create(rb_context *ctx, rb_backend **out);
  * returns RB_ENODEV/RB_EBUILD/RB_EDEVICE with a reason in why. */
 int rb_cl_backend_create(rb_context *ctx, int want_gpu_only, rb_backend **out,
                          char *why, size_t why_len);
+/* The OpenCL backend over several devices (rb_context_options.devices:
+ * spec "all" or "i,j,...", host/opencl/cl_multi.c), each device in a
+ * context of its own. RB_EINVAL or RB_ENODEV with the reason in why for a
+ * list that names no usable devices, or a device's own status. */
+int rb_cl_multi_create(rb_context *ctx, const char *spec, rb_backend **out,
+                       char *why, size_t why_len);
 
 /* ---- small helpers */
 double rb_now_ms(void);

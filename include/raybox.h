@@ -276,7 +276,21 @@ typedef struct rb_context_options {
      * one pays), RB_HIERARCHY_OFF (always brute force) or
      * RB_HIERARCHY_ALWAYS. With AUTO, $RAYBOX_BVH=auto|off|on decides. */
     int hierarchy;
+    /* OpenCL, several devices for one batch: NULL or "" = one device (the
+     * fields above choose it); "all" = every available OpenCL device with
+     * a compiler; or indices in rb_devices_list() order, comma-separated
+     * ("0,2"). Each query's rays (visibility: its observers) are split
+     * into one contiguous run per device, in proportion to each device's
+     * measured speed (a probe at creation, then every query's own
+     * times), and run at once, one host thread a device; the answers are
+     * those of one device, in order. Only the string's contents are
+     * used, during creation. The stop callback of a query may then be
+     * called from several threads at once. */
+    const char *devices;
 } rb_context_options;
+
+/* Devices one context may split a batch over (rb_context_options.devices). */
+#define RB_MAX_DEVICES 8
 
 enum {
     RB_HIERARCHY_AUTO = 0,
@@ -541,6 +555,11 @@ typedef struct rb_run_info {
     uint64_t chunks;       /* launches (OpenCL) or tiles (CPU) */
     double elapsed_ms;     /* whole call */
     double kernel_ms;      /* OpenCL: sum of kernel times (profiling); cpu: 0 */
+    /* Several devices (rb_context_options.devices): how many took part
+     * and the share of the rays (visibility: observers) each got, in the
+     * order of the devices option; 0 and zeros otherwise. */
+    unsigned devices;
+    double device_share[RB_MAX_DEVICES];
 } rb_run_info;
 
 /* Caller-owned outputs; only the arrays the mode uses are read:

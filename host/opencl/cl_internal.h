@@ -166,6 +166,13 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
 int rb_cl_run_visibility(rb_backend *self, rb_context *ctx,
                          const rb_vis_job *job, uint8_t *bits,
                          rb_run_info *info);
+/* cl_multi.c (rb_cl_multi_create in internal.h): whether b is the
+ * backend over several devices; its device contexts into out (at most cap),
+ * returning how many it has (0 for any other backend); their speeds
+ * (units per ms) likewise. */
+int rb_cl_is_multi(const rb_backend *b);
+size_t rb_cl_multi_devices(const rb_backend *b, rb_context **out, size_t cap);
+int rb_cl_multi_speeds(const rb_backend *b, double *out, size_t cap);
 /* Releases every grow-only buffer (after a device memory failure). */
 void rb_cl_release_buffers(rb_cl_backend *be);
 

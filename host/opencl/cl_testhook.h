@@ -8,6 +8,9 @@
 
 #include "raybox.h"
 
+/* On a context over several devices the counters below add up over
+ * them, and the rest is the first device's. */
+
 /* Makes one later checked OpenCL call of ctx's backend fail with
  * CL_OUT_OF_RESOURCES without being made: n = 0 the very next one, n = k
  * the one after k successful calls. One shot; n < 0 disarms. */
@@ -35,5 +38,11 @@ unsigned rb_cl_bvh_stack(const rb_context *ctx);
 /* 1 if ctx's program came from the binary cache, 0 if it was built from
  * source, -1 without an OpenCL backend. */
 int rb_cl_program_from_cache(const rb_context *ctx);
+
+/* Devices ctx's OpenCL backend runs on (1 for one device, 0 without
+ * one), and, over several (rb_context_options.devices), each one's
+ * measured speed (rays per ms) into out; returns how many it wrote. */
+size_t rb_cl_device_count(const rb_context *ctx);
+size_t rb_cl_device_speeds(const rb_context *ctx, double *out, size_t cap);
 
 #endif /* RB_CL_TESTHOOK_H */
