@@ -554,7 +554,8 @@ typedef struct rb_run_info {
     uint64_t slab_tests;   /* ray-box tests the query stands for */
     uint64_t chunks;       /* launches (OpenCL) or tiles (CPU) */
     double elapsed_ms;     /* whole call */
-    double kernel_ms;      /* OpenCL: sum of kernel times (profiling); cpu: 0 */
+    double kernel_ms;      /* OpenCL: sum of kernel times (profiling); cpu: 0;
+                            * several devices: the largest device's sum */
     /* Several devices (rb_context_options.devices): how many took part
      * and the share of the rays (visibility: observers) each got, in the
      * order of the devices option; 0 and zeros otherwise. */

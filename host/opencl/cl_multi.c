@@ -242,7 +242,8 @@ static int multi_rays(rb_cl_multi *m, int what, const rb_job *job,
     info.kernel_ms = 0;
     for (size_t k = 0; k < m->n; k++) {
         info.chunks += parts[k].res.info.chunks;
-        info.kernel_ms += parts[k].res.info.kernel_ms;
+        if (parts[k].res.info.kernel_ms > info.kernel_ms)
+            info.kernel_ms = parts[k].res.info.kernel_ms; /* at once */
     }
     joined_names(m, info.device, sizeof info.device);
     res->info = info;
@@ -304,7 +305,8 @@ static int multi_run_visibility(rb_backend *self, rb_context *ctx,
     joined_names(m, info->device, sizeof info->device);
     for (size_t k = 0; k < m->n; k++) {
         info->chunks += parts[k].vis_info.chunks;
-        info->kernel_ms += parts[k].vis_info.kernel_ms;
+        if (parts[k].vis_info.kernel_ms > info->kernel_ms)
+            info->kernel_ms = parts[k].vis_info.kernel_ms;
     }
     return rc;
 }
