@@ -284,8 +284,8 @@ typedef struct rb_context_options {
      * measured speed (a probe at creation, then every query's own
      * times), and run at once, one host thread a device; the answers are
      * those of one device, in order. Only the string's contents are
-     * used, during creation. The stop callback of a query may then be
-     * called from several threads at once. */
+     * used, during creation. The stop callback of a query and the
+     * allocator may then be called from several threads at once. */
     const char *devices;
 } rb_context_options;
 
