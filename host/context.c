@@ -174,6 +174,7 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
     ctx->opt = opt;
     ctx->opt.allocator = NULL;
     ctx->opt.device_name = NULL; /* only used during creation */
+    ctx->opt.devices = NULL;
     rb_clear_error(ctx);
     ctx->bvh_use = opt.hierarchy == RB_HIERARCHY_OFF ||
                            opt.hierarchy == RB_HIERARCHY_ALWAYS
@@ -212,11 +213,17 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
         int gpu_only = opt.backend == RB_BACKEND_AUTO && !explicit_device;
         char why[256] = "";
         ctx->opt.device_name = opt.device_name;
-        rc = rb_cl_backend_create(ctx, gpu_only, &ctx->cl, why, sizeof why);
+        if (opt.devices && *opt.devices)
+            rc = rb_cl_multi_create(ctx, opt.devices, &ctx->cl, why,
+                                    sizeof why);
+        else
+            rc = rb_cl_backend_create(ctx, gpu_only, &ctx->cl, why,
+                                      sizeof why);
         ctx->opt.device_name = NULL;
         if (rc == RB_OK) {
             ctx->active = ctx->cl;
-        } else if (opt.backend == RB_BACKEND_OPENCL || rc == RB_ENOMEM) {
+        } else if (opt.backend == RB_BACKEND_OPENCL || rc == RB_ENOMEM ||
+                   rc == RB_EINVAL) {
             fail_text(err_text, err_len, why);
             rb_context_destroy(ctx);
             return rc;

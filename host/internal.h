@@ -81,6 +81,25 @@ typedef struct rb_bad_input {
 
 typedef struct rb_backend rb_backend;
 
+/* A validated visibility query (host/visibility.c) as a backend's
+ * run_visibility sees it: every point finite, every t - o finite, a 3D
+ * scene of boxes only. bvh: the hierarchy rb_intersect would walk for
+ * these segments (rb_query_scene_bvh), NULL for brute force. */
+typedef struct rb_vis_job {
+    const float *observers, *targets;
+    size_t n_observers, n_targets;
+    float tmin, tmax;
+    const rb_boxset *boxes;
+    const struct rb_bvh *bvh;
+    int subnormal_points; /* some coordinate is subnormal */
+    int (*stop)(void *stop_user);
+    void *stop_user;
+} rb_vis_job;
+
+/* run_visibility's answer when it leaves the query to the explicit
+ * segments (rb_visibility's tiles through rb_intersect). */
+#define RB_VIS_DECLINED 1
+
 /* The backend table. run() computes a job into results (which rb_intersect
  * has checked); on RB_EINPUT it fills *bad with the lowest invalid element.
  * describe() fills the static parts of rb_backend_info. */
@@ -96,6 +115,14 @@ struct rb_backend_ops {
      * outputs half combined: the caller then runs both passes again. */
     int (*run_shapes)(rb_backend *self, rb_context *ctx, const rb_job *job,
                       const struct rb_shapeset *set, rb_results *res);
+    /* Optional: observers x targets with the segments made by the backend
+     * itself, the bit matrix (zeroed, rows of ceil(n_targets / 8) bytes)
+     * into bits, what ran into *info. RB_VIS_DECLINED (nothing written)
+     * when it cannot; NULL: always the explicit segments. A device
+     * failure may leave bits half written: the caller starts again. */
+    int (*run_visibility)(rb_backend *self, rb_context *ctx,
+                          const rb_vis_job *job, uint8_t *bits,
+                          rb_run_info *info);
 };
 
 struct rb_backend {
@@ -273,6 +300,12 @@ void rb_box_normal(const rb_hit *h, float *n);
 int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
                   rb_results *res);
 
+/* ---- queries (query.c) */
+/* The hierarchy rb_intersect walks for a query on scene s (NULL: brute
+ * force), by the context's hierarchy setting and the scene's size. */
+const struct rb_bvh *rb_query_scene_bvh(const rb_context *ctx,
+                                        const rb_scene *s);
+
 /* ---- scenes (scene.c) */
 const rb_boxset *rb_scene_boxset(const rb_scene *scene);
 unsigned rb_scene_dims(const rb_scene *scene);
@@ -294,6 +327,12 @@ int rb_cpu_backend_create(rb_context *ctx, rb_backend **out);
  * returns RB_ENODEV/RB_EBUILD/RB_EDEVICE with a reason in why. */
 int rb_cl_backend_create(rb_context *ctx, int want_gpu_only, rb_backend **out,
                          char *why, size_t why_len);
+/* The OpenCL backend over several devices (rb_context_options.devices:
+ * spec "all" or "i,j,...", host/opencl/cl_multi.c), each device in a
+ * context of its own. RB_EINVAL or RB_ENODEV with the reason in why for a
+ * list that names no usable devices, or a device's own status. */
+int rb_cl_multi_create(rb_context *ctx, const char *spec, rb_backend **out,
+                       char *why, size_t why_len);
 
 /* ---- small helpers */
 double rb_now_ms(void);

@@ -30,7 +30,7 @@
  * 40 ms. */
 #define SCENE_MIN_BOXES 256
 
-static const rb_bvh *scene_bvh(const rb_context *ctx, const rb_scene *s)
+const rb_bvh *rb_query_scene_bvh(const rb_context *ctx, const rb_scene *s)
 {
     const rb_bvh *bvh = rb_scene_bvh(s);
     if (!bvh || ctx->bvh_use == RB_BVH_USE_OFF)
@@ -376,7 +376,7 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
     } else if (q->scene) {
         job.boxes = rb_scene_boxset(q->scene);
         n_boxes = job.boxes->n;
-        job.bvh = scene_bvh(ctx, q->scene);
+        job.bvh = rb_query_scene_bvh(ctx, q->scene);
     } else {
         /* Elements are checked before any ray: a bad one fails every ray.
          * Boxes first, then the other kinds in id order. */

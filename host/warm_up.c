@@ -1,5 +1,6 @@
 /* warm_up.c - rb_context_warm_up: a query of every kind through the
- * public path, so the kernels launched are the ones real queries get,
+ * public path (visibility included), so the kernels launched are the ones
+ * real queries get,
  * with the same work-group size (PoCL compiles a kernel per work-group
  * size on its first launch: 0.2-0.5 s each on the development machine).
  * Each query has one ray: the launch is one work-group, the cost is the
@@ -8,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "opencl/cl_internal.h"
 
 /* A scene this large walks its hierarchy (query.c's SCENE_MIN_BOXES). */
 #define WARM_SCENE_BOXES 512
@@ -30,12 +32,34 @@ static int run(rb_context *ctx, rb_mode mode, const rb_ray *ray,
     return rb_intersect(ctx, &q, &r);
 }
 
+/* Line of sight between one observer and one target: the visibility
+ * kernels, brute force on a small scene, the walk on a large one. */
+static int run_visibility(rb_context *ctx, const rb_scene *scene)
+{
+    const float observer[3] = {0.5f, 0.5f, -1}, target[3] = {0.5f, 0.5f, 2};
+    uint8_t bits;
+    rb_visibility_query q = {.scene = scene, .observers = observer,
+                             .n_observers = 1, .targets = target,
+                             .n_targets = 1, .tmin = 0, .tmax = 1};
+    return rb_visibility(ctx, &q, &bits, 1, NULL, NULL);
+}
+
 int rb_context_warm_up(rb_context *ctx)
 {
     if (!ctx)
         return RB_EINVAL;
     if (!ctx->cl || ctx->active != ctx->cl)
         return RB_OK;
+    /* Over several devices a one-ray query runs on one of them: each
+     * device's own context is warmed instead. */
+    rb_context *devs[RB_MAX_DEVICES];
+    size_t n_devs = rb_cl_multi_devices(ctx->cl, devs, RB_MAX_DEVICES);
+    if (n_devs) {
+        int rc = RB_OK;
+        for (size_t k = 0; k < n_devs && !rc; k++)
+            rc = rb_context_warm_up(devs[k]);
+        return rc;
+    }
     static const rb_mode every_box[] = {RB_MODE_NEAREST, RB_MODE_ANY,
                                         RB_MODE_COUNT, RB_MODE_ALL};
     const rb_ray ray = {{0.5f, 0.5f, -1}, {0, 0, 1}, 0, 1e30f};
@@ -46,8 +70,10 @@ int rb_context_warm_up(rb_context *ctx)
     }
     const rb_sphere sphere = {{0.5f, 0.5f, 0}, 0.25f};
     const rb_shapes shapes = {.spheres = &sphere, .n_spheres = 1};
-    rb_scene *scene = NULL;
+    rb_scene *scene = NULL, *small = NULL;
     int rc = rb_scene_create(ctx, 3, boxes, WARM_SCENE_BOXES, &scene);
+    if (!rc)
+        rc = rb_scene_create(ctx, 3, boxes, 2, &small);
     /* pairs: one box, then one shape, for the one ray */
     if (!rc)
         rc = run(ctx, RB_MODE_PAIRS, &ray, boxes, 1, NULL, NULL);
@@ -61,6 +87,11 @@ int rb_context_warm_up(rb_context *ctx)
         if (!rc)
             rc = run(ctx, every_box[m], &ray, NULL, 0, NULL, &shapes);
     }
+    if (!rc)
+        rc = run_visibility(ctx, scene);
+    if (!rc)
+        rc = run_visibility(ctx, small);
+    rb_scene_destroy(small);
     rb_scene_destroy(scene);
     return rc;
 }

@@ -276,7 +276,21 @@ typedef struct rb_context_options {
      * one pays), RB_HIERARCHY_OFF (always brute force) or
      * RB_HIERARCHY_ALWAYS. With AUTO, $RAYBOX_BVH=auto|off|on decides. */
     int hierarchy;
+    /* OpenCL, several devices for one batch: NULL or "" = one device (the
+     * fields above choose it); "all" = every available OpenCL device with
+     * a compiler; or indices in rb_devices_list() order, comma-separated
+     * ("0,2"). Each query's rays (visibility: its observers) are split
+     * into one contiguous run per device, in proportion to each device's
+     * measured speed (a probe at creation, then every query's own
+     * times), and run at once, one host thread a device; the answers are
+     * those of one device, in order. Only the string's contents are
+     * used, during creation. The stop callback of a query and the
+     * allocator may then be called from several threads at once. */
+    const char *devices;
 } rb_context_options;
+
+/* Devices one context may split a batch over (rb_context_options.devices). */
+#define RB_MAX_DEVICES 8
 
 enum {
     RB_HIERARCHY_AUTO = 0,
@@ -348,7 +362,8 @@ typedef struct rb_error {
 } rb_error;
 
 /* Runs one tiny query of every kind the backend has a kernel for (every
- * mode against inline boxes, a scene's hierarchy and inline shapes), so
+ * mode against inline boxes, a scene's hierarchy and inline shapes, and
+ * line of sight; over several devices, on each of them), so
  * that a driver which compiles each kernel on its first launch (PoCL
  * does) does it now rather than in a caller's first query of that kind.
  * A server calls it before it reports ready. Nothing to do (RB_OK at
@@ -549,7 +564,13 @@ typedef struct rb_run_info {
     uint64_t slab_tests;   /* ray-box tests the query stands for */
     uint64_t chunks;       /* launches (OpenCL) or tiles (CPU) */
     double elapsed_ms;     /* whole call */
-    double kernel_ms;      /* OpenCL: sum of kernel times (profiling); cpu: 0 */
+    double kernel_ms;      /* OpenCL: sum of kernel times (profiling); cpu: 0;
+                            * several devices: the largest device's sum */
+    /* Several devices (rb_context_options.devices): how many took part
+     * and the share of the rays (visibility: observers) each got, in the
+     * order of the devices option; 0 and zeros otherwise. */
+    unsigned devices;
+    double device_share[RB_MAX_DEVICES];
 } rb_run_info;
 
 /* Caller-owned outputs; only the arrays the mode uses are read:
@@ -613,7 +634,8 @@ RB_API uint64_t rb_visibility_bytes(size_t n_observers, size_t n_targets);
  * bits (bits_len >= rb_visibility_bytes): bit j % 8 of byte j / 8 of row
  * i is set when (i, j) is visible, padding bits 0; the count of visible
  * pairs to *n_visible (may be NULL) and what ran to *info (may be NULL).
- * The segments are made a tile at a time where they are tested, so
+ * The segments are made where they are tested (a tile at a time, or on
+ * the OpenCL device by its kernels for a scene of boxes only), so
  * memory is O(observers + targets + tile + answer), and every answer is
  * the bit `any` gives for the explicit segment (same backend paths).
  * Errors: RB_EINVAL (no scene, a 2D scene, bits too small, an invalid

@@ -90,17 +90,22 @@ typedef struct rb_wray {
     uint far[3];
 } rb_wray;
 
-static inline rb_wray rb_wray_load(__global const float *rays, uint dims,
-                                   size_t i)
+static inline rb_wray rb_wray_of(rb_ray_prep r)
 {
     rb_wray w;
-    w.r = rb_load_ray(rays, dims, i);
+    w.r = r;
     for (int a = 0; a < 3; a++) {
         int s = signbit(w.r.inv[a]) ? 1 : 0;
         w.near[a] = (uint)((s ? RB_NODE_HI : RB_NODE_LO) + 8 * a);
         w.far[a] = (uint)((s ? RB_NODE_LO : RB_NODE_HI) + 8 * a);
     }
     return w;
+}
+
+static inline rb_wray rb_wray_load(__global const float *rays, uint dims,
+                                   size_t i)
+{
+    return rb_wray_of(rb_load_ray(rays, dims, i));
 }
 
 #ifdef RB_WIDE

@@ -203,6 +203,28 @@ static inline rb_ray_prep rb_prep_ray(float ox, float oy, float oz, float dx,
     return p;
 }
 
+/* SPEC section 9: the segment of a visibility pair, observer o to target
+ * t, has origin o and direction t - o, one float32 subtraction per axis
+ * of the raw (unflushed) coordinates, range [tmin, tmax]. The host's
+ * explicit segments (host/visibility.c) and the kernels that make them in
+ * work-items (kernels/visibility.cl) both take their numbers from here.
+ * On a device without denormals a subnormal coordinate would be flushed
+ * before the subtraction, which IEEE arithmetic does not do: the host
+ * sends such points to the explicit segments instead. */
+static inline float rb_segment_dir(float o, float t)
+{
+    return t - o;
+}
+
+/* The prepared ray of that segment (rb_prep_ray of its raw numbers). */
+static inline rb_ray_prep rb_segment_prep(const float o[3], const float t[3],
+                                          float tmin, float tmax)
+{
+    return rb_prep_ray(o[0], o[1], o[2], rb_segment_dir(o[0], t[0]),
+                       rb_segment_dir(o[1], t[1]), rb_segment_dir(o[2], t[2]),
+                       tmin, tmax);
+}
+
 /* ---- R6: what is refused --------------------------------------------- */
 /* Written so that NaN fails: a comparison with NaN is false. Checked on
  * the raw numbers, in R7's order (flush first) where an order matters. */
@@ -746,6 +768,23 @@ enum rb_shape_arg {
     RB_SHARG_LISTS,
     RB_SHARG_MAX_HITS,
     RB_SHARG_COUNT
+};
+
+/* visibility.cl, rb_vis_brute and rb_vis_bvh: one work-item per byte of
+ * the answer, observer row0 + g / stride, targets 8 (g % stride) on. */
+enum rb_vis_arg {
+    RB_VIARG_OBSERVERS, /* 3 floats each, the whole array */
+    RB_VIARG_TARGETS,   /* 3 floats each */
+    RB_VIARG_N_TARGETS,
+    RB_VIARG_ROW0,      /* the launch's first observer */
+    RB_VIARG_ROWS,      /* observers in the launch */
+    RB_VIARG_TMIN,
+    RB_VIARG_TMAX,
+    RB_VIARG_SCENE,     /* brute: six arrays of stride floats; bvh: nodes */
+    RB_VIARG_STRIDE,    /* brute: floats per array */
+    RB_VIARG_NB,        /* brute: boxes */
+    RB_VIARG_BITS,      /* rows x stride bytes, row0's first */
+    RB_VIARG_COUNT
 };
 
 #endif /* RB_EXACT_H */

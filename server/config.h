@@ -43,6 +43,10 @@
     X(device, "device", "RAYBOX_DEVICE", STR, "", 0, 0,                        \
       "OpenCL device: index in GET /v1/devices or part of its name; "          \
       "empty lets the backend choose")                                         \
+    X(devices, "devices", "RAYBOX_DEVICES", STR, "", 0, 0,                     \
+      "OpenCL devices to split every batch over, in proportion to their "    \
+      "measured speed: all, or indices in GET /v1/devices, comma-separated; " \
+      "empty: one device (--device)")                                          \
     X(workers, "workers", "RAYBOX_WORKERS", U64, "0", 0, 256,                  \
       "query worker threads, each owning one backend context; 0 = one per "    \
       "online CPU")                                                            \

@@ -315,6 +315,8 @@ static void context_options(const rbd_config *c, rb_context_options *o)
     rb_context_options_init(o);
     rb_backend_kind_parse(c->backend, &o->backend);
     o->threads = (unsigned)c->threads;
+    if (c->devices[0])
+        o->devices = c->devices;
     if (c->device[0]) {
         if (strspn(c->device, "0123456789") == strlen(c->device))
             o->device_index = atoi(c->device);

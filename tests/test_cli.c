@@ -117,6 +117,27 @@ static void expect_one_line(const char *prefix, const char *suffix)
     "\"t_enter\":[4.0,null],\"t_exit\":[6.0,null],\"face\":[\"-x\",null],"     \
     "\"exit_face\":[\"+x\",null]"
 
+/* --devices: a bad list is one line naming it; PoCL's two devices split
+ * the batch (meta names both) and answer as one. */
+START_TEST(test_intersect_devices)
+{
+    make_dir();
+    write_request(NEAREST_BODY);
+    ck_assert_int_eq(run_file("--backend opencl --devices 0,0"), 1);
+    expect_one_line("raybox: ", "device 0 listed twice (invalid_argument)");
+    setenv("POCL_DEVICES", "pthread pthread", 1);
+    int rc = run_file("--backend opencl --devices all");
+    unsetenv("POCL_DEVICES");
+    ck_assert_msg(rc == 0, "%s", err_text);
+    ck_assert_msg(strncmp(out_text, NEAREST_OUT, strlen(NEAREST_OUT)) == 0,
+                  "%s", out_text);
+    ck_assert_msg(strstr(out_text, "\"backend\":\"opencl\"") &&
+                      strstr(out_text, " + "),
+                  "%s", out_text);
+    remove_dir();
+}
+END_TEST
+
 START_TEST(test_intersect_file_and_stdin)
 {
     make_dir();
@@ -250,6 +271,7 @@ static Suite *cli_suite(void)
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("cli");
     tcase_add_test(tc, test_intersect_file_and_stdin);
+    tcase_add_test(tc, test_intersect_devices);
     tcase_add_test(tc, test_intersect_modes);
     tcase_add_test(tc, test_bad_requests);
     tcase_add_test(tc, test_other_failures);

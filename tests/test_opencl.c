@@ -430,6 +430,7 @@ START_TEST(test_broken_kernels)
     write_text(dir, "brute_wide.cl", "\n");
     write_text(dir, "bvh.cl", "\n");
     write_text(dir, "shapes.cl", "\n");
+    write_text(dir, "visibility.cl", "\n");
     rb_context_options opt;
     rb_context_options_init(&opt);
     opt.backend = RB_BACKEND_OPENCL;

@@ -2,15 +2,23 @@
  * the explicit segments, bit for bit: the segments are built here, on
  * their own, and answered by a brute-force CPU context (hierarchy off);
  * rb_visibility runs on the CPU backend with its hierarchies and on
- * OpenCL, over the hierarchy suites' scene shapes, a city, a scene of
- * every kind, an empty one, more pairs than one tile holds, and a margin
- * range. Then the errors: points that are not finite (named), a direction
- * that overflows, a bit matrix too small, a 2D scene, a stopped query. */
+ * OpenCL with the segments made on the device (kernels/visibility.cl, by
+ * brute force and through the hierarchy, checked to have run) and
+ * explicit (RAYBOX_CL_VISIBILITY=segments), over the hierarchy suites'
+ * scene shapes, a city, a scene of every kind (explicit segments), an
+ * empty one, more pairs than one tile holds, a margin range, subnormal
+ * and huge points. Then the errors on both backends: points that are not
+ * finite (named), a direction that overflows, a bit matrix too small, a
+ * 2D scene, a stopped query; and an OpenCL failure at every call of the
+ * device path. tests/CMakeLists.txt runs it again with the walk's short
+ * stack (wide and tiled kernels). */
 #include <check.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "opencl/cl_testhook.h"
 #include "scenes.h"
 #include "testutil.h"
 
@@ -73,11 +81,34 @@ static rb_context *brute_cpu(void)
     return rbt_context_opts(RBT_CPU, &o);
 }
 
-/* rb_visibility on every backend (and the CPU with its hierarchy forced
- * on) equals the explicit segments' bits. */
+/* An OpenCL context with the given hierarchy setting (NULL when OpenCL is
+ * absent on purpose); segments = 1 builds it with
+ * RAYBOX_CL_VISIBILITY=segments (the explicit segments, for comparison). */
+static rb_context *opencl(int hierarchy, int segments)
+{
+    rb_context_options o;
+    rb_context_options_init(&o);
+    o.hierarchy = hierarchy;
+    if (segments)
+        setenv("RAYBOX_CL_VISIBILITY", "segments", 1);
+    rb_context *ctx = rbt_context_opts(RBT_OPENCL, &o);
+    if (segments)
+        unsetenv("RAYBOX_CL_VISIBILITY");
+    return ctx;
+}
+
+enum { N_CTX = 7 };
+
+/* rb_visibility on every backend (the CPU with its hierarchy forced on;
+ * OpenCL with the hierarchy setting as it comes, off and forced on, and
+ * with the explicit segments) equals the explicit segments' bits.
+ * kernel: the OpenCL contexts other than the explicit one must have made
+ * the segments on the device (kernels/visibility.cl), by brute force with
+ * the hierarchy off and by the walk with it forced on; 0: they must have
+ * taken the explicit segments (shapes beyond boxes, huge points). */
 static void check_scene(rb_scene *scene, const float *obs, size_t n,
                         const float *tgt, size_t m, float tmin, float tmax,
-                        const char *what)
+                        int kernel, const char *what)
 {
     rb_context *ref = brute_cpu();
     uint64_t want_visible;
@@ -90,11 +121,19 @@ static void check_scene(rb_scene *scene, const float *obs, size_t n,
     rb_context_options_init(&always);
     always.backend = RB_BACKEND_CPU;
     always.hierarchy = RB_HIERARCHY_ALWAYS;
-    rb_context *ctxs[4] = {rbt_context(RBT_CPU), rbt_context(RBT_OPENCL),
-                           rbt_context_opts(RBT_CPU, &always), ref};
-    const char *names[4] = {"cpu", "opencl", "cpu, hierarchy always",
-                            "cpu, brute force"};
-    for (int c = 0; c < 4; c++) {
+    rb_context *ctxs[N_CTX] = {
+        rbt_context(RBT_CPU),
+        opencl(RB_HIERARCHY_AUTO, 0),
+        opencl(RB_HIERARCHY_OFF, 0),
+        opencl(RB_HIERARCHY_ALWAYS, 0),
+        opencl(RB_HIERARCHY_AUTO, 1),
+        rbt_context_opts(RBT_CPU, &always),
+        ref};
+    const char *names[N_CTX] = {"cpu", "opencl", "opencl, brute force",
+                                "opencl, hierarchy always",
+                                "opencl, explicit segments",
+                                "cpu, hierarchy always", "cpu, brute force"};
+    for (int c = 0; c < N_CTX; c++) {
         if (!ctxs[c])
             continue; /* OpenCL absent on purpose (RAYBOX_TEST_NO_OPENCL) */
         rb_visibility_query q = {.scene = scene, .observers = obs,
@@ -103,6 +142,8 @@ static void check_scene(rb_scene *scene, const float *obs, size_t n,
         uint64_t visible = 0;
         rb_run_info info;
         memset(got, 0xAB, bytes + 1);
+        unsigned long long launches = rb_cl_vis_launches(ctxs[c]);
+        unsigned long long walks = rb_cl_walks(ctxs[c]);
         int rc = rb_visibility(ctxs[c], &q, got, bytes, &visible, &info);
         ck_assert_msg(rc == RB_OK, "%s, %s: %s (%s)", what, names[c],
                       rb_status_name(rc),
@@ -112,10 +153,31 @@ static void check_scene(rb_scene *scene, const float *obs, size_t n,
                       what, names[c]);
         ck_assert_msg(got[bytes] == 0xAB, "%s: wrote past the matrix", what);
         ck_assert_uint_eq(visible, want_visible);
-        if (c == 1 && n && m)
+        int is_cl = c >= 1 && c <= 4;
+        if (is_cl && n && m)
             ck_assert_str_eq(info.backend, "opencl");
+        if (!is_cl)
+            continue;
+        /* the short-stack runs (tests/CMakeLists.txt) walk with that stack */
+        const char *stack = getenv("RAYBOX_CL_BVH_STACK");
+        if (stack)
+            ck_assert_uint_eq(rb_cl_bvh_stack(ctxs[c]),
+                              (unsigned)strtoul(stack, NULL, 10));
+        int on_device = rb_cl_vis_launches(ctxs[c]) > launches;
+        int want_device = kernel && c != 4 && n && m;
+        ck_assert_msg(on_device == want_device,
+                      "%s, %s: segments %s on the device", what, names[c],
+                      on_device ? "made" : "not made");
+        if (want_device && c == 2)
+            ck_assert_msg(rb_cl_walks(ctxs[c]) == walks,
+                          "%s: brute force walked", what);
+        rb_scene_stats st;
+        rb_scene_stats_get(scene, &st);
+        if (want_device && c == 3 && st.boxes)
+            ck_assert_msg(rb_cl_walks(ctxs[c]) > walks,
+                          "%s: the hierarchy was not walked", what);
     }
-    for (int c = 0; c < 3; c++)
+    for (int c = 0; c < N_CTX - 1; c++)
         rb_context_destroy(ctxs[c]);
     rb_context_destroy(ref);
     free(want);
@@ -138,9 +200,9 @@ START_TEST(test_hierarchy_scene_shapes)
         memcpy(tgt, obs, 3 * sizeof(float));
         rb_scene *scene = NULL;
         ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, nb, &scene), RB_OK);
-        check_scene(scene, obs, 37, tgt, 53, 0, 1,
+        check_scene(scene, obs, 37, tgt, 53, 0, 1, 1,
                     rbt_scene_kind_name[kind]);
-        check_scene(scene, obs, 37, tgt, 53, 1e-4f, 0.9999f,
+        check_scene(scene, obs, 37, tgt, 53, 1e-4f, 0.9999f, 1,
                     rbt_scene_kind_name[kind]);
         rb_scene_destroy(scene);
     }
@@ -173,7 +235,7 @@ START_TEST(test_city_across_tiles)
     rb_context *ctx = rbt_context(RBT_CPU);
     rb_scene *scene = NULL;
     ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, G * G, &scene), RB_OK);
-    check_scene(scene, obs, N, tgt, M, 0, 1, "city");
+    check_scene(scene, obs, N, tgt, M, 0, 1, 1, "city");
     rb_scene_destroy(scene);
     rb_context_destroy(ctx);
     free(boxes);
@@ -203,12 +265,54 @@ START_TEST(test_every_kind_and_empty)
     const float lo[3] = {-1, -1, -6}, hi[3] = {14, 2, 2};
     random_points(&g, obs, 20, lo, hi);
     random_points(&g, tgt, 30, lo, hi);
-    check_scene(scene, obs, 20, tgt, 30, 0, 1, "every kind");
+    /* shapes beyond boxes: the explicit segments on every backend */
+    check_scene(scene, obs, 20, tgt, 30, 0, 1, 0, "every kind");
     rb_scene_destroy(scene);
     ck_assert_int_eq(rb_scene_create(ctx, 3, NULL, 0, &scene), RB_OK);
-    check_scene(scene, obs, 20, tgt, 30, 0, 1, "empty scene");
-    check_scene(scene, obs, 0, tgt, 30, 0, 1, "no observers");
-    check_scene(scene, obs, 20, tgt, 0, 0, 1, "no targets");
+    check_scene(scene, obs, 20, tgt, 30, 0, 1, 1, "empty scene");
+    check_scene(scene, obs, 0, tgt, 30, 0, 1, 1, "no observers");
+    check_scene(scene, obs, 20, tgt, 0, 0, 1, 1, "no targets");
+    rb_scene_destroy(scene);
+    rb_context_destroy(ctx);
+}
+END_TEST
+
+/* Points the device path must treat as the host does: subnormal
+ * coordinates (the subtraction takes them unflushed; a device without
+ * denormals leaves them to the explicit segments) and -0; points far
+ * apart enough for a direction to overflow (|t| + |o| near 2^128 on an
+ * axis) go to the explicit segments, and 1e38 on both sides does not. */
+START_TEST(test_tiny_and_huge_points)
+{
+    rb_context *ctx = rbt_context(RBT_CPU);
+    rbt_rng g = {5};
+    rb_box boxes[300];
+    size_t nb = rbt_scene_boxes(0, 300, &g, boxes);
+    /* boxes touching the origin planes, so that flushed and unflushed
+     * coordinates meet their faces */
+    boxes[0] = (rb_box){{0, 0, 0}, {1e-38f, 1, 1}};
+    boxes[1] = (rb_box){{-1, -1, -1}, {0, 0, 0}};
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, nb, &scene), RB_OK);
+    static const float tiny[] = {1e-39f, -1e-39f, 1e-45f, 1.2e-38f,
+                                 2e-38f, -0.0f, 0.0f, 1e-38f};
+    enum { N = 24, M = 40 };
+    float obs[3 * N], tgt[3 * M];
+    for (int i = 0; i < 3 * N; i++)
+        obs[i] = rbt_below(&g, 2) ? tiny[rbt_below(&g, 8)]
+                                  : rbt_uniform(&g, -2, 2);
+    for (int i = 0; i < 3 * M; i++)
+        tgt[i] = rbt_below(&g, 2) ? tiny[rbt_below(&g, 8)]
+                                  : rbt_uniform(&g, -2, 2);
+    check_scene(scene, obs, N, tgt, M, 0, 1, 1, "subnormal points");
+    obs[3] = 1e38f;
+    tgt[0] = -1e38f;
+    check_scene(scene, obs, N, tgt, M, 0, 1, 1, "large points");
+    /* FLT_MAX - (-(2^103 - 2^79)) is just below the rounding to inf: a
+     * finite direction, but too close to tell from the magnitudes */
+    obs[3] = -(0x1p103f - 0x1p79f);
+    tgt[0] = FLT_MAX;
+    check_scene(scene, obs, N, tgt, M, 0, 1, 0, "huge points");
     rb_scene_destroy(scene);
     rb_context_destroy(ctx);
 }
@@ -220,9 +324,83 @@ static int stop_now(void *u)
     return 1;
 }
 
-START_TEST(test_errors)
+/* A failed OpenCL call at every point of the device path: with fallback
+ * on, the explicit segments answer the same bits; with it off, the
+ * device's status; either way the next query makes its segments on the
+ * device again. A stop callback ends the device path with RB_ECANCELED. */
+START_TEST(test_device_failures)
 {
-    rb_context *ctx = rbt_context(RBT_CPU);
+    rb_context *cpu = rbt_context(RBT_CPU);
+    rbt_rng g = {77};
+    rb_box boxes[400];
+    size_t nb = rbt_scene_boxes(0, 400, &g, boxes);
+    float lo[3], hi[3];
+    rbt_scene_bounds(boxes, nb, lo, hi);
+    enum { N = 30, M = 45 };
+    float obs[3 * N], tgt[3 * M];
+    random_points(&g, obs, N, lo, hi);
+    random_points(&g, tgt, M, lo, hi);
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create(cpu, 3, boxes, nb, &scene), RB_OK);
+    rb_visibility_query q = {.scene = scene, .observers = obs,
+                             .n_observers = N, .targets = tgt,
+                             .n_targets = M, .tmin = 0, .tmax = 1};
+    size_t bytes = (size_t)rb_visibility_bytes(N, M);
+    uint8_t *want = malloc(bytes), *got = malloc(bytes);
+    ck_assert_int_eq(rb_visibility(cpu, &q, want, bytes, NULL, NULL), RB_OK);
+    for (int fallback = 1; fallback >= 0; fallback--) {
+        rb_context *ctx = rbt_context_limited(RBT_OPENCL, 0, 0, fallback);
+        ck_assert_int_eq(rb_visibility(ctx, &q, got, bytes, NULL, NULL),
+                         RB_OK);
+        unsigned long long c0 = rb_cl_calls(ctx);
+        ck_assert_int_eq(rb_visibility(ctx, &q, got, bytes, NULL, NULL),
+                         RB_OK);
+        unsigned long long calls = rb_cl_calls(ctx) - c0;
+        ck_assert_uint_gt(calls, 0);
+        for (unsigned long long n = 0; n < calls; n++) {
+            memset(got, 0xAB, bytes);
+            rb_cl_fail_after(ctx, (long)n);
+            int rc = rb_visibility(ctx, &q, got, bytes, NULL, NULL);
+            if (fallback) {
+                ck_assert_msg(rc == RB_OK, "call %llu: %s (%s)", n,
+                              rb_status_name(rc),
+                              rb_context_error(ctx)->message);
+                ck_assert_msg(memcmp(got, want, bytes) == 0,
+                              "call %llu: bits differ", n);
+            } else {
+                ck_assert_msg(rc == RB_EDEVICE || rc == RB_EDEVMEM,
+                              "call %llu: %s", n, rb_status_name(rc));
+                ck_assert_msg(strstr(rb_context_error(ctx)->message,
+                                     "CL_OUT_OF_RESOURCES"),
+                              "error \"%s\"",
+                              rb_context_error(ctx)->message);
+            }
+            rb_cl_fail_after(ctx, -1);
+            unsigned long long launches = rb_cl_vis_launches(ctx);
+            memset(got, 0xAB, bytes);
+            ck_assert_int_eq(rb_visibility(ctx, &q, got, bytes, NULL, NULL),
+                             RB_OK);
+            ck_assert(memcmp(got, want, bytes) == 0);
+            ck_assert_uint_gt(rb_cl_vis_launches(ctx), launches);
+        }
+        q.stop = stop_now;
+        ck_assert_int_eq(rb_visibility(ctx, &q, got, bytes, NULL, NULL),
+                         RB_ECANCELED);
+        q.stop = NULL;
+        rb_context_destroy(ctx);
+    }
+    rb_scene_destroy(scene);
+    rb_context_destroy(cpu);
+    free(want);
+    free(got);
+}
+END_TEST
+
+static void errors_on(int which)
+{
+    rb_context *ctx = rbt_context(which);
+    if (!ctx)
+        return; /* OpenCL absent on purpose (RAYBOX_TEST_NO_OPENCL) */
     rb_box box = {{0, 0, 0}, {1, 1, 1}};
     rb_scene *scene = NULL;
     ck_assert_int_eq(rb_scene_create(ctx, 3, &box, 1, &scene), RB_OK);
@@ -277,6 +455,12 @@ START_TEST(test_errors)
     rb_scene_destroy(scene);
     rb_context_destroy(ctx);
 }
+
+START_TEST(test_errors)
+{
+    errors_on(RBT_CPU);
+    errors_on(RBT_OPENCL);
+}
 END_TEST
 
 int main(void)
@@ -287,7 +471,9 @@ int main(void)
     tcase_add_test(tc, test_hierarchy_scene_shapes);
     tcase_add_test(tc, test_city_across_tiles);
     tcase_add_test(tc, test_every_kind_and_empty);
+    tcase_add_test(tc, test_tiny_and_huge_points);
     tcase_add_test(tc, test_errors);
+    tcase_add_test(tc, test_device_failures);
     suite_add_tcase(s, tc);
     int failed = rbt_run_suite(s);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;

@@ -2,6 +2,7 @@
  * raybox.c - the batch CLI.
  *
  *   raybox intersect [--backend auto|cpu|opencl] [--device N|NAME]
+ *                    [--devices all|LIST]
  *                    [--max-hits N] [FILE]
  *   raybox intersect --rays RAYS --scene SCENE -o OUT [--shard I/N] ...
  *   raybox render SCENE_FILE --camera CAMERA_FILE -o OUT.png
@@ -66,6 +67,9 @@ static const char usage_intersect[] =
     "                             else the CPU backend)\n"
     "  --device N|NAME            OpenCL device: index in `raybox devices`,\n"
     "                             or part of its name\n"
+    "  --devices all|LIST         split the rays over several OpenCL devices\n"
+    "                             by their speed: all, or indices in `raybox\n"
+    "                             devices`, comma-separated\n"
     "  --max-hits N               max_hits of requests that do not say\n"
     "                             (default 64)\n"
     "  --help                     this text\n"
@@ -90,6 +94,8 @@ static const char usage_render[] =
     "                             else depth)\n"
     "  --backend auto|cpu|opencl  backend (default auto)\n"
     "  --device N|NAME            OpenCL device\n"
+    "  --devices all|LIST         split the pixels' rays over several OpenCL\n"
+    "                             devices (as for intersect)\n"
     "  --help                     this text\n"
     "\n"
     "exit status: 0 done; 2 bad scene or camera (one line on stderr naming\n"
@@ -165,6 +171,9 @@ static int parse_intersect_args(int argc, char **argv, cli_opts *o)
                                 "opencl)\n", val);
                 return 1;
             }
+            i++;
+        } else if (strcmp(a, "--devices") == 0 && val) {
+            o->ctx.devices = val;
             i++;
         } else if (strcmp(a, "--device") == 0 && val) {
             if (val[0] >= '0' && val[0] <= '9' &&
@@ -366,6 +375,9 @@ static int cmd_render(int argc, char **argv)
                     strcmp(a, "--device") == 0) && val) {
             if (parse_backend(a, val, &copt))
                 return 1;
+            i++;
+        } else if (strcmp(a, "--devices") == 0 && val) {
+            copt.devices = val;
             i++;
         } else if (strcmp(a, "--camera") == 0 && val) {
             camera_file = val;

@@ -49,6 +49,7 @@ static const struct rb_backend_ops cl_ops = {
     .bvh = 1, /* kernels/bvh.cl; cl_plan.c falls back to brute force */
     .run = rb_cl_run,
     .run_shapes = rb_cl_run_shapes,
+    .run_visibility = rb_cl_run_visibility,
     .describe = cl_describe,
     .destroy = cl_destroy,
 };
@@ -196,6 +197,15 @@ int rb_cl_backend_create(rb_context *ctx, int want_gpu_only, rb_backend **out,
         }
         be->bvh_stack = (unsigned)v;
     }
+    const char *vis = getenv("RAYBOX_CL_VISIBILITY");
+    if (vis && strcmp(vis, "segments") != 0 && strcmp(vis, "kernel") != 0) {
+        snprintf(why, why_len,
+                 "RAYBOX_CL_VISIBILITY=%s: not \"kernel\" or \"segments\"",
+                 vis);
+        rc = RB_EINVAL;
+        goto fail;
+    }
+    be->vis_explicit = vis && strcmp(vis, "segments") == 0;
     /* A CPU device reads and writes the caller's arrays in place
      * (CL_MEM_USE_HOST_PTR): copying them would be all the cost there.
      * RAYBOX_CL_ZERO_COPY=0|1 overrides (tests run both paths). */
@@ -229,45 +239,96 @@ fail:
     return rc;
 }
 
-/* ---- test hooks (cl_testhook.h) */
+/* ---- test hooks (cl_testhook.h): on a context over several devices
+ * (cl_multi.c), counters add up over them, the rest is the first one's. */
 
-void rb_cl_fail_after(rb_context *ctx, long n)
-{
-    if (ctx && ctx->cl)
-        ((rb_cl_backend *)ctx->cl)->env.fail_after = n < 0 ? -1 : n;
-}
-
-unsigned long long rb_cl_calls(const rb_context *ctx)
+/* The backends a hook looks at: ctx's own, or its devices'. */
+static size_t hook_backends(const rb_context *ctx, rb_cl_backend **out)
 {
     if (!ctx || !ctx->cl)
         return 0;
-    return ((const rb_cl_backend *)ctx->cl)->env.calls;
+    rb_context *devs[RB_MAX_DEVICES];
+    size_t n = rb_cl_multi_devices(ctx->cl, devs, RB_MAX_DEVICES);
+    if (!n) {
+        out[0] = (rb_cl_backend *)ctx->cl;
+        return 1;
+    }
+    for (size_t k = 0; k < n; k++)
+        out[k] = (rb_cl_backend *)devs[k]->cl;
+    return n;
+}
+
+void rb_cl_fail_after(rb_context *ctx, long n)
+{
+    rb_cl_backend *b[RB_MAX_DEVICES];
+    if (hook_backends(ctx, b))
+        b[0]->env.fail_after = n < 0 ? -1 : n;
+}
+
+#define HOOK_SUM(field)                                                            rb_cl_backend *b[RB_MAX_DEVICES];                                              size_t n = hook_backends(ctx, b);                                              unsigned long long sum = 0;                                                    for (size_t k = 0; k < n; k++)                                                     sum += b[k]->field;                                                        return sum
+
+unsigned long long rb_cl_calls(const rb_context *ctx)
+{
+    HOOK_SUM(env.calls);
 }
 
 unsigned long long rb_cl_walks(const rb_context *ctx)
 {
-    if (!ctx || !ctx->cl)
-        return 0;
-    return ((const rb_cl_backend *)ctx->cl)->walks;
+    HOOK_SUM(walks);
 }
 
 unsigned long long rb_cl_node_uploads(const rb_context *ctx)
 {
-    if (!ctx || !ctx->cl)
-        return 0;
-    return ((const rb_cl_backend *)ctx->cl)->node_uploads;
+    HOOK_SUM(node_uploads);
+}
+
+unsigned long long rb_cl_vis_launches(const rb_context *ctx)
+{
+    HOOK_SUM(vis_launches);
+}
+
+size_t rb_cl_kernels_unlaunched(const rb_context *ctx, char *names,
+                                size_t len)
+{
+    if (len)
+        names[0] = '\0';
+    rb_cl_backend *b[RB_MAX_DEVICES];
+    size_t nb = hook_backends(ctx, b), n = 0, used = 0;
+    for (int i = 0; nb && i < RB_CLK_N; i++) {
+        int everywhere = 1; /* launched on every device */
+        for (size_t k = 0; k < nb; k++)
+            everywhere &= (b[k]->launched >> i) & 1u;
+        if (everywhere)
+            continue;
+        n++;
+        if (used < len)
+            used += (size_t)snprintf(names + used, len - used, "%s%s",
+                                     used ? " " : "", rb_cl_kernel_name(i));
+    }
+    return n;
 }
 
 unsigned rb_cl_bvh_stack(const rb_context *ctx)
 {
-    if (!ctx || !ctx->cl)
-        return 0;
-    return ((const rb_cl_backend *)ctx->cl)->bvh_stack;
+    rb_cl_backend *b[RB_MAX_DEVICES];
+    return hook_backends(ctx, b) ? b[0]->bvh_stack : 0;
 }
 
 int rb_cl_program_from_cache(const rb_context *ctx)
 {
+    rb_cl_backend *b[RB_MAX_DEVICES];
+    return hook_backends(ctx, b) ? b[0]->from_cache : -1;
+}
+
+size_t rb_cl_device_count(const rb_context *ctx)
+{
+    rb_cl_backend *b[RB_MAX_DEVICES];
+    return hook_backends(ctx, b);
+}
+
+size_t rb_cl_device_speeds(const rb_context *ctx, double *out, size_t cap)
+{
     if (!ctx || !ctx->cl)
-        return -1;
-    return ((const rb_cl_backend *)ctx->cl)->from_cache;
+        return 0;
+    return (size_t)rb_cl_multi_speeds(ctx->cl, out, cap);
 }

@@ -9,7 +9,8 @@
 #include "cl_devices.h"
 
 /* The kernels of kernels/brute.cl (brute force), kernels/bvh.cl (the
- * hierarchy walk) and kernels/shapes.cl (the shape pass). */
+ * hierarchy walk), kernels/shapes.cl (the shape pass) and
+ * kernels/visibility.cl (observers x targets). */
 typedef enum rb_cl_kernel_id {
     RB_CLK_PAIRS,
     RB_CLK_NEAREST,
@@ -25,6 +26,8 @@ typedef enum rb_cl_kernel_id {
     RB_CLK_SHAPES_ANY,
     RB_CLK_SHAPES_COUNT,
     RB_CLK_SHAPES_ALL,
+    RB_CLK_VIS_BRUTE, /* kernels/visibility.cl */
+    RB_CLK_VIS_BVH,
     RB_CLK_N
 } rb_cl_kernel_id;
 
@@ -38,6 +41,8 @@ typedef enum rb_cl_buffer_id {
     RB_CLB_BAD,        /* one uint: the lowest invalid element (R6) */
     RB_CLB_NODES,      /* hierarchy jobs: the whole node array */
     RB_CLB_ORDER,      /* hierarchy jobs: the order of the chunk's rays */
+    RB_CLB_OBSERVERS,  /* visibility: every observer */
+    RB_CLB_TARGETS,    /* visibility: every target */
     RB_CLB_N
 } rb_cl_buffer_id;
 
@@ -96,6 +101,10 @@ typedef struct rb_cl_backend {
     size_t nodes_n;
     uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
     uint32_t launched; /* bit k: kernels[k] was launched (warm-up test) */
+    uint64_t vis_launches;        /* visibility.cl launches, likewise */
+    /* RAYBOX_CL_VISIBILITY=segments: visibility through explicit segments
+     * (the tiles of host/visibility.c), to measure one against the other */
+    int vis_explicit;
 } rb_cl_backend;
 
 /* Entries of the hierarchy walk's short stack (kernels/bvh.cl), a power
@@ -128,6 +137,8 @@ int rb_cl_program_build(rb_cl_backend *be, char *why, size_t why_len);
 /* Notes that kernel k of be's program is being launched (cl_testhook.h's
  * rb_cl_kernels_unlaunched reads it). */
 void rb_cl_note_launch(rb_cl_backend *be, cl_kernel k);
+/* The name of kernel k (rb_cl_kernel_id) in the program. */
+const char *rb_cl_kernel_name(int k);
 void rb_cl_program_release(rb_cl_backend *be);
 
 /* cl_plan.c: how a job is cut into launches so that every buffer fits
@@ -156,6 +167,18 @@ int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
 /* cl_run.c: the backend's run() (see struct rb_backend_ops). */
 int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
               rb_results *res, rb_bad_input *bad);
+/* cl_run.c: the backend's run_visibility() (see struct rb_backend_ops):
+ * kernels/visibility.cl over row chunks of the bit matrix. */
+int rb_cl_run_visibility(rb_backend *self, rb_context *ctx,
+                         const rb_vis_job *job, uint8_t *bits,
+                         rb_run_info *info);
+/* cl_multi.c (rb_cl_multi_create in internal.h): whether b is the
+ * backend over several devices; its device contexts into out (at most cap),
+ * returning how many it has (0 for any other backend); their speeds
+ * (units per ms) likewise. */
+int rb_cl_is_multi(const rb_backend *b);
+size_t rb_cl_multi_devices(const rb_backend *b, rb_context **out, size_t cap);
+int rb_cl_multi_speeds(const rb_backend *b, double *out, size_t cap);
 /* Releases every grow-only buffer (after a device memory failure). */
 void rb_cl_release_buffers(rb_cl_backend *be);
 

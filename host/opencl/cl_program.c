@@ -26,7 +26,6 @@
 
 #include "../bvh/bvh.h"
 #include "cl_internal.h"
-#include "cl_testhook.h"
 
 extern const unsigned char rb_kernel_source[];
 extern const size_t rb_kernel_source_len;
@@ -37,13 +36,15 @@ static const char *const kernel_names[RB_CLK_N] = {
     "rb_count",       "rb_all",       "rb_bvh_nearest",
     "rb_bvh_any",     "rb_bvh_count", "rb_bvh_all",
     "rb_shapes_pairs", "rb_shapes_nearest", "rb_shapes_any",
-    "rb_shapes_count", "rb_shapes_all",
+    "rb_shapes_count", "rb_shapes_all",     "rb_vis_brute",
+    "rb_vis_bvh",
 };
 
 /* The kernel files, in the order cmake/embed.cmake concatenates them. */
 static const char *const kernel_files[] = {"exact.h",       "slab.cl",
                                             "brute.cl",      "brute_wide.cl",
-                                            "bvh.cl",        "shapes.cl"};
+                                            "bvh.cl",        "shapes.cl",
+                                            "visibility.cl"};
 
 static const char cache_magic[8] = {'R', 'B', 'X', 'C', 'L', 'B', '0', '1'};
 #define CACHE_HEADER 24 /* magic, u64 payload length, u64 payload hash */
@@ -419,22 +420,7 @@ void rb_cl_note_launch(rb_cl_backend *be, cl_kernel k)
             be->launched |= 1u << i;
 }
 
-size_t rb_cl_kernels_unlaunched(const rb_context *ctx, char *names,
-                                size_t len)
+const char *rb_cl_kernel_name(int k)
 {
-    if (len)
-        names[0] = '\0';
-    if (!ctx || !ctx->cl)
-        return 0;
-    const rb_cl_backend *be = (const rb_cl_backend *)ctx->cl;
-    size_t n = 0, used = 0;
-    for (int i = 0; i < RB_CLK_N; i++) {
-        if (be->launched & (1u << i))
-            continue;
-        n++;
-        if (used < len)
-            used += (size_t)snprintf(names + used, len - used, "%s%s",
-                                     used ? " " : "", kernel_names[i]);
-    }
-    return n;
+    return k >= 0 && k < RB_CLK_N ? kernel_names[k] : "?";
 }

@@ -670,3 +670,165 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
     res->info.kernel_ms = st.kernel_ms;
     return rc;
 }
+
+/* ---- visibility (kernels/visibility.cl) */
+
+/* Bytes of the bit matrix a launch answers (8 segments a byte, one
+ * work-item a byte): 2M segments, as many items as a large GPU holds at
+ * once, and short enough on a CPU device for the stop callback to be
+ * asked often (between launches). */
+#define VIS_LAUNCH_BYTES ((size_t)1 << 18)
+
+int rb_cl_run_visibility(rb_backend *self, rb_context *ctx,
+                         const rb_vis_job *vj, uint8_t *bits,
+                         rb_run_info *info)
+{
+    rb_cl_backend *be = (rb_cl_backend *)self;
+    /* A device that flushes subnormal operands would subtract other
+     * numbers than the host does (exact.h, rb_segment_dir). */
+    if (be->vis_explicit || (vj->subnormal_points && !be->dev.desc.denormals))
+        return RB_VIS_DECLINED;
+    size_t stride = (vj->n_targets + 7) / 8;
+    size_t rows = VIS_LAUNCH_BYTES / stride;
+    if (rows == 0)
+        rows = 1;
+    if (rows > vj->n_observers)
+        rows = vj->n_observers;
+    rb_job job = {.mode = RB_MODE_ANY, .dims = 3, .boxes = vj->boxes,
+                  .bvh = vj->bvh};
+    run_state st = {.be = be, .job = &job};
+    st.plan.bvh = vj->bvh != NULL;
+    st.plan.boxes_whole = 1;
+    st.plan.box_stride = vj->boxes->stride;
+    uint64_t scene_bytes = st.plan.bvh
+                               ? (uint64_t)vj->bvh->n_nodes *
+                                     sizeof(rb_bvh_node)
+                               : (uint64_t)vj->boxes->stride * 6 *
+                                     sizeof(float);
+    uint64_t obs_bytes = (uint64_t)vj->n_observers * 3 * sizeof(float);
+    uint64_t tgt_bytes = (uint64_t)vj->n_targets * 3 * sizeof(float);
+    uint64_t out_bytes = (uint64_t)rows * stride;
+    /* The launch's global size and the kernel's indices are 32-bit. */
+    if (scene_bytes > be->max_buf || obs_bytes > be->max_buf ||
+        tgt_bytes > be->max_buf || out_bytes > be->max_buf ||
+        scene_bytes + obs_bytes + tgt_bytes + out_bytes > be->budget ||
+        vj->n_observers > UINT32_MAX || out_bytes > UINT32_MAX / 2)
+        return RB_VIS_DECLINED;
+    if (scene_bytes == 0)
+        scene_bytes = 6 * sizeof(float); /* an empty scene: a dummy */
+    st.plan.bytes[st.plan.bvh ? RB_CLB_NODES : RB_CLB_BOXES] =
+        (size_t)scene_bytes;
+    st.plan.bytes[RB_CLB_OBSERVERS] = (size_t)obs_bytes;
+    st.plan.bytes[RB_CLB_TARGETS] = (size_t)tgt_bytes;
+    st.plan.bytes[RB_CLB_OUT] = (size_t)out_bytes;
+
+    rb_copy_str(info->backend, sizeof info->backend, "opencl");
+    rb_copy_str(info->device, sizeof info->device, be->dev.desc.name);
+    int rc = RB_OK;
+    if (!be->queue)
+        rc = RB_CL_NEW(&be->env, be->queue, clCreateCommandQueue,
+                       be->context, be->dev.id, CL_QUEUE_PROFILING_ENABLE);
+    if (rc)
+        return rc;
+    fit_budget(be, &st.plan);
+    static const int used[] = {RB_CLB_BOXES, RB_CLB_NODES, RB_CLB_OBSERVERS,
+                               RB_CLB_TARGETS, RB_CLB_OUT};
+    for (size_t u = 0; u < sizeof used / sizeof *used && !rc; u++) {
+        int b = used[u];
+        /* zero_copy: the points and the answers stay in the caller's
+         * memory; the scene is a device buffer as for every query */
+        if (be->zero_copy && b != RB_CLB_BOXES && b != RB_CLB_NODES)
+            continue;
+        rc = ensure_buffer(be, b, st.plan.bytes[b],
+                           b == RB_CLB_OUT ? CL_MEM_READ_WRITE
+                                           : CL_MEM_READ_ONLY);
+    }
+    if (!rc && be->zero_copy) {
+        rc = wrap_host(&st, RB_CLB_OBSERVERS, vj->observers,
+                       (size_t)obs_bytes, CL_MEM_READ_ONLY);
+        if (!rc)
+            rc = wrap_host(&st, RB_CLB_TARGETS, vj->targets,
+                           (size_t)tgt_bytes, CL_MEM_READ_ONLY);
+    } else if (!rc) {
+        rc = write_buf(be, RB_CLB_OBSERVERS, 0, (size_t)obs_bytes,
+                       vj->observers);
+        if (!rc)
+            rc = write_buf(be, RB_CLB_TARGETS, 0, (size_t)tgt_bytes,
+                           vj->targets);
+    }
+    if (!rc && st.plan.bvh)
+        rc = upload_nodes(&st);
+    else if (!rc && vj->boxes->n)
+        rc = upload_boxes(&st, 0, vj->boxes->n);
+
+    cl_kernel k = be->kernels[st.plan.bvh ? RB_CLK_VIS_BVH : RB_CLK_VIS_BRUTE];
+    cl_mem scene = be->bufs[st.plan.bvh ? RB_CLB_NODES : RB_CLB_BOXES].mem;
+    cl_mem obs = buf(&st, RB_CLB_OBSERVERS), tgt = buf(&st, RB_CLB_TARGETS);
+    cl_uint n_targets = (cl_uint)vj->n_targets;
+    cl_uint box_stride = (cl_uint)vj->boxes->stride;
+    cl_uint nb = (cl_uint)vj->boxes->n;
+    cl_float tmin = vj->tmin, tmax = vj->tmax;
+    if (!rc)
+        rc = ARG(k, RB_VIARG_OBSERVERS, obs);
+    if (!rc)
+        rc = ARG(k, RB_VIARG_TARGETS, tgt);
+    if (!rc)
+        rc = ARG(k, RB_VIARG_N_TARGETS, n_targets);
+    if (!rc)
+        rc = ARG(k, RB_VIARG_TMIN, tmin);
+    if (!rc)
+        rc = ARG(k, RB_VIARG_TMAX, tmax);
+    if (!rc)
+        rc = ARG(k, RB_VIARG_SCENE, scene);
+    if (!rc)
+        rc = ARG(k, RB_VIARG_STRIDE, box_stride);
+    if (!rc)
+        rc = ARG(k, RB_VIARG_NB, nb);
+    for (size_t r0 = 0; !rc && r0 < vj->n_observers; r0 += rows) {
+        if (vj->stop && vj->stop(vj->stop_user)) {
+            rc = rb_fail(ctx, RB_ECANCELED, "the query was stopped");
+            break;
+        }
+        size_t nr = vj->n_observers - r0 < rows ? vj->n_observers - r0
+                                                : rows;
+        uint8_t *dst = bits + r0 * stride;
+        if (be->zero_copy)
+            rc = wrap_host(&st, RB_CLB_OUT, dst, nr * stride,
+                           CL_MEM_READ_WRITE);
+        cl_mem out = buf(&st, RB_CLB_OUT);
+        cl_uint row0 = (cl_uint)r0, n_rows = (cl_uint)nr;
+        if (!rc)
+            rc = ARG(k, RB_VIARG_ROW0, row0);
+        if (!rc)
+            rc = ARG(k, RB_VIARG_ROWS, n_rows);
+        if (!rc)
+            rc = ARG(k, RB_VIARG_BITS, out);
+        if (!rc)
+            rc = launch(&st, k, nr * stride);
+        if (!rc) {
+            be->vis_launches++;
+            if (st.plan.bvh)
+                be->walks++;
+            rc = read_out(&st, RB_CLB_OUT, nr * stride, dst);
+        }
+    }
+    if (!rc)
+        rc = RB_CL(&be->env, clFinish, be->queue);
+    if (!rc)
+        rc = drain_events(&st);
+    unwrap(&st); /* after clFinish, or settle() below */
+    if (rc) {
+        if (be->queue)
+            settle(be);
+        for (size_t i = 0; i < st.n_events; i++)
+            clReleaseEvent(st.events[i]);
+        st.n_events = 0;
+        be->boxes_valid = 0;
+        be->nodes_valid = 0;
+        if (rc == RB_EDEVMEM)
+            rb_cl_release_buffers(be);
+    }
+    info->chunks = st.launches;
+    info->kernel_ms = st.kernel_ms;
+    return rc;
+}

@@ -8,6 +8,9 @@
 
 #include "raybox.h"
 
+/* On a context over several devices the counters below add up over
+ * them, and the rest is the first device's. */
+
 /* Makes one later checked OpenCL call of ctx's backend fail with
  * CL_OUT_OF_RESOURCES without being made: n = 0 the very next one, n = k
  * the one after k successful calls. One shot; n < 0 disarms. */
@@ -23,6 +26,11 @@ unsigned long long rb_cl_calls(const rb_context *ctx);
 unsigned long long rb_cl_walks(const rb_context *ctx);
 unsigned long long rb_cl_node_uploads(const rb_context *ctx);
 
+/* Launches of the visibility kernels (kernels/visibility.cl) made by
+ * ctx's backend so far (0 without one): tests tell the segments made on
+ * the device from the explicit ones. */
+unsigned long long rb_cl_vis_launches(const rb_context *ctx);
+
 /* Entries of the hierarchy walk's short stack in ctx's program
  * (kernels/bvh.cl; RAYBOX_CL_BVH_STACK sets it), 0 without a backend. */
 unsigned rb_cl_bvh_stack(const rb_context *ctx);
@@ -36,5 +44,10 @@ int rb_cl_program_from_cache(const rb_context *ctx);
  * warm-up test checks that rb_context_warm_up launched every one. */
 size_t rb_cl_kernels_unlaunched(const rb_context *ctx, char *names,
                                 size_t len);
+/* Devices ctx's OpenCL backend runs on (1 for one device, 0 without
+ * one), and, over several (rb_context_options.devices), each one's
+ * measured speed (rays per ms) into out; returns how many it wrote. */
+size_t rb_cl_device_count(const rb_context *ctx);
+size_t rb_cl_device_speeds(const rb_context *ctx, double *out, size_t cap);
 
 #endif /* RB_CL_TESTHOOK_H */

@@ -30,6 +30,7 @@ typedef struct rbb_options {
     int backend_given;
     const char *devices[RBB_MAX_LIST]; /* --device, commas split */
     size_t n_devices;
+    const char *split_devices;  /* --devices: one batch over these */
     int list;
     unsigned threads;
     size_t pairs[RBB_MAX_LADDER], n_pairs;   /* pairs ladder (rays) */
@@ -146,6 +147,8 @@ typedef struct rbb_target {
     char label[160];         /* OpenCL: the name rows carry; two devices of
                                 one name get " [index]" to stay apart */
     const char *url;         /* HTTP */
+    const char *devices;     /* OpenCL over several devices (--devices):
+                                rb_context_options.devices; else NULL */
 } rbb_target;
 
 /* The targets the options select. On a selection error (no such device)

@@ -22,6 +22,7 @@
 size_t rbb_device_steps(const rbb_options *o, const rbb_target *t)
 {
     size_t limits = t->kind == RBB_TARGET_CPU ? LIMIT_STEPS_CPU
+                    : t->devices              ? 0 /* no cl_limits */
                                               : LIMIT_STEPS_CL;
     return limits + rbb_modes_steps(o);
 }
@@ -204,6 +205,7 @@ void rbb_run_device(const rbb_options *o, const rbb_target *t,
     opt.backend = t->kind == RBB_TARGET_CPU ? RB_BACKEND_CPU
                                             : RB_BACKEND_OPENCL;
     opt.device_index = t->cl_index;
+    opt.devices = t->devices;
     opt.cpu_fallback = 0; /* a benchmark must not measure the fallback */
     /* Inline boxes are measured by brute force (the slab kernels the
      * issue-2 targets are about, on every backend alike); scenes with the
@@ -238,7 +240,7 @@ void rbb_run_device(const rbb_options *o, const rbb_target *t,
     d.where.driver = info.driver;
     d.ctx = ctx;
     d.scene_ctx = scene_ctx;
-    if (d.is_cl)
+    if (d.is_cl && !t->devices) /* a device's own limits */
         cl_limits(&d, t);
     else
         cpu_limits(&d, &info, cpu);

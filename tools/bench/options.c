@@ -9,7 +9,7 @@
 #include "bench.h"
 
 enum {
-    OPT_BACKEND = 256, OPT_DEVICE, OPT_LIST, OPT_THREADS, OPT_PAIRS, OPT_RAYS,
+    OPT_BACKEND = 256, OPT_DEVICE, OPT_DEVICES, OPT_LIST, OPT_THREADS, OPT_PAIRS, OPT_RAYS,
     OPT_BOXES, OPT_SCENE_RAYS, OPT_SCENE_BOXES, OPT_SHAPES, OPT_MODES,
     OPT_MAX_HITS, OPT_HTTP, OPT_HTTP_RAYS, OPT_BUDGET, OPT_REPEATS,
     OPT_WARMUPS, OPT_MAX_CALL, OPT_COPY_BYTES, OPT_QUICK, OPT_QUIET,
@@ -37,6 +37,10 @@ static const opt_doc table[] = {
     {"device", 1, OPT_DEVICE, "N|NAME",
      "OpenCL device by --list index or name substring; repeat it or give "
      "a comma list"},
+    {"devices", 1, OPT_DEVICES, "all|LIST",
+     "also measure one batch split over several OpenCL devices in "
+     "proportion to their speed: all, or --list indices comma-separated "
+     "(its rows' device is \"split LIST\")"},
     {"threads", 1, OPT_THREADS, "N", "CPU backend threads (default: all)"},
     {"modes", 1, OPT_MODES, "LIST",
      "modes to run: pairs,nearest,any,count,all (default all)"},
@@ -307,6 +311,7 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
                           RBB_MAX_LIST))
                 return 2;
             break;
+        case OPT_DEVICES: o->split_devices = optarg; break;
         case OPT_LIST: o->list = 1; break;
         case OPT_THREADS:
             if (number(name, optarg, 0, &v))
@@ -478,6 +483,11 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
     if (!o->want_cpu && !o->want_cl && !o->http && !o->n_from && !o->list) {
         fprintf(stderr, "raybox-bench: --backend none measures only "
                         "through rayboxd: give --http URL\n");
+        return 2;
+    }
+    if (o->split_devices && !o->want_cl) {
+        fprintf(stderr, "raybox-bench: --devices splits batches over OpenCL "
+                        "devices; it cannot go with --backend cpu or none\n");
         return 2;
     }
     if (o->n_devices && !o->want_cl) {

@@ -68,7 +68,7 @@ int rbb_targets(const rbb_options *o, rbb_target **out, size_t *n,
         if (nd == 0 && !why_no_cl[0])
             snprintf(why_no_cl, why_len, "no OpenCL device");
     }
-    rbb_target *t = calloc(nd + 2, sizeof *t);
+    rbb_target *t = calloc(nd + 3, sizeof *t);
     if (!t) {
         free(devs);
         snprintf(err, err_len, "out of memory");
@@ -117,6 +117,13 @@ int rbb_targets(const rbb_options *o, rbb_target **out, size_t *n,
                      t[i].desc.name, t[i].cl_index);
         else
             snprintf(t[i].label, sizeof t[i].label, "%s", t[i].desc.name);
+    }
+    if (want_cl && o->split_devices && nd) {
+        t[k] = (rbb_target){.kind = RBB_TARGET_OPENCL, .cl_index = -1,
+                            .desc = devs[0], .devices = o->split_devices};
+        snprintf(t[k].label, sizeof t[k].label, "split %s",
+                 o->split_devices);
+        k++;
     }
     if (o->http)
         t[k++] = (rbb_target){.kind = RBB_TARGET_HTTP, .cl_index = -1,
