@@ -213,6 +213,20 @@ START_TEST(test_files_and_shards)
                              err, sizeof err),
                          0);
         expect_file("cl.bin", want, n, "opencl");
+        /* --devices: PoCL's two devices answer as one; a bad list is
+         * refused, named */
+        setenv("POCL_DEVICES", "pthread pthread", 1);
+        int rc = run("visibility scene.json obs.f32 tgt.npy -o multi.bin "
+                     "--backend opencl --devices all --quiet",
+                     err, sizeof err);
+        unsetenv("POCL_DEVICES");
+        ck_assert_msg(rc == 0, "%s", err);
+        expect_file("multi.bin", want, n, "two opencl devices");
+        ck_assert_int_eq(run("visibility scene.json obs.f32 tgt.npy -o "
+                             "bad.bin --backend opencl --devices 0,0",
+                             err, sizeof err),
+                         1);
+        ck_assert_msg(strstr(err, "device 0 listed twice"), "%s", err);
     }
     free(want);
     teardown();

@@ -48,6 +48,9 @@ static const char usage_visibility[] =
     "%s"
     "  --backend auto|cpu|opencl  backend (default auto)\n"
     "  --device N|NAME            OpenCL device (see `raybox devices`)\n"
+    "  --devices all|LIST         split the work over several OpenCL\n"
+    "                             devices by their speed (indices in\n"
+    "                             `raybox devices`, comma-separated)\n"
     "  --threads N                CPU backend threads (default: all CPUs)\n"
     "  --quiet                    no progress line on stderr\n"
     "  --help                     this text\n"
@@ -81,6 +84,9 @@ static const char usage_isect[] =
     "  --chunk N                  rays read and answered at once (1048576)\n"
     "  --backend auto|cpu|opencl  backend (default auto)\n"
     "  --device N|NAME            OpenCL device (see `raybox devices`)\n"
+    "  --devices all|LIST         split the work over several OpenCL\n"
+    "                             devices by their speed (indices in\n"
+    "                             `raybox devices`, comma-separated)\n"
     "  --threads N                CPU backend threads (default: all CPUs)\n"
     "  --quiet                    no progress line on stderr\n"
     "  --help                     this text\n"
@@ -196,6 +202,8 @@ int batch_parse(batch_cmd cmd, int argc, char **argv, int allow_shard,
                         batch_prog, v);
                 return 1;
             }
+        } else if (!strcmp(a, "--devices")) {
+            o->ctx.devices = v;
         } else if (!strcmp(a, "--device")) {
             char *end;
             long d = strtol(v, &end, 10);
