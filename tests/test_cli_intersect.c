@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "binary_codec.h"
+#include "scratch.h"
 #include "testutil.h"
 
 #ifndef RAYBOX_CLI
@@ -25,61 +26,9 @@
 
 enum { G = 16, NB = G * G, NR = 1013 };
 
-static char dir[64];
 static rb_box boxes[NB];
 static rb_ray rays[NR];
 static rb_sphere spheres[2] = {{{8, 8, 2}, 3}, {{2, 12, 1}, 1.5f}};
-
-static void path_of(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", dir, name);
-}
-
-static void write_bytes(const char *name, const void *p, size_t n)
-{
-    char path[128];
-    path_of(path, sizeof path, name);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
-static unsigned char *read_bytes(const char *name, size_t *n)
-{
-    char path[128];
-    path_of(path, sizeof path, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "no %s", path);
-    unsigned char *b = malloc(1 << 20);
-    *n = fread(b, 1, 1 << 20, f);
-    fclose(f);
-    return b;
-}
-
-/* A .npy v1 file of rows x cols float32; returns the data's offset. */
-static size_t write_npy(const char *name, const float *v, size_t rows,
-                        size_t cols)
-{
-    char dict[128];
-    int n = snprintf(dict, sizeof dict,
-                     "{'descr': '<f4', 'fortran_order': False, "
-                     "'shape': (%zu, %zu), }", rows, cols);
-    size_t hlen = (size_t)n + 1;
-    size_t pad = (64 - (10 + hlen) % 64) % 64;
-    size_t total = 10 + hlen + pad + rows * cols * 4;
-    unsigned char *b = malloc(total);
-    memcpy(b, "\x93NUMPY\x01\x00", 8);
-    b[8] = (unsigned char)((hlen + pad) & 255);
-    b[9] = (unsigned char)((hlen + pad) >> 8);
-    memcpy(b + 10, dict, (size_t)n);
-    memset(b + 10 + n, ' ', pad);
-    b[10 + hlen + pad - 1] = '\n';
-    memcpy(b + 10 + hlen + pad, v, rows * cols * 4);
-    write_bytes(name, b, total);
-    free(b);
-    return 10 + hlen + pad;
-}
 
 /* A binary intersect request (version 1, 3D, RANGES) of the rays alone,
  * with the given mode and box count. */
@@ -93,31 +42,18 @@ static void write_request(const char *name, rb_mode mode, uint64_t n_boxes)
                     .n_boxes = n_boxes};
     rbb_header_encode(&h, b);
     memcpy(b + 64, rays, sizeof rays);
-    write_bytes(name, b, n);
+    rbt_scratch_write(name, b, n);
     free(b);
 }
 
 static int run(const char *args, char *err, size_t cap)
 {
-    char cmd[1024], errp[128];
-    path_of(errp, sizeof errp, "err");
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>'%s'", dir, RAYBOX_CLI,
-             args, errp);
-    int st = system(cmd);
-    ck_assert(st != -1 && WIFEXITED(st));
-    size_t n;
-    unsigned char *e = read_bytes("err", &n);
-    n = n < cap - 1 ? n : cap - 1;
-    memcpy(err, e, n);
-    err[n] = '\0';
-    free(e);
-    return WEXITSTATUS(st);
+    return rbt_scratch_run(RAYBOX_CLI, args, err, cap);
 }
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/raybox-isect-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    rbt_scratch_make("raybox-isect");
     rbt_rng g = {11};
     for (int i = 0; i < NB; i++) {
         float x = (float)(i % G), y = (float)(i / G);
@@ -134,33 +70,27 @@ static void setup(void)
         r->tmin = (float)rbt_below(&g, 2) * 0.25f;
         r->tmax = tmax[rbt_below(&g, 3)];
     }
-    write_npy("city.npy", (const float *)boxes, NB, 6);
-    write_npy("rays8.npy", (const float *)rays, NR, 8);
+    rbt_scratch_npy("city.npy", (const float *)boxes, NB, 6);
+    rbt_scratch_npy("rays8.npy", (const float *)rays, NR, 8);
     float *six = malloc(NR * 6 * sizeof *six);
     for (int i = 0; i < NR; i++)
         memcpy(six + 6 * i, &rays[i], 6 * sizeof *six);
-    write_npy("rays6.npy", six, NR, 6);
+    rbt_scratch_npy("rays6.npy", six, NR, 6);
     free(six);
     write_request("any.rbox", RB_MODE_ANY, 0);
     /* a JSON scene of the first 100 boxes and two spheres, %.9g: float32
      * round trips */
     char *json = malloc(100 * 120 + 256);
-    size_t at = (size_t)sprintf(json, "{\"boxes\":[");
-    for (int i = 0; i < 100; i++)
-        at += (size_t)sprintf(json + at, "%s[%.9g,%.9g,%.9g,%.9g,%.9g,%.9g]",
-                              i ? "," : "", boxes[i].min[0], boxes[i].min[1],
-                              boxes[i].min[2], boxes[i].max[0],
-                              boxes[i].max[1], boxes[i].max[2]);
-    at += (size_t)sprintf(json + at, "],\"spheres\":[[8,8,2,3],[2,12,1,1.5]]}");
-    write_bytes("shapes.json", json, at);
+    size_t at = (size_t)sprintf(json, "{");
+    at += rbt_boxes_json(json + at, boxes, 100);
+    at += (size_t)sprintf(json + at, ",\"spheres\":[[8,8,2,3],[2,12,1,1.5]]}");
+    rbt_scratch_write("shapes.json", json, at);
     free(json);
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    rbt_scratch_remove();
 }
 
 /* The answer rb_intersect gives in this process, in the binary layout
@@ -209,7 +139,7 @@ static void expect_file(const char *name, const unsigned char *want,
                         size_t n, const char *what)
 {
     size_t got_n;
-    unsigned char *got = read_bytes(name, &got_n);
+    unsigned char *got = rbt_scratch_read(name, &got_n);
     ck_assert_msg(got_n == n, "%s: %zu bytes, want %zu", what, got_n, n);
     ck_assert_msg(memcmp(got, want, n) == 0, "%s: bytes differ", what);
     free(got);
@@ -316,20 +246,20 @@ START_TEST(test_bad_files)
     static rb_ray bad[NR];
     memcpy(bad, rays, sizeof bad);
     bad[700].dir[2] = NAN;
-    size_t at = write_npy("nan.npy", (const float *)bad, NR, 8);
+    size_t at = rbt_scratch_npy("nan.npy", (const float *)bad, NR, 8);
     char text[128];
     snprintf(text, sizeof text, "rays 'nan.npy': ray 700 (byte %zu): dir z "
              "is NaN", at + 700 * 32);
     expect_error("intersect --rays nan.npy --scene city.npy -o x.bin "
                  "--chunk 256", 2, text);
-    write_npy("seven.npy", (const float *)rays, 10, 7);
+    rbt_scratch_npy("seven.npy", (const float *)rays, 10, 7);
     expect_error("intersect --rays seven.npy --scene city.npy -o x.bin", 2,
                  "rays 'seven.npy': the array's shape is (10, 7), not (N, 6) "
                  "or (N, 8)");
     /* a .npy cut in ray 5 */
     size_t len;
-    unsigned char *b = read_bytes("rays8.npy", &len);
-    write_bytes("cut.npy", b, at + 5 * 32 + 7);
+    unsigned char *b = rbt_scratch_read("rays8.npy", &len);
+    rbt_scratch_write("cut.npy", b, at + 5 * 32 + 7);
     free(b);
     snprintf(text, sizeof text, "rays 'cut.npy': 1013 rays of 8 float32 "
              "from byte %zu need %zu bytes; the file ends at byte %zu, in "
@@ -342,7 +272,7 @@ START_TEST(test_bad_files)
     write_request("pairs.rbox", RB_MODE_PAIRS, 0);
     expect_error("intersect --rays pairs.rbox --scene city.npy -o x.bin", 2,
                  "rays 'pairs.rbox': byte 9: mode pairs is not one of");
-    write_bytes("text.txt", "hello, world", 12);
+    rbt_scratch_write("text.txt", "hello, world", 12);
     expect_error("intersect --rays text.txt --scene city.npy -o x.bin", 2,
                  "rays 'text.txt': neither a .npy file nor a binary request");
     expect_error("intersect --rays rays8.npy --scene nan.npy -o x.bin", 2,

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "scratch.h"
 #include "testutil.h"
 
 #ifndef RAYBOX_CLI
@@ -23,81 +24,17 @@
 
 enum { G = 12, NB = G * G, NO = 101, NT = 37 };
 
-static char dir[64];
 static rb_box boxes[NB];
 static float obs[3 * NO], tgt[3 * NT];
 
-static void path_of(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", dir, name);
-}
-
-static void write_bytes(const char *name, const void *p, size_t n)
-{
-    char path[128];
-    path_of(path, sizeof path, name);
-    FILE *f = fopen(path, "wb");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fwrite(p, 1, n, f), n);
-    fclose(f);
-}
-
-static unsigned char *read_bytes(const char *name, size_t *n)
-{
-    char path[128];
-    path_of(path, sizeof path, name);
-    FILE *f = fopen(path, "rb");
-    ck_assert_msg(f != NULL, "no %s", path);
-    unsigned char *b = malloc(1 << 20);
-    *n = fread(b, 1, 1 << 20, f);
-    fclose(f);
-    return b;
-}
-
-/* A .npy v1 file of rows x cols float32. */
-static void write_npy(const char *name, const float *v, size_t rows,
-                      size_t cols)
-{
-    char dict[128];
-    int n = snprintf(dict, sizeof dict,
-                     "{'descr': '<f4', 'fortran_order': False, "
-                     "'shape': (%zu, %zu), }", rows, cols);
-    size_t hlen = (size_t)n + 1;
-    size_t pad = (64 - (10 + hlen) % 64) % 64;
-    size_t total = 10 + hlen + pad + rows * cols * 4;
-    unsigned char *b = malloc(total);
-    memcpy(b, "\x93NUMPY\x01\x00", 8);
-    b[8] = (unsigned char)((hlen + pad) & 255);
-    b[9] = (unsigned char)((hlen + pad) >> 8);
-    memcpy(b + 10, dict, (size_t)n);
-    memset(b + 10 + n, ' ', pad);
-    b[10 + hlen + pad - 1] = '\n';
-    memcpy(b + 10 + hlen + pad, v, rows * cols * 4);
-    write_bytes(name, b, total);
-    free(b);
-}
-
 static int run(const char *args, char *err, size_t cap)
 {
-    char cmd[1024], errp[128];
-    path_of(errp, sizeof errp, "err");
-    snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s 2>'%s'", dir, RAYBOX_CLI,
-             args, errp);
-    int st = system(cmd);
-    ck_assert(st != -1 && WIFEXITED(st));
-    size_t n;
-    unsigned char *e = read_bytes("err", &n);
-    n = n < cap - 1 ? n : cap - 1;
-    memcpy(err, e, n);
-    err[n] = '\0';
-    free(e);
-    return WEXITSTATUS(st);
+    return rbt_scratch_run(RAYBOX_CLI, args, err, cap);
 }
 
 static void setup(void)
 {
-    strcpy(dir, "/tmp/raybox-vis-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    rbt_scratch_make("raybox-vis");
     rbt_rng g = {5};
     for (int i = 0; i < NB; i++) {
         float x = (float)(i % G), y = (float)(i / G);
@@ -112,25 +49,19 @@ static void setup(void)
     }
     /* the JSON scene body, written with %.9g: float32 round trips */
     char *json = malloc(NB * 120 + 64);
-    size_t at = (size_t)sprintf(json, "{\"boxes\":[");
-    for (int i = 0; i < NB; i++)
-        at += (size_t)sprintf(json + at, "%s[%.9g,%.9g,%.9g,%.9g,%.9g,%.9g]",
-                              i ? "," : "", boxes[i].min[0], boxes[i].min[1],
-                              boxes[i].min[2], boxes[i].max[0],
-                              boxes[i].max[1], boxes[i].max[2]);
-    at += (size_t)sprintf(json + at, "]}");
-    write_bytes("scene.json", json, at);
+    size_t at = (size_t)sprintf(json, "{");
+    at += rbt_boxes_json(json + at, boxes, NB);
+    at += (size_t)sprintf(json + at, "}");
+    rbt_scratch_write("scene.json", json, at);
     free(json);
-    write_npy("scene.npy", (const float *)boxes, NB, 6);
-    write_bytes("obs.f32", obs, sizeof obs);
-    write_npy("tgt.npy", tgt, NT, 3);
+    rbt_scratch_npy("scene.npy", (const float *)boxes, NB, 6);
+    rbt_scratch_write("obs.f32", obs, sizeof obs);
+    rbt_scratch_npy("tgt.npy", tgt, NT, 3);
 }
 
 static void teardown(void)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    ck_assert_int_eq(system(cmd), 0);
+    rbt_scratch_remove();
 }
 
 /* The header and bits rb_visibility gives in this process. */
@@ -167,7 +98,7 @@ static void expect_file(const char *name, const unsigned char *want,
                         size_t n, const char *what)
 {
     size_t got_n;
-    unsigned char *got = read_bytes(name, &got_n);
+    unsigned char *got = rbt_scratch_read(name, &got_n);
     ck_assert_msg(got_n == n, "%s: %zu bytes, want %zu", what, got_n, n);
     ck_assert_msg(memcmp(got, want, n) == 0, "%s: bytes differ", what);
     free(got);
@@ -240,9 +171,9 @@ START_TEST(test_slurm_array_script)
     setup();
     size_t n;
     unsigned char *want = expected(&n);
-    write_npy("city.npy", (const float *)boxes, NB, 6);
-    write_npy("observers.npy", obs, NO, 3);
-    write_npy("targets.npy", tgt, NT, 3);
+    rbt_scratch_npy("city.npy", (const float *)boxes, NB, 6);
+    rbt_scratch_npy("observers.npy", obs, NO, 3);
+    rbt_scratch_npy("targets.npy", tgt, NT, 3);
     char bin[512];
     snprintf(bin, sizeof bin, "%s", RAYBOX_CLI);
     *strrchr(bin, '/') = '\0';
@@ -252,7 +183,7 @@ START_TEST(test_slurm_array_script)
         snprintf(cmd, sizeof cmd,
                  "cd '%s' && PATH='%s':\"$PATH\" SLURM_ARRAY_TASK_ID=%d "
                  "sh '%s/deploy/batch/visibility-slurm.sh'",
-                 dir, bin, order[k], RAYBOX_SOURCE_DIR);
+                 rbt_scratch_dir(), bin, order[k], RAYBOX_SOURCE_DIR);
         int st = system(cmd);
         ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
                       "task %d: %s", order[k], cmd);
@@ -275,12 +206,12 @@ static void expect_error(const char *args, int status, const char *text)
 START_TEST(test_bad_input)
 {
     setup();
-    write_bytes("short.f32", "abc", 3);
+    rbt_scratch_write("short.f32", "abc", 3);
     float bad[6] = {0, 0, 0, 1, 0, 0};
     memcpy(bad + 4, &(float){0.0f / 0.0f}, 4);
-    write_bytes("nan.f32", bad, sizeof bad);
+    rbt_scratch_write("nan.f32", bad, sizeof bad);
     float f64ish[3] = {0};
-    write_npy("wide.npy", f64ish, 1, 3);
+    rbt_scratch_npy("wide.npy", f64ish, 1, 3);
     /* a (1, 3) array given where boxes (N, 6) are wanted */
     expect_error("visibility wide.npy obs.f32 tgt.npy -o x.bin", 2,
                  "shape is (1, 3), not (N, 6)");
@@ -288,7 +219,7 @@ START_TEST(test_bad_input)
                  "3 bytes is not a whole number of float32 x y z records");
     expect_error("visibility scene.json nan.f32 tgt.npy -o x.bin", 2,
                  "observer 1: y is NaN");
-    write_bytes("bad.json", "{\"boxes\":[[0,0,0,1,1]]}", 23);
+    rbt_scratch_write("bad.json", "{\"boxes\":[[0,0,0,1,1]]}", 23);
     expect_error("visibility bad.json obs.f32 tgt.npy -o x.bin", 2,
                  "/boxes/0");
     expect_error("visibility scene.json obs.f32 tgt.npy", 1, "-o OUT");
