@@ -154,18 +154,18 @@ struct rbb_decoder {
     section sec[SEC_COUNT];
     int cur;             /* the section pos is in */
     uint64_t sec_start;  /* pos where it starts */
-    rbj_error err;
+    rbq_error err;
     rb_camera camera;    /* RBB_FLAG_CAMERA, at the end */
     int have_header;     /* h is decoded */
     int ready;
-    rbj_request req;
+    rbq_request req;
 };
 
 void rbb_options_init(rbb_options *opt, rbb_kind kind)
 {
     memset(opt, 0, sizeof *opt);
     opt->kind = kind;
-    rbj_limits_default(&opt->limits);
+    rbq_limits_default(&opt->limits);
     opt->content_length = RBB_LENGTH_UNKNOWN;
     opt->max_body = 256u << 20;
 }
@@ -347,7 +347,7 @@ static int check_pairs(rbb_decoder *d, const rbb_header *h)
 
 static int check_values(rbb_decoder *d, const rbb_header *h)
 {
-    const rbj_limits *lim = &d->opt.limits;
+    const rbq_limits *lim = &d->opt.limits;
     char ptr[16];
     int shape = 0; /* the first kind beyond boxes the body has */
     for (int s = SEC_OBBS; s < SEC_COUNT && !shape; s++)
@@ -595,7 +595,7 @@ static int settle_quaternions(rbb_decoder *d)
 
 /* The camera record into d->camera, checked as a JSON "camera" is
  * (rb_camera_count), with the checks that needed its ray count. */
-static int settle_camera(rbb_decoder *d, rbj_request *r)
+static int settle_camera(rbb_decoder *d, rbq_request *r)
 {
     const uint8_t *rec = d->sec[SEC_CAMERA].data;
     rb_camera *c = &d->camera;
@@ -628,10 +628,10 @@ static int settle_camera(rbb_decoder *d, rbj_request *r)
     rb_error e;
     uint64_t n = 0;
     if (rb_camera_count(c, &n, &e) != RB_OK) {
-        rbj_error_from_library(r, RBJ_FROM_CAMERA, &e, &d->err);
+        rbq_error_from_library(r, RBQ_FROM_CAMERA, &e, &d->err);
         return -1;
     }
-    const rbj_limits *lim = &d->opt.limits;
+    const rbq_limits *lim = &d->opt.limits;
     if (n > lim->max_rays)
         return fail(d, 413, "/camera/viewport", "the viewport has %llu "
                     "pixels: more than %llu rays",
@@ -671,17 +671,17 @@ int rbb_decoder_finish(rbb_decoder *d)
                     (unsigned long long)(d->head_size + d->end));
     if (settle_quaternions(d))
         return -1;
-    rbj_request *r = &d->req;
+    rbq_request *r = &d->req;
     memset(r, 0, sizeof *r);
     const rbb_header *h = &d->h;
     r->dims = h->dims;
     r->boxes = d->sec[SEC_BOXES].data;
     r->n_boxes = (size_t)h->n_boxes;
     if (d->opt.kind == RBB_KIND_SCENE) {
-        r->body = RBJ_SCENE_CREATE;
+        r->body = RBQ_SCENE_CREATE;
         r->tmax = INFINITY;
     } else {
-        r->body = RBJ_INTERSECT;
+        r->body = RBQ_INTERSECT;
         r->mode = (rb_mode)h->mode;
         r->max_hits = h->max_hits ? h->max_hits
                                   : d->opt.limits.default_max_hits;
@@ -710,12 +710,12 @@ int rbb_decoder_finish(rbb_decoder *d)
     return 0;
 }
 
-const rbj_error *rbb_decoder_error(const rbb_decoder *d)
+const rbq_error *rbb_decoder_error(const rbb_decoder *d)
 {
     return &d->err;
 }
 
-const rbj_request *rbb_decoder_request(const rbb_decoder *d)
+const rbq_request *rbb_decoder_request(const rbb_decoder *d)
 {
     return d->ready ? &d->req : NULL;
 }
@@ -725,7 +725,7 @@ const rbb_header *rbb_decoder_header(const rbb_decoder *d)
     return d->have_header ? &d->h : NULL;
 }
 
-unsigned rbb_result_version(const rbj_request *req, unsigned request_version)
+unsigned rbb_result_version(const rbq_request *req, unsigned request_version)
 {
     if (request_version)
         return request_version;

@@ -58,7 +58,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "json_request.h"
+#include "request_model.h"
 #include "raybox.h"
 
 #define RBB_MAGIC "RBOX"
@@ -141,11 +141,11 @@ size_t rbb_shape_record_bytes(int kind, unsigned flags);
 
 /* ------------------------------------------------------------------------
  * Request decoder: streaming, like the JSON parser, and with its errors
- * (rbj_error: 400 malformed, 413 over a limit, 422 invalid, 500 memory).
+ * (rbq_error: 400 malformed, 413 over a limit, 422 invalid, 500 memory).
  */
 typedef struct rbb_options {
     rbb_kind kind;        /* RBB_KIND_INTERSECT or RBB_KIND_SCENE */
-    rbj_limits limits;    /* the JSON parser's limits, the same meaning */
+    rbq_limits limits;    /* the JSON parser's limits, the same meaning */
     int scene_in_path;    /* intersect of /v1/scenes/{id}: no boxes */
     unsigned scene_dims;  /* ... and the scene's dims */
     uint64_t content_length; /* declared body size, or RBB_LENGTH_UNKNOWN */
@@ -181,13 +181,13 @@ int rbb_decoder_feed(rbb_decoder *d, const void *data, size_t len);
  * /obbs/i/6. */
 int rbb_decoder_finish(rbb_decoder *d);
 
-const rbj_error *rbb_decoder_error(const rbb_decoder *d);
+const rbq_error *rbb_decoder_error(const rbb_decoder *d);
 
 /* The request after rbb_decoder_finish returned 0, in the JSON parser's
- * form (body RBJ_INTERSECT or RBJ_SCENE_CREATE; ray_arity NULL, scene
+ * form (body RBQ_INTERSECT or RBQ_SCENE_CREATE; ray_arity NULL, scene
  * NULL; shapes, outputs and camera from a version 2 body); arrays belong
  * to the decoder. NULL before. */
-const rbj_request *rbb_decoder_request(const rbb_decoder *d);
+const rbq_request *rbb_decoder_request(const rbb_decoder *d);
 
 /* The header as received (valid once the whole header came; NULL
  * before). */
@@ -197,7 +197,7 @@ const rbb_header *rbb_decoder_header(const rbb_decoder *d);
  * it came in binary (request_version 1 or 2), else (JSON, 0) version 2
  * when the request has kinds beyond boxes or outputs - what version 1
  * cannot carry - and 1 otherwise. */
-unsigned rbb_result_version(const rbj_request *req,
+unsigned rbb_result_version(const rbq_request *req,
                             unsigned request_version);
 
 /* ------------------------------------------------------------------------

@@ -162,7 +162,7 @@ int request_take_memory(rbd_request *r, uint64_t bytes, const char *what,
  * current when the query starts; the query keeps that version. */
 static enum MHD_Result intersect(rbd_request *r)
 {
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     char detail[400];
     int scene_path = r->route == ROUTE_SCENE_INTERSECT ||
                      r->route == ROUTE_SCENE_RENDER;
@@ -176,7 +176,7 @@ static enum MHD_Result intersect(rbd_request *r)
         r->cam_body.n_rays = (size_t)b->n_camera_rays;
         r->cam_body.ray_arity = NULL;
         if (r->route == ROUTE_SCENE_RENDER && !r->out_binary &&
-            b->image == RBJ_IMAGE_NORMAL)
+            b->image == RBQ_IMAGE_NORMAL)
             r->cam_body.outputs |= RB_OUTPUT_NORMAL;
         r->body = b = &r->cam_body;
         /* A picture: its RGB bytes, and about as many again for the
@@ -210,7 +210,7 @@ static enum MHD_Result intersect(rbd_request *r)
                    b->shapes.n_spheres + b->shapes.n_planes;
     }
     r->rays = b->n_rays;
-    if (request_take_memory(r, rbj_results_bytes(b), "the answer", detail,
+    if (request_take_memory(r, rbq_results_bytes(b), "the answer", detail,
                             sizeof detail)) {
         scene_ver_release(r->ver);
         r->ver = NULL;
@@ -239,7 +239,7 @@ static enum MHD_Result intersect(rbd_request *r)
  * counts, so the limits and the memory are decided before any work. */
 static enum MHD_Result visibility(rbd_request *r)
 {
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     rbd_server *s = r->srv;
     char detail[400];
     r->ver = store_acquire(s->store, r->scene_id, r->owner);

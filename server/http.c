@@ -225,12 +225,12 @@ static enum MHD_Result start_parser(rbd_request *r)
                      r->route == ROUTE_SCENE_RENDER;
     if (r->in == BODY_JSON) {
         rbj_options o;
-        rbj_options_init(&o, r->route == ROUTE_SCENES ? RBJ_SCENE_CREATE
-                             : r->route == ROUTE_SCENE ? RBJ_SCENE_PATCH
+        rbj_options_init(&o, r->route == ROUTE_SCENES ? RBQ_SCENE_CREATE
+                             : r->route == ROUTE_SCENE ? RBQ_SCENE_PATCH
                              : r->route == ROUTE_SCENE_VISIBILITY
-                                 ? RBJ_VISIBILITY
-                             : r->route == ROUTE_SCENE_RENDER ? RBJ_RENDER
-                                 : RBJ_INTERSECT);
+                                 ? RBQ_VISIBILITY
+                             : r->route == ROUTE_SCENE_RENDER ? RBQ_RENDER
+                                 : RBQ_INTERSECT);
         o.limits = s->limits;
         o.patch_dims = r->route == ROUTE_SCENE ? r->scene_dims : 3;
         o.scene_in_path = scene_path;

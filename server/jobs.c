@@ -32,15 +32,15 @@ static void set_error(rbd_request *r, int status, const char *detail)
     snprintf(y->err.detail, sizeof y->err.detail, "%s", detail);
 }
 
-static void set_lib_error(rbd_request *r, rbj_source src, rb_context *ctx)
+static void set_lib_error(rbd_request *r, rbq_source src, rb_context *ctx)
 {
     rbd_reply *y = &r->reply;
-    rbj_error_from_library(r->body, src, rb_context_error(ctx), &y->err);
+    rbq_error_from_library(r->body, src, rb_context_error(ctx), &y->err);
     y->status = y->err.status;
 }
 
 /* Bytes of JSON per ray, roughly, to size the first buffer. */
-static size_t per_ray(const rbj_request *b)
+static size_t per_ray(const rbq_request *b)
 {
     switch (b->mode) {
     case RB_MODE_PAIRS: return 48;
@@ -50,7 +50,7 @@ static size_t per_ray(const rbj_request *b)
     }
 }
 
-static int render_json(rbd_payload *p, const rbj_request *b,
+static int render_json(rbd_payload *p, const rbq_request *b,
                        int has_version, uint64_t version)
 {
     rbj_response resp = {.mode = b->mode, .n_rays = b->n_rays,
@@ -82,7 +82,7 @@ static int render_json(rbd_payload *p, const rbj_request *b,
 static int binary_answer(rbd_payload *p, const rbd_request *r,
                          int has_version, uint64_t version)
 {
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     const rbb_header *in = r->bd ? rbb_decoder_header(r->bd) : NULL;
     rbb_result_info info = {.version = rbb_result_version(b, in ? in->version
                                                                 : 0),
@@ -238,7 +238,7 @@ static void *make_piece(void *arg)
  * the lowest such pixel; 503 out of memory). */
 static int camera_rays(rbd_request *r)
 {
-    rbj_request *b = &r->cam_body;
+    rbq_request *b = &r->cam_body;
     size_t n = b->n_rays;
     r->cam_rays = rbc_block_alloc((n ? n : 1) * sizeof(rb_ray));
     if (!r->cam_rays) {
@@ -275,7 +275,7 @@ static int camera_rays(rbd_request *r)
         e = k[failed].err;
         scene_ver_release(r->ver);
         r->ver = NULL;
-        rbj_error_from_library(b, RBJ_FROM_CAMERA, &e, &r->reply.err);
+        rbq_error_from_library(b, RBQ_FROM_CAMERA, &e, &r->reply.err);
         r->reply.status = r->reply.err.status;
         return -1;
     }
@@ -286,7 +286,7 @@ static int camera_rays(rbd_request *r)
 /* A render's picture: the colours of the nearest answer as a PNG. */
 static int png_answer(rbd_request *r, const rb_results *res)
 {
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     size_t n = b->n_rays;
     uint8_t *rgb = malloc(3 * (n ? n : 1));
     if (!rgb) {
@@ -315,7 +315,7 @@ static int png_answer(rbd_request *r, const rb_results *res)
 
 static rb_query query_of(rbd_request *r)
 {
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     return (rb_query){.mode = b->mode, .dims = b->dims, .rays = b->rays,
                       .n_rays = b->n_rays, .boxes = b->boxes,
                       .n_boxes = b->n_boxes, .max_hits = b->max_hits,
@@ -344,27 +344,27 @@ static rb_query query_of(rbd_request *r)
 static int estimate_refuses(rbd_request *r, rb_context *ctx)
 {
     rbd_server *s = r->srv;
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     if (!s->cfg.max_query_ms || !s->cfg.query_estimate_margin ||
         !r->job.heavy || b->mode == RB_MODE_PAIRS ||
         b->n_rays < TRIAL_MIN_RAYS ||
         strcmp(executor_backend(s->ex)->backend, "cpu") != 0)
         return 0;
-    rbj_request trial = *b;
+    rbq_request trial = *b;
     trial.n_rays = TRIAL_RAYS;
     size_t ray_size = b->dims == 2 ? sizeof(rb_ray2) : sizeof(rb_ray);
     /* The trial's arrays are a 16th of the query's at most, and take
      * their share of --max-memory too; without it, or without memory,
      * no trial: the query runs, bounded by the 503. */
-    uint64_t share = TRIAL_RAYS * ray_size + rbj_results_bytes(&trial);
+    uint64_t share = TRIAL_RAYS * ray_size + rbq_results_bytes(&trial);
     if (budget_try(&s->budget, share))
         return 0;
     uint8_t *rays = malloc(TRIAL_RAYS * ray_size);
     rb_results res;
     memset(&res, 0, sizeof res);
-    if (!rays || rbj_results_alloc(&trial, &res)) {
+    if (!rays || rbq_results_alloc(&trial, &res)) {
         free(rays);
-        rbj_results_free(&res);
+        rbq_results_free(&res);
         budget_give(&s->budget, share);
         return 0;
     }
@@ -380,7 +380,7 @@ static int estimate_refuses(rbd_request *r, rb_context *ctx)
     int st = rb_intersect(ctx, &q, &res);
     double took = rbd_now_ms() - t0;
     free(rays);
-    rbj_results_free(&res);
+    rbq_results_free(&res);
     budget_give(&s->budget, share);
     if (st == RB_ECANCELED) {
         set_stopped(r);
@@ -412,12 +412,12 @@ static int estimate_refuses(rbd_request *r, rb_context *ctx)
 /* The answer's arrays for r's query into a new payload (NULL out of
  * memory). A scene with kinds beyond boxes names them in nearest
  * answers, as a query with such elements of its own does. */
-static rbd_payload *payload_for(const rbj_request *b, const scene_ver *ver)
+static rbd_payload *payload_for(const rbq_request *b, const scene_ver *ver)
 {
     rbd_payload *p = calloc(1, sizeof *p);
     int scene_kinds = ver && b->mode == RB_MODE_NEAREST &&
                       scene_ver_elements(ver) != scene_ver_boxes(ver);
-    if (!p || rbj_results_alloc(b, &p->res) ||
+    if (!p || rbq_results_alloc(b, &p->res) ||
         (scene_kinds && !p->res.kinds &&
          !(p->res.kinds = rbc_block_alloc(b->n_rays ? b->n_rays : 1)))) {
         payload_free(p);
@@ -432,7 +432,7 @@ static rbd_payload *payload_for(const rbj_request *b, const scene_ver *ver)
 static void finish_intersect(rbd_request *r, rbd_payload *p, int st,
                              rb_context *ctx, uint64_t slab_tests)
 {
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     int has_version = r->ver != NULL;
     uint64_t version = has_version ? scene_ver_version(r->ver) : 0;
     /* The version is not needed any more: a DELETE or PATCH may free it. */
@@ -445,7 +445,7 @@ static void finish_intersect(rbd_request *r, rbd_payload *p, int st,
     }
     if (st != RB_OK) {
         payload_free(p);
-        set_lib_error(r, RBJ_FROM_INTERSECT, ctx);
+        set_lib_error(r, RBQ_FROM_INTERSECT, ctx);
         return;
     }
     metrics_query(&r->srv->metrics, b->n_rays, slab_tests,
@@ -509,7 +509,7 @@ static int merge_same(const rbd_job *ja, const rbd_job *jb)
 {
     const rbd_request *a = (const rbd_request *)ja;
     const rbd_request *c = (const rbd_request *)jb;
-    const rbj_request *x = a->body, *y = c->body;
+    const rbq_request *x = a->body, *y = c->body;
     return a->ver && c->ver && scene_ver_scene(a->ver) ==
                                    scene_ver_scene(c->ver) &&
            a->route == c->route && x->mode == y->mode && x->dims == y->dims &&
@@ -581,10 +581,10 @@ static void merge_run(rbd_job **jobs, unsigned n_jobs, rb_context *ctx)
     rbd_server *s = m[0]->srv;
     /* The merged arrays take their share of the memory budget too; none
      * left, the members run alone in the shares they hold. */
-    rbj_request all_body = *m[0]->body;
+    rbq_request all_body = *m[0]->body;
     all_body.n_rays = rays;
     size_t ray_size = all_body.dims == 2 ? sizeof(rb_ray2) : sizeof(rb_ray);
-    uint64_t scratch = rays * ray_size + rbj_results_bytes(&all_body);
+    uint64_t scratch = rays * ray_size + rbq_results_bytes(&all_body);
     if (budget_try(&s->budget, scratch)) {
         run_alone(m, n, ctx);
         return;
@@ -680,12 +680,12 @@ static void json_reply(rbd_request *r, int status, sbuf *o)
 void job_scene_create(rbd_job *job, rb_context *ctx)
 {
     rbd_request *r = (rbd_request *)job;
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     double t0 = rbd_now_ms();
     rb_scene *scene = NULL;
     if (rb_scene_create_shapes(ctx, b->dims, b->boxes, b->n_boxes,
                                &b->shapes, &scene)) {
-        set_lib_error(r, RBJ_FROM_CREATE, ctx);
+        set_lib_error(r, RBQ_FROM_CREATE, ctx);
         return;
     }
     rb_scene_stats st;
@@ -740,7 +740,7 @@ void job_scene_patch(rbd_job *job, rb_context *ctx)
 
 /* The visibility answer: binary, the header (kind 130) and the bits as
  * one buffer; JSON, the visible targets of each observer. */
-static int visibility_json(const rbj_request *b, const uint8_t *bits,
+static int visibility_json(const rbq_request *b, const uint8_t *bits,
                            uint64_t version, const rb_run_info *info,
                            sbuf *o)
 {
@@ -778,7 +778,7 @@ static int visibility_json(const rbj_request *b, const uint8_t *bits,
 void job_visibility(rbd_job *job, rb_context *ctx)
 {
     rbd_request *r = (rbd_request *)job;
-    const rbj_request *b = r->body;
+    const rbq_request *b = r->body;
     size_t bytes = (size_t)rb_visibility_bytes(b->n_observers, b->n_targets);
     size_t head = r->out_binary ? RBB_HEADER_SIZE : 0;
     uint8_t *buf = malloc(head + bytes + 1);
@@ -816,7 +816,7 @@ void job_visibility(rbd_job *job, rb_context *ctx)
     }
     if (st != RB_OK) {
         free(buf);
-        set_lib_error(r, RBJ_FROM_INTERSECT, ctx);
+        set_lib_error(r, RBQ_FROM_INTERSECT, ctx);
         return;
     }
     metrics_query(&r->srv->metrics, (uint64_t)b->n_observers * b->n_targets,

@@ -50,27 +50,27 @@ static const struct {
     unsigned bodies;
     const char *expect;
 } members[M_COUNT] = {
-    [M_MODE] = {B(RBJ_INTERSECT), "a string"},
-    [M_CAMERA] = {B(RBJ_INTERSECT) | B(RBJ_RENDER), "an object"},
-    [M_IMAGE] = {B(RBJ_RENDER), "a string"},
-    [M_DIMS] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an integer"},
-    [M_RAYS] = {B(RBJ_INTERSECT), "an array"},
-    [M_BOXES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
-    [M_SCENE] = {B(RBJ_INTERSECT), "a string"},
-    [M_TMIN] = {B(RBJ_INTERSECT) | B(RBJ_VISIBILITY) | B(RBJ_RENDER),
+    [M_MODE] = {B(RBQ_INTERSECT), "a string"},
+    [M_CAMERA] = {B(RBQ_INTERSECT) | B(RBQ_RENDER), "an object"},
+    [M_IMAGE] = {B(RBQ_RENDER), "a string"},
+    [M_DIMS] = {B(RBQ_INTERSECT) | B(RBQ_SCENE_CREATE), "an integer"},
+    [M_RAYS] = {B(RBQ_INTERSECT), "an array"},
+    [M_BOXES] = {B(RBQ_INTERSECT) | B(RBQ_SCENE_CREATE), "an array"},
+    [M_SCENE] = {B(RBQ_INTERSECT), "a string"},
+    [M_TMIN] = {B(RBQ_INTERSECT) | B(RBQ_VISIBILITY) | B(RBQ_RENDER),
                 "a number"},
-    [M_TMAX] = {B(RBJ_INTERSECT) | B(RBJ_VISIBILITY) | B(RBJ_RENDER),
+    [M_TMAX] = {B(RBQ_INTERSECT) | B(RBQ_VISIBILITY) | B(RBQ_RENDER),
                 "a number or null"},
-    [M_MAX_HITS] = {B(RBJ_INTERSECT), "an integer"},
-    [M_SET] = {B(RBJ_SCENE_PATCH), "an array"},
-    [M_APPEND] = {B(RBJ_SCENE_PATCH), "an array or an object"},
-    [M_OBBS] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
-    [M_XBOXES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
-    [M_SPHERES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
-    [M_PLANES] = {B(RBJ_INTERSECT) | B(RBJ_SCENE_CREATE), "an array"},
-    [M_OUTPUTS] = {B(RBJ_INTERSECT), "an array of strings"},
-    [M_OBSERVERS] = {B(RBJ_VISIBILITY), "an array"},
-    [M_TARGETS] = {B(RBJ_VISIBILITY), "an array"},
+    [M_MAX_HITS] = {B(RBQ_INTERSECT), "an integer"},
+    [M_SET] = {B(RBQ_SCENE_PATCH), "an array"},
+    [M_APPEND] = {B(RBQ_SCENE_PATCH), "an array or an object"},
+    [M_OBBS] = {B(RBQ_INTERSECT) | B(RBQ_SCENE_CREATE), "an array"},
+    [M_XBOXES] = {B(RBQ_INTERSECT) | B(RBQ_SCENE_CREATE), "an array"},
+    [M_SPHERES] = {B(RBQ_INTERSECT) | B(RBQ_SCENE_CREATE), "an array"},
+    [M_PLANES] = {B(RBQ_INTERSECT) | B(RBQ_SCENE_CREATE), "an array"},
+    [M_OUTPUTS] = {B(RBQ_INTERSECT), "an array of strings"},
+    [M_OBSERVERS] = {B(RBQ_VISIBILITY), "an array"},
+    [M_TARGETS] = {B(RBQ_VISIBILITY), "an array"},
     /* inside "append" only (see on_map_key) */
     [M_APPEND_BOXES] = {0, "an array"},
     [M_APPEND_OBBS] = {0, "an array"},
@@ -109,7 +109,7 @@ int rbj_fail(rbj_parser *p, int status, int member, long long index,
 {
     if (p->err.status) /* keep the first */
         return 0;
-    rbj_error *e = &p->err;
+    rbq_error *e = &p->err;
     e->status = status;
     e->has_pointer = 1;
     e->pointer[0] = '\0';
@@ -471,7 +471,7 @@ static int element_null(rbj_parser *p)
 static int start_element(rbj_parser *p)
 {
     rbj_list *l = &p->lists[p->member];
-    const rbj_limits *lim = &p->opt.limits;
+    const rbq_limits *lim = &p->opt.limits;
     size_t i = l->n;
     if (p->member == M_CAM_PIXELS) {
         if (i >= lim->max_rays)
@@ -788,7 +788,7 @@ static int camera_key(rbj_parser *p, const unsigned char *key, size_t len)
                        key, len);
     if (m == M_COUNT)
         return 0;
-    if (m == M_CAM_PIXELS && p->opt.body == RBJ_RENDER)
+    if (m == M_CAM_PIXELS && p->opt.body == RBQ_RENDER)
         return rbj_fail(p, 422, m, -1, -1,
                         "a render draws every pixel of the viewport; "
                         "\"pixels\" is not taken here");
@@ -922,35 +922,24 @@ static const yajl_callbacks callbacks = {
 /* ------------------------------------------------------------------------
  * Public API
  */
-void rbj_limits_default(rbj_limits *limits)
-{
-    limits->max_rays = 4u << 20;
-    limits->max_boxes = 1u << 20;
-    limits->max_results = 16u << 20;
-    limits->max_numbers = 64u << 20;
-    limits->default_max_hits = 64;
-    limits->max_observers = 1u << 20;
-    limits->max_targets = 1u << 20;
-}
-
-void rbj_options_init(rbj_options *opt, rbj_body body)
+void rbj_options_init(rbj_options *opt, rbq_body body)
 {
     memset(opt, 0, sizeof *opt);
     opt->body = body;
-    rbj_limits_default(&opt->limits);
+    rbq_limits_default(&opt->limits);
     opt->patch_dims = 3;
 }
 
 int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
 {
-    const rbj_limits *lim = &opt->limits;
+    const rbq_limits *lim = &opt->limits;
     *out = NULL;
-    if (opt->body > RBJ_RENDER || !lim->max_rays || !lim->max_boxes ||
+    if (opt->body > RBQ_RENDER || !lim->max_rays || !lim->max_boxes ||
         !lim->max_results || !lim->max_numbers || !lim->default_max_hits ||
-        (opt->body == RBJ_SCENE_PATCH && opt->patch_dims != 2 &&
+        (opt->body == RBQ_SCENE_PATCH && opt->patch_dims != 2 &&
          opt->patch_dims != 3) ||
         (opt->scene_in_path &&
-         ((opt->body != RBJ_INTERSECT && opt->body != RBJ_RENDER) ||
+         ((opt->body != RBQ_INTERSECT && opt->body != RBQ_RENDER) ||
           (opt->scene_dims != 2 && opt->scene_dims != 3))) ||
         (opt->allocator && (!opt->allocator->alloc || !opt->allocator->free)))
         return RB_EINVAL;
@@ -968,11 +957,11 @@ int rbj_parser_create(const rbj_options *opt, rbj_parser **out)
     }
     p->state = ST_START;
     p->tmax = INFINITY;
-    if (opt->body == RBJ_SCENE_PATCH)
+    if (opt->body == RBQ_SCENE_PATCH)
         p->dims = opt->patch_dims;
     p->lists[M_RAYS].width = 8;
     p->lists[M_BOXES].width = 6;
-    p->lists[M_SET].width = RBJ_SET_STRIDE; /* an id's element, any kind */
+    p->lists[M_SET].width = RBQ_SET_STRIDE; /* an id's element, any kind */
     p->lists[M_APPEND].width = 6;
     p->lists[M_OBBS].width = 15;    /* an rb_obb; quaternions settle later */
     p->lists[M_XBOXES].width = 18;  /* an rb_xbox */
@@ -1216,12 +1205,12 @@ int rbj_parser_finish(rbj_parser *p)
     return 0;
 }
 
-const rbj_error *rbj_parser_error(const rbj_parser *p)
+const rbq_error *rbj_parser_error(const rbj_parser *p)
 {
     return &p->err;
 }
 
-const rbj_request *rbj_parser_request(const rbj_parser *p)
+const rbq_request *rbj_parser_request(const rbj_parser *p)
 {
     return p->ready ? &p->req : NULL;
 }

@@ -29,7 +29,7 @@ static const char *dims_hint(const rbj_parser *p, unsigned dims,
     return " (a 2D request says \"dims\": 2)";
 }
 
-static int settle_rays(rbj_parser *p, rbj_request *r)
+static int settle_rays(rbj_parser *p, rbq_request *r)
 {
     rbj_list *l = &p->lists[M_RAYS];
     unsigned axes = r->dims, tmax_field = 2 * axes + 1;
@@ -105,7 +105,7 @@ static int obb_in_place(float *v)
 /* The kinds beyond boxes (3D only) of the lists first..first+3 (obbs,
  * xboxes, spheres, planes of a query or create, or of append's object
  * form): arity per element, quaternions turned into axes. */
-static int settle_shapes(rbj_parser *p, rbj_request *r, int first,
+static int settle_shapes(rbj_parser *p, rbq_request *r, int first,
                          rb_shapes *out)
 {
     for (int m = first; m < first + 4; m++) {
@@ -113,7 +113,7 @@ static int settle_shapes(rbj_parser *p, rbj_request *r, int first,
         if (l->n && r->dims != 3)
             return FAIL(422, m, -1, -1,
                         "2D %s take boxes only; \"%s\" are 3D",
-                        r->body == RBJ_INTERSECT ? "requests" : "scenes",
+                        r->body == RBQ_INTERSECT ? "requests" : "scenes",
                         rbj_member_names[m - first + M_OBBS]);
         for (size_t i = 0; i < l->n; i++) {
             unsigned arity = l->arity[i];
@@ -140,7 +140,7 @@ static int settle_shapes(rbj_parser *p, rbj_request *r, int first,
 /* "set": [id, ...element] entries. The id's kind is the scene's to know;
  * here the arity (checked as the entries ended) and quaternions; boxes
  * are packed as before when every entry is one. */
-static int settle_set(rbj_parser *p, rbj_request *r)
+static int settle_set(rbj_parser *p, rbq_request *r)
 {
     rbj_list *l = &p->lists[M_SET];
     unsigned box_arity = 2 * r->dims + 1;
@@ -178,10 +178,10 @@ static int settle_set(rbj_parser *p, rbj_request *r)
 
 /* "camera" (SPEC section 8): its members into p->camera, checked and
  * counted by the library (the same checks the binary form gets). */
-static int settle_camera(rbj_parser *p, rbj_request *r)
+static int settle_camera(rbj_parser *p, rbq_request *r)
 {
     static const double no_pixels[2];
-    const rbj_limits *lim = &p->opt.limits;
+    const rbq_limits *lim = &p->opt.limits;
     static const char *const parts[] = {"view", "projection", "viewport"};
     for (int k = 0; k < 3; k++)
         if (!(p->seen & (1u << (M_CAM_VIEW + k))))
@@ -208,7 +208,7 @@ static int settle_camera(rbj_parser *p, rbj_request *r)
     rb_error e;
     uint64_t n = 0;
     if (rb_camera_count(c, &n, &e) != RB_OK) {
-        rbj_error_from_library(r, RBJ_FROM_CAMERA, &e, &p->err);
+        rbq_error_from_library(r, RBQ_FROM_CAMERA, &e, &p->err);
         p->state = ST_FAILED;
         return -1;
     }
@@ -222,7 +222,7 @@ static int settle_camera(rbj_parser *p, rbj_request *r)
 }
 
 /* pairs: exactly one element list, as long as "rays". */
-static int settle_pairs(rbj_parser *p, const rbj_request *r)
+static int settle_pairs(rbj_parser *p, const rbq_request *r)
 {
     int lists = 0, which = M_BOXES;
     for (int m = M_BOXES; m <= M_PLANES; m++) {
@@ -246,9 +246,9 @@ static int settle_pairs(rbj_parser *p, const rbj_request *r)
     return 0;
 }
 
-static int settle_intersect(rbj_parser *p, rbj_request *r)
+static int settle_intersect(rbj_parser *p, rbq_request *r)
 {
-    const rbj_limits *lim = &p->opt.limits;
+    const rbq_limits *lim = &p->opt.limits;
     int camera = (p->seen & (1u << M_CAMERA)) != 0;
     if (camera && (p->seen & (1u << M_RAYS)))
         return FAIL(422, M_CAMERA, -1, -1,
@@ -322,7 +322,7 @@ static int settle_intersect(rbj_parser *p, rbj_request *r)
 
 /* A visibility body: observers and targets of x y z, the range [0, 1]
  * unless given. */
-static int settle_visibility(rbj_parser *p, rbj_request *r)
+static int settle_visibility(rbj_parser *p, rbq_request *r)
 {
     for (int m = M_OBSERVERS; m <= M_TARGETS; m++) {
         if (!(p->seen & (1u << m)))
@@ -351,7 +351,7 @@ static int settle_visibility(rbj_parser *p, rbj_request *r)
 
 int rbj_settle(rbj_parser *p)
 {
-    rbj_request *r = &p->req;
+    rbq_request *r = &p->req;
     memset(r, 0, sizeof *r);
     r->body = p->opt.body;
     r->dims = p->dims                ? p->dims
@@ -359,11 +359,11 @@ int rbj_settle(rbj_parser *p)
                                      : 3;
     r->tmax = INFINITY;
     switch (p->opt.body) {
-    case RBJ_INTERSECT:
+    case RBQ_INTERSECT:
         return settle_intersect(p, r);
-    case RBJ_VISIBILITY:
+    case RBQ_VISIBILITY:
         return settle_visibility(p, r);
-    case RBJ_RENDER:
+    case RBQ_RENDER:
         if (!(p->seen & (1u << M_CAMERA)))
             return FAIL(422, M_COUNT, -1, -1, "missing \"camera\"");
         r->mode = RB_MODE_NEAREST;
@@ -372,9 +372,9 @@ int rbj_settle(rbj_parser *p)
         r->max_hits = p->opt.limits.default_max_hits;
         if (!rb_ray_range_valid(r->tmin, r->tmax))
             return FAIL(422, M_TMIN, -1, -1, "tmin > tmax");
-        r->image = (rbj_image)p->image;
+        r->image = (rbq_image)p->image;
         return settle_camera(p, r);
-    case RBJ_SCENE_CREATE: {
+    case RBQ_SCENE_CREATE: {
         unsigned lists = (1u << M_BOXES) | (1u << M_OBBS) |
                          (1u << M_XBOXES) | (1u << M_SPHERES) |
                          (1u << M_PLANES);
@@ -390,7 +390,7 @@ int rbj_settle(rbj_parser *p)
         r->n_boxes = p->lists[M_BOXES].n;
         return 0;
     }
-    case RBJ_SCENE_PATCH: {
+    case RBQ_SCENE_PATCH: {
         /* "append" is a bare list of boxes, or an object of lists. */
         int object = p->append_object;
         rbj_member boxes = object ? M_APPEND_BOXES : M_APPEND;
@@ -411,8 +411,8 @@ int rbj_settle(rbj_parser *p)
  */
 /* A fault of a camera or of one of its pixels (rb_camera_count,
  * rb_camera_rays). */
-static void camera_error(const rbj_request *req, const rb_error *lib,
-                         rbj_error *out)
+static void camera_error(const rbq_request *req, const rb_error *lib,
+                         rbq_error *out)
 {
     const char *msg = lib->message;
     const char *colon = strstr(msg, ": ");
@@ -467,8 +467,8 @@ static void camera_error(const rbj_request *req, const rb_error *lib,
         snprintf(out->pointer, sizeof out->pointer, "/camera");
 }
 
-void rbj_error_from_library(const rbj_request *req, rbj_source source,
-                            const rb_error *lib, rbj_error *out)
+void rbq_error_from_library(const rbq_request *req, rbq_source source,
+                            const rb_error *lib, rbq_error *out)
 {
     memset(out, 0, sizeof *out);
     if (lib->status == RB_EINPUT && (lib->element == RB_ELEMENT_CAMERA ||
@@ -501,7 +501,7 @@ void rbj_error_from_library(const rbj_request *req, rbj_source source,
                    lib->element <= RB_ELEMENT_PLANE;
     /* A set entry's id out of range, or of another kind than the
      * element: the pointer names the id. */
-    int set_index = source == RBJ_FROM_SET && (is_box || is_shape) &&
+    int set_index = source == RBQ_FROM_SET && (is_box || is_shape) &&
                     lib->status == RB_EINVAL && lib->field < 0;
     int named = lib->element != RB_ELEMENT_NONE &&
                 (lib->status == RB_EINPUT || set_index);
@@ -526,20 +526,20 @@ void rbj_error_from_library(const rbj_request *req, rbj_source source,
     static const char *const shape_lists[] = {
         [RB_ELEMENT_OBB] = "obbs", [RB_ELEMENT_XBOX] = "xboxes",
         [RB_ELEMENT_SPHERE] = "spheres", [RB_ELEMENT_PLANE] = "planes"};
-    if (is_shape && source != RBJ_FROM_SET) {
+    if (is_shape && source != RBQ_FROM_SET) {
         /* A query's or create's list, or append's object form. */
         list = shape_lists[lib->element];
         snprintf(out->pointer, sizeof out->pointer, "%s/%s/%llu/%d",
-                 source == RBJ_FROM_APPEND ? "/append" : "", list, i,
+                 source == RBQ_FROM_APPEND ? "/append" : "", list, i,
                  f < 0 ? 0 : f);
         return;
     }
     if (is_box || is_shape)
-        list = source == RBJ_FROM_SET ? "set"
-               : source == RBJ_FROM_APPEND
+        list = source == RBQ_FROM_SET ? "set"
+               : source == RBQ_FROM_APPEND
                    ? (req->append_object ? "append/boxes" : "append")
                    : "boxes";
-    if (source == RBJ_FROM_SET)
+    if (source == RBQ_FROM_SET)
         f = set_index ? 0 : f + 1; /* the index comes first */
     if (!is_box && f >= 0 && (unsigned)f >= 2 * req->dims && req->ray_arity &&
         i < req->n_rays && req->ray_arity[i] == 2 * req->dims) {

@@ -126,9 +126,9 @@ struct rbj_parser {
     char *scratch;         /* NUL-terminated copy of a number or string */
     size_t scratch_cap;
 
-    rbj_error err;
+    rbq_error err;
     int ready;
-    rbj_request req;
+    rbq_request req;
 };
 
 extern const char *const rbj_member_names[M_COUNT];

@@ -37,11 +37,11 @@ void rbr_id_colour(int32_t id, uint8_t rgb[3])
         rgb[k] = (uint8_t)(48u + ((h >> (8 * k)) & 0xffu) * 207u / 255u);
 }
 
-void rbr_image_rgb(rbj_image image, const rb_results *res, size_t n,
+void rbr_image_rgb(rbq_image image, const rb_results *res, size_t n,
                    uint8_t *rgb)
 {
     float lo = INFINITY, hi = -INFINITY;
-    if (image == RBJ_IMAGE_DEPTH)
+    if (image == RBQ_IMAGE_DEPTH)
         for (size_t i = 0; i < n; i++)
             if (res->hits[i].hit) {
                 float t = res->hits[i].t_enter;
@@ -56,10 +56,10 @@ void rbr_image_rgb(rbj_image image, const rb_results *res, size_t n,
             continue;
         }
         switch (image) {
-        case RBJ_IMAGE_DEPTH:
+        case RBQ_IMAGE_DEPTH:
             c[0] = c[1] = c[2] = rbr_depth_grey(h->t_enter, lo, hi);
             break;
-        case RBJ_IMAGE_NORMAL: {
+        case RBQ_IMAGE_NORMAL: {
             const float *nv = res->normals + 3 * i;
             if (isnan(nv[0])) {
                 c[0] = c[1] = c[2] = 128;
@@ -71,7 +71,7 @@ void rbr_image_rgb(rbj_image image, const rb_results *res, size_t n,
                 c[0] = c[1] = c[2] = 1;
             break;
         }
-        case RBJ_IMAGE_ID:
+        case RBQ_IMAGE_ID:
             rbr_id_colour(h->box, c);
             break;
         }

@@ -31,8 +31,8 @@ void rbr_id_colour(int32_t id, uint8_t rgb[3]);
 uint8_t rbr_normal_channel(float n);
 
 /* Writes 3 * n bytes of colour for the n answers of res (nearest: hits,
- * and normals for RBJ_IMAGE_NORMAL, which must then be there). */
-void rbr_image_rgb(rbj_image image, const rb_results *res, size_t n,
+ * and normals for RBQ_IMAGE_NORMAL, which must then be there). */
+void rbr_image_rgb(rbq_image image, const rb_results *res, size_t n,
                    uint8_t *rgb);
 
 /* An 8-bit RGB PNG of width x height pixels (rgb rows top first, no

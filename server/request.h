@@ -60,7 +60,7 @@ typedef enum rbd_out_kind {
 
 typedef struct rbd_reply {
     int status;        /* 0 until decided */
-    rbj_error err;     /* status >= 400 */
+    rbq_error err;     /* status >= 400 */
     rbd_out_kind kind;
     char *body;        /* OUT_BUFFER, malloc'ed */
     size_t len;
@@ -92,12 +92,12 @@ typedef struct rbd_request {
     uint64_t content_length;
     int has_length;
     uint64_t received;           /* body bytes seen */
-    rbj_error early;             /* decided while the body arrived */
+    rbq_error early;             /* decided while the body arrived */
     rbj_parser *jp;
     rbb_decoder *bd;
-    const rbj_request *body;     /* parsed, after the last byte; for a
+    const rbq_request *body;     /* parsed, after the last byte; for a
                                     camera, &cam_body once it is taken */
-    rbj_request cam_body;        /* a camera's request with its rays */
+    rbq_request cam_body;        /* a camera's request with its rays */
     rb_ray *cam_rays;            /* made by the job (rb_camera_rays) */
     unsigned scene_dims;         /* the path's scene, when it has one */
 
@@ -129,7 +129,7 @@ int request_take_memory(rbd_request *r, uint64_t bytes, const char *what,
 enum MHD_Result respond_problem(rbd_request *r, int status,
                                 const char *pointer, const char *detail);
 /* The same from a codec or library error. */
-enum MHD_Result respond_error(rbd_request *r, const rbj_error *e);
+enum MHD_Result respond_error(rbd_request *r, const rbq_error *e);
 /* A complete JSON body (taken over; freed by MHD). */
 enum MHD_Result respond_json(rbd_request *r, int status, char *body,
                              size_t len, const char *location);

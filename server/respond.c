@@ -19,7 +19,7 @@ void payload_free(void *payload)
     rbd_payload *p = payload;
     if (!p)
         return;
-    rbj_results_free(&p->res);
+    rbq_results_free(&p->res);
     free(p->pre);
     free(p);
 }
@@ -75,7 +75,7 @@ enum MHD_Result respond_problem(rbd_request *r, int status,
     return queue(r, status, resp, "application/problem+json");
 }
 
-enum MHD_Result respond_error(rbd_request *r, const rbj_error *e)
+enum MHD_Result respond_error(rbd_request *r, const rbq_error *e)
 {
     return respond_problem(r, e->status ? e->status : 500,
                            e->has_pointer ? e->pointer : NULL, e->detail);

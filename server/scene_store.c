@@ -402,10 +402,10 @@ int store_restore(scene_store *s, const char *id, uint64_t version,
     return 0;
 }
 
-static int lib_error(const rbj_request *body, rbj_source src,
-                     rb_context *ctx, rbj_error *err)
+static int lib_error(const rbq_request *body, rbq_source src,
+                     rb_context *ctx, rbq_error *err)
 {
-    rbj_error_from_library(body, src, rb_context_error(ctx), err);
+    rbq_error_from_library(body, src, rb_context_error(ctx), err);
     return err->status;
 }
 
@@ -433,7 +433,7 @@ static rb_kind kind_of_arity(unsigned numbers, int id_kind)
 }
 
 /* 422 at "/set/k": entry k's element is not of its id's kind `have`. */
-static int arity_mismatch(rbj_error *err, size_t k, uint32_t id, int have,
+static int arity_mismatch(rbq_error *err, size_t k, uint32_t id, int have,
                           unsigned numbers)
 {
     memset(err, 0, sizeof *err);
@@ -450,8 +450,8 @@ static int arity_mismatch(rbj_error *err, size_t k, uint32_t id, int have,
 
 /* "set" of boxes alone in a scene that holds other kinds: every id must
  * be a box's. */
-static int check_box_ids(const rb_scene *scene, const rbj_request *body,
-                         rbj_error *err)
+static int check_box_ids(const rb_scene *scene, const rbq_request *body,
+                         rbq_error *err)
 {
     for (size_t k = 0; k < body->n_set; k++) {
         int have = rb_scene_element_kind(scene, body->set_index[k], NULL);
@@ -462,7 +462,7 @@ static int check_box_ids(const rb_scene *scene, const rbj_request *body,
     return 0;
 }
 
-static int no_memory(rbj_error *err)
+static int no_memory(rbq_error *err)
 {
     memset(err, 0, sizeof *err);
     err->status = 503;
@@ -471,7 +471,7 @@ static int no_memory(rbj_error *err)
 }
 
 /* A "set" of boxes alone (body->set_boxes) as elements, for the log. */
-static rb_element *boxes_as_elements(const rbj_request *body, unsigned dims)
+static rb_element *boxes_as_elements(const rbq_request *body, unsigned dims)
 {
     rb_element *e = calloc(body->n_set ? body->n_set : 1, sizeof *e);
     for (size_t k = 0; e && k < body->n_set; k++) {
@@ -490,8 +490,8 @@ static rb_element *boxes_as_elements(const rbj_request *body, unsigned dims)
  * elements go to *out (the caller frees them). Returns 0 or the HTTP
  * status with err filled. */
 static int set_elements(rb_context *ctx, rb_scene *scene,
-                        const rbj_request *body, rb_element **out,
-                        rbj_error *err)
+                        const rbq_request *body, rb_element **out,
+                        rbq_error *err)
 {
     size_t n = body->n_set;
     rb_element *e = calloc(n ? n : 1, sizeof *e);
@@ -507,7 +507,7 @@ static int set_elements(rb_context *ctx, rb_scene *scene,
             break;
         }
         e[k].kind = kind;
-        const float *v = body->set_values + k * RBJ_SET_STRIDE;
+        const float *v = body->set_values + k * RBQ_SET_STRIDE;
         size_t bytes = kind == RB_KIND_BOX      ? sizeof(rb_box)
                        : kind == RB_KIND_OBB    ? sizeof(rb_obb)
                        : kind == RB_KIND_XBOX   ? sizeof(rb_xbox)
@@ -517,7 +517,7 @@ static int set_elements(rb_context *ctx, rb_scene *scene,
     }
     if (!rc && rb_scene_set_elements(ctx, scene, body->set_index, e, n) !=
                    RB_OK)
-        rc = lib_error(body, RBJ_FROM_SET, ctx, err);
+        rc = lib_error(body, RBQ_FROM_SET, ctx, err);
     if (rc)
         free(e);
     else
@@ -525,7 +525,7 @@ static int set_elements(rb_context *ctx, rb_scene *scene,
     return rc;
 }
 
-static int not_found(const char *id, rbj_error *err)
+static int not_found(const char *id, rbq_error *err)
 {
     memset(err, 0, sizeof *err);
     err->status = 404;
@@ -536,8 +536,8 @@ static int not_found(const char *id, rbj_error *err)
 /* The new version from the current one; e->patch held. With a data
  * dir, *set_log gets the "set" entries as elements (NULL without). */
 static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
-                        const rbj_request *body, scene_ver **made,
-                        rb_element **set_log, rbj_error *err)
+                        const rbq_request *body, scene_ver **made,
+                        rb_element **set_log, rbq_error *err)
 {
     pthread_mutex_lock(&s->lock);
     scene_ver *cur = e->deleted ? NULL : ver_ref(e->cur);
@@ -553,12 +553,12 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
                              body->append_shapes.n_spheres +
                              body->append_shapes.n_planes;
     if (rb_scene_clone(ctx, cur->scene, &copy) != RB_OK)
-        rc = lib_error(body, RBJ_FROM_SET, ctx, err);
+        rc = lib_error(body, RBQ_FROM_SET, ctx, err);
     else if (body->n_set && body->set_boxes &&
              (rc = check_box_ids(copy, body, err)) == 0 &&
              rb_scene_set(ctx, copy, body->set_index, body->set_boxes,
                           body->n_set) != RB_OK)
-        rc = lib_error(body, RBJ_FROM_SET, ctx, err);
+        rc = lib_error(body, RBQ_FROM_SET, ctx, err);
     else if (body->n_set && !body->set_boxes)
         rc = set_elements(ctx, copy, body, &set, err);
     if (rc) {
@@ -567,11 +567,11 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
                rb_scene_append_shapes(ctx, copy, body->append_boxes,
                                       body->n_append,
                                       &body->append_shapes) != RB_OK) {
-        rc = lib_error(body, RBJ_FROM_APPEND, ctx, err);
+        rc = lib_error(body, RBQ_FROM_APPEND, ctx, err);
     } else if (!n_append_shapes && body->n_append &&
                rb_scene_append(ctx, copy, body->append_boxes,
                                body->n_append) != RB_OK) {
-        rc = lib_error(body, RBJ_FROM_APPEND, ctx, err);
+        rc = lib_error(body, RBQ_FROM_APPEND, ctx, err);
     }
     if (!rc && s->disk && body->n_set && !set &&
         !(set = boxes_as_elements(body, cur->stats.dims)))
@@ -591,9 +591,9 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
 }
 
 /* Writes the PATCH that made `made` to e's log; e->patch held. */
-static int patch_to_disk(scene_store *s, entry *e, const rbj_request *body,
+static int patch_to_disk(scene_store *s, entry *e, const rbq_request *body,
                          const scene_ver *made, const rb_element *set,
-                         off_t *undo, rbj_error *err)
+                         off_t *undo, rbq_error *err)
 {
     disk_patch ch = {.set_ids = body->set_index,
                       .set = set,
@@ -611,9 +611,9 @@ static int patch_to_disk(scene_store *s, entry *e, const rbj_request *body,
 }
 
 int store_patch(scene_store *s, rb_context *ctx, const char *id,
-                uint64_t owner, const rbj_request *body,
+                uint64_t owner, const rbq_request *body,
                 uint64_t *version_out, rb_scene_stats *stats_out,
-                rbj_error *err)
+                rbq_error *err)
 {
     pthread_mutex_lock(&s->lock);
     entry *e = find(s, id, owner);

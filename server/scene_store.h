@@ -96,8 +96,8 @@ int store_restore(scene_store *s, const char *id, uint64_t version,
  * into the body), 507 over the memory limit, 503 out of memory, 500
  * when the disk write failed (nothing changed). */
 int store_patch(scene_store *s, rb_context *ctx, const char *id,
-                uint64_t owner, const rbj_request *body, uint64_t *version_out,
-                rb_scene_stats *stats_out, rbj_error *err);
+                uint64_t owner, const rbq_request *body, uint64_t *version_out,
+                rb_scene_stats *stats_out, rbq_error *err);
 
 /* The counts of the kinds beyond boxes for a scene's JSON bodies:
  * ',"elements":N,"obbs":n,"xboxes":n,"spheres":n,"planes":n', nothing for

@@ -38,9 +38,9 @@ static unsigned online_cpus(void)
     return n > 0 ? (unsigned)n : 1;
 }
 
-static void limits_from(const rbd_config *c, rbj_limits *l)
+static void limits_from(const rbd_config *c, rbq_limits *l)
 {
-    rbj_limits_default(l);
+    rbq_limits_default(l);
     l->max_rays = c->max_rays;
     l->max_boxes = c->max_boxes;
     l->max_results = c->max_results;

@@ -22,7 +22,7 @@ struct rbd_hosts;
 
 typedef struct rbd_server {
     rbd_config cfg;
-    rbj_limits limits;          /* per request, from cfg */
+    rbq_limits limits;          /* per request, from cfg */
     struct MHD_Daemon *daemon;
     struct rbd_listener *listener; /* counts connections until the end */
     char refusal[1024];         /* the 503 a connection over the limits gets */

@@ -134,7 +134,7 @@ START_TEST(test_any_split)
             at += n;
         }
         ck_assert_int_eq(rbb_decoder_finish(d), 0);
-        const rbj_request *r = rbb_decoder_request(d);
+        const rbq_request *r = rbb_decoder_request(d);
         ck_assert_ptr_nonnull(r);
         ck_assert_uint_eq(r->n_rays, 7);
         ck_assert_uint_eq(r->n_boxes, 5);
@@ -207,7 +207,7 @@ START_TEST(test_header_checks)
         }
         rbb_decoder *d = decoder(RBB_KIND_INTERSECT, RBB_LENGTH_UNKNOWN);
         ck_assert_int_eq(rbb_decoder_feed(d, head, 64), -1);
-        const rbj_error *e = rbb_decoder_error(d);
+        const rbq_error *e = rbb_decoder_error(d);
         ck_assert_msg(e->status == cases[i].status, "%s: %d %s",
                       cases[i].what, e->status, e->detail);
         ck_assert_msg(strcmp(e->pointer, cases[i].pointer) == 0, "%s: '%s'",
@@ -287,8 +287,8 @@ START_TEST(test_scene_bodies)
     rbb_decoder *d = decoder(RBB_KIND_SCENE, len);
     ck_assert_int_eq(rbb_decoder_feed(d, body, len), 0);
     ck_assert_int_eq(rbb_decoder_finish(d), 0);
-    const rbj_request *r = rbb_decoder_request(d);
-    ck_assert_int_eq(r->body, RBJ_SCENE_CREATE);
+    const rbq_request *r = rbb_decoder_request(d);
+    ck_assert_int_eq(r->body, RBQ_SCENE_CREATE);
     ck_assert_uint_eq(r->n_boxes, 3);
     ck_assert(((const rb_box *)r->boxes)[2].max[0] == 3.0f);
     rbb_decoder_destroy(d);
@@ -389,7 +389,7 @@ START_TEST(test_v1_unchanged)
     rbb_decoder *d = decoder(RBB_KIND_INTERSECT, sizeof doc_request);
     ck_assert_int_eq(rbb_decoder_feed(d, doc_request, sizeof doc_request), 0);
     ck_assert_int_eq(rbb_decoder_finish(d), 0);
-    const rbj_request *r = rbb_decoder_request(d);
+    const rbq_request *r = rbb_decoder_request(d);
     ck_assert_uint_eq(r->n_rays, 2);
     ck_assert_uint_eq(r->n_boxes, 1);
     ck_assert_int_eq(r->mode, RB_MODE_NEAREST);
@@ -513,7 +513,7 @@ START_TEST(test_doc_example_v2)
     rbb_decoder *d = decoder(RBB_KIND_INTERSECT, sizeof body);
     ck_assert_int_eq(rbb_decoder_feed(d, body, sizeof body), 0);
     ck_assert_int_eq(rbb_decoder_finish(d), 0);
-    const rbj_request *r = rbb_decoder_request(d);
+    const rbq_request *r = rbb_decoder_request(d);
     ck_assert_uint_eq(r->n_rays, 1);
     ck_assert_uint_eq(r->n_boxes, 0);
     ck_assert_uint_eq(r->shapes.n_spheres, 1);
@@ -585,7 +585,7 @@ START_TEST(test_any_split_v2)
     const v2_counts c = {7, 3, 4, 2, 3, 2};
     size_t len = build_v2(body, RB_MODE_NEAREST, flags, &c);
     rbt_rng rng = {(uint64_t)_i + 11};
-    rbj_request first;
+    rbq_request first;
     void *keep[6] = {0};
     const size_t sizes[6] = {7 * sizeof(rb_ray), 3 * sizeof(rb_box),
                              4 * sizeof(rb_obb), 2 * sizeof(rb_xbox),
@@ -602,7 +602,7 @@ START_TEST(test_any_split_v2)
             at += n;
         }
         ck_assert_int_eq(rbb_decoder_finish(d), 0);
-        const rbj_request *r = rbb_decoder_request(d);
+        const rbq_request *r = rbb_decoder_request(d);
         ck_assert_ptr_nonnull(r);
         ck_assert_uint_eq(r->n_rays, 7);
         ck_assert_uint_eq(r->n_boxes, 3);
@@ -734,7 +734,7 @@ START_TEST(test_header_checks_v2)
         ck_assert_int_eq(rbb_decoder_feed(d, head, 64), 0);
         ck_assert_ptr_null(rbb_decoder_header(d));
         int rc = rbb_decoder_feed(d, head + 64, 32);
-        const rbj_error *e = rbb_decoder_error(d);
+        const rbq_error *e = rbb_decoder_error(d);
         ck_assert_msg(e->status == cases[i].status, "%s: %d %s",
                       cases[i].what, e->status, e->detail);
         ck_assert_int_eq(rc, cases[i].status ? -1 : 0);
@@ -936,7 +936,7 @@ START_TEST(test_results_v2)
 
     /* Which version answers: a binary request's own; JSON gets 2 only for
      * what version 1 cannot carry. */
-    rbj_request req = {.mode = RB_MODE_NEAREST};
+    rbq_request req = {.mode = RB_MODE_NEAREST};
     ck_assert_uint_eq(rbb_result_version(&req, 0), 1);
     ck_assert_uint_eq(rbb_result_version(&req, 2), 2);
     req.outputs = RB_OUTPUT_NORMAL;

@@ -45,14 +45,14 @@ static rbj_parser *parse_opt(const rbj_options *opt, const char *body)
 {
     int rc;
     rbj_parser *p = feed(opt, body, strlen(body), WHOLE, 1, &rc);
-    const rbj_error *e = rbj_parser_error(p);
+    const rbq_error *e = rbj_parser_error(p);
     ck_assert_msg(rc == 0, "body %s: %d %s: %s", body, e->status, e->pointer,
                   e->detail);
     ck_assert_ptr_nonnull(rbj_parser_request(p));
     return p;
 }
 
-static rbj_parser *parse(rbj_body kind, const char *body)
+static rbj_parser *parse(rbq_body kind, const char *body)
 {
     rbj_options opt;
     rbj_options_init(&opt, kind);
@@ -65,11 +65,11 @@ static void expect_error_opt(const rbj_options *opt, const char *body,
                              size_t len, int status, const char *pointer,
                              const char *detail)
 {
-    rbj_error first;
+    rbq_error first;
     for (int how = 0; how < FEEDS; how++) {
         int rc;
         rbj_parser *p = feed(opt, body, len, how, 7, &rc);
-        const rbj_error *e = rbj_parser_error(p);
+        const rbq_error *e = rbj_parser_error(p);
         ck_assert_msg(rc == -1, "%.80s: accepted (feed %d)", body, how);
         ck_assert_ptr_null(rbj_parser_request(p));
         ck_assert_msg(e->status == status, "%.80s: status %d, want %d (%s)",
@@ -96,7 +96,7 @@ static void expect_error_opt(const rbj_options *opt, const char *body,
     }
 }
 
-static void expect_error(rbj_body kind, const char *body, int status,
+static void expect_error(rbq_body kind, const char *body, int status,
                          const char *pointer, const char *detail)
 {
     rbj_options opt;
@@ -121,13 +121,13 @@ static uint32_t bits(float x)
  */
 START_TEST(test_intersect_all_members)
 {
-    rbj_parser *p = parse(RBJ_INTERSECT,
+    rbj_parser *p = parse(RBQ_INTERSECT,
         "{\"mode\":\"all\",\"dims\":3,"
         "\"rays\":[[0,0,0,1,0,0],[1,2,3,4,5,6,0.5,9],[0,0,0,1,0,0,1,null]],"
         "\"boxes\":[[4,-1,-1,6,1,1],[-1,-2,-3,1,2,3]],"
         "\"tmin\":0.25,\"tmax\":100,\"max_hits\":5}");
-    const rbj_request *r = rbj_parser_request(p);
-    ck_assert_int_eq(r->body, RBJ_INTERSECT);
+    const rbq_request *r = rbj_parser_request(p);
+    ck_assert_int_eq(r->body, RBQ_INTERSECT);
     ck_assert_int_eq(r->mode, RB_MODE_ALL);
     ck_assert_uint_eq(r->dims, 3);
     ck_assert_uint_eq(r->max_hits, 5);
@@ -154,9 +154,9 @@ END_TEST
 
 START_TEST(test_defaults)
 {
-    rbj_parser *p = parse(RBJ_INTERSECT,
+    rbj_parser *p = parse(RBQ_INTERSECT,
                           "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[]}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     ck_assert_int_eq(r->mode, RB_MODE_NEAREST);
     ck_assert_uint_eq(r->dims, 3);
     ck_assert_uint_eq(r->max_hits, 64);
@@ -170,7 +170,7 @@ START_TEST(test_defaults)
 
     /* The default max_hits is the caller's; tmax null is +inf. */
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.limits.default_max_hits = 7;
     p = parse_opt(&opt, "{\"rays\":[],\"boxes\":[],\"tmax\":null,"
                         "\"mode\":\"all\"}");
@@ -184,11 +184,11 @@ END_TEST
 
 START_TEST(test_2d)
 {
-    rbj_parser *p = parse(RBJ_INTERSECT,
+    rbj_parser *p = parse(RBQ_INTERSECT,
         "{\"rays\":[[1,2,3,4],[5,6,7,8,0.5,null],[9,10,11,12,1,2]],"
         "\"boxes\":[[0,1,2,3],[-4,-3,-2,-1],[0,0,0,0]],\"tmax\":50,"
         "\"tmin\":-1,\"mode\":\"pairs\",\"dims\":2}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     ck_assert_uint_eq(r->dims, 2);
     ck_assert_int_eq(r->mode, RB_MODE_PAIRS);
     ck_assert_uint_eq(r->n_rays, 3);
@@ -220,11 +220,11 @@ START_TEST(test_member_orders)
         "[5,6,7,8,2,3]],\"dims\":2,\"max_hits\":3,\"mode\":\"count\","
         "\"tmin\":1}",
     };
-    rbj_parser *first = parse(RBJ_INTERSECT, bodies[0]);
-    const rbj_request *a = rbj_parser_request(first);
+    rbj_parser *first = parse(RBQ_INTERSECT, bodies[0]);
+    const rbq_request *a = rbj_parser_request(first);
     for (size_t k = 1; k < sizeof bodies / sizeof *bodies; k++) {
-        rbj_parser *p = parse(RBJ_INTERSECT, bodies[k]);
-        const rbj_request *b = rbj_parser_request(p);
+        rbj_parser *p = parse(RBQ_INTERSECT, bodies[k]);
+        const rbq_request *b = rbj_parser_request(p);
         ck_assert_int_eq(a->mode, b->mode);
         ck_assert_uint_eq(a->dims, b->dims);
         ck_assert_uint_eq(a->max_hits, b->max_hits);
@@ -245,24 +245,24 @@ END_TEST
 
 START_TEST(test_scene_bodies)
 {
-    rbj_parser *p = parse(RBJ_INTERSECT,
+    rbj_parser *p = parse(RBQ_INTERSECT,
                           "{\"scene\":\"s-1\",\"rays\":[[0,0,0,1,0,0]]}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     ck_assert_str_eq(r->scene, "s-1");
     ck_assert_uint_eq(r->n_boxes, 0);
     rbj_parser_destroy(p);
 
-    p = parse(RBJ_SCENE_CREATE,
+    p = parse(RBQ_SCENE_CREATE,
               "{\"boxes\":[[0,0,1,1],[2,2,3,3]],\"dims\":2}");
     r = rbj_parser_request(p);
-    ck_assert_int_eq(r->body, RBJ_SCENE_CREATE);
+    ck_assert_int_eq(r->body, RBQ_SCENE_CREATE);
     ck_assert_uint_eq(r->dims, 2);
     ck_assert_uint_eq(r->n_boxes, 2);
     rb_box2 want[2] = {{{0, 0}, {1, 1}}, {{2, 2}, {3, 3}}};
     ck_assert(memcmp(r->boxes, want, sizeof want) == 0);
     rbj_parser_destroy(p);
 
-    p = parse(RBJ_SCENE_PATCH,
+    p = parse(RBQ_SCENE_PATCH,
               "{\"set\":[[3,0,0,0,1,1,1],[0,-1,-1,-1,0,0,0]],"
               "\"append\":[[5,5,5,6,6,6]]}");
     r = rbj_parser_request(p);
@@ -278,7 +278,7 @@ START_TEST(test_scene_bodies)
 
     /* A 2D scene's patch (dims come from the scene, not the body). */
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_SCENE_PATCH);
+    rbj_options_init(&opt, RBQ_SCENE_PATCH);
     opt.patch_dims = 2;
     p = parse_opt(&opt, "{\"set\":[[4294967295,1,2,3,4]]}");
     r = rbj_parser_request(p);
@@ -287,7 +287,7 @@ START_TEST(test_scene_bodies)
     ck_assert(memcmp(r->set_boxes, &w2, sizeof w2) == 0);
     ck_assert_uint_eq(r->n_append, 0);
     rbj_parser_destroy(p);
-    p = parse(RBJ_SCENE_PATCH, "{}");
+    p = parse(RBQ_SCENE_PATCH, "{}");
     ck_assert_uint_eq(rbj_parser_request(p)->n_set, 0);
     rbj_parser_destroy(p);
 }
@@ -301,7 +301,7 @@ static float one_number(const char *text)
     char body[512];
     snprintf(body, sizeof body, "{\"rays\":[[%s,0,0,1,0,0]],\"boxes\":[]}",
              text);
-    rbj_parser *p = parse(RBJ_INTERSECT, body);
+    rbj_parser *p = parse(RBQ_INTERSECT, body);
     float v = ((const rb_ray *)rbj_parser_request(p)->rays)[0].origin[0];
     rbj_parser_destroy(p);
     return v;
@@ -404,7 +404,7 @@ END_TEST
 
 START_TEST(test_tmax_null_in_ray)
 {
-    rbj_parser *p = parse(RBJ_INTERSECT,
+    rbj_parser *p = parse(RBQ_INTERSECT,
                           "{\"rays\":[[0,0,0,1,0,0,-2,null]],\"boxes\":[],"
                           "\"tmax\":3}");
     const rb_ray *ray = rbj_parser_request(p)->rays;
@@ -454,14 +454,14 @@ static char *big_body(size_t n_rays, size_t n_boxes, int dims_last)
 START_TEST(test_chunking_same_request)
 {
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     for (int dims_last = 0; dims_last < 2; dims_last++) {
         char *body = big_body(300, 120, dims_last);
         size_t len = strlen(body);
         int rc;
         rbj_parser *whole = feed(&opt, body, len, WHOLE, 0, &rc);
         ck_assert_msg(rc == 0, "%s", rbj_parser_error(whole)->detail);
-        const rbj_request *a = rbj_parser_request(whole);
+        const rbq_request *a = rbj_parser_request(whole);
         ck_assert_uint_eq(a->n_rays, 300);
         ck_assert_uint_eq(a->n_boxes, 120);
         for (int how = BYTES; how < FEEDS; how++) {
@@ -469,7 +469,7 @@ START_TEST(test_chunking_same_request)
                  seed++) {
                 rbj_parser *p = feed(&opt, body, len, how, seed, &rc);
                 ck_assert_int_eq(rc, 0);
-                const rbj_request *b = rbj_parser_request(p);
+                const rbq_request *b = rbj_parser_request(p);
                 ck_assert_uint_eq(b->n_rays, a->n_rays);
                 ck_assert_uint_eq(b->n_boxes, a->n_boxes);
                 ck_assert(memcmp(a->rays, b->rays,
@@ -508,12 +508,12 @@ START_TEST(test_chunking_same_error)
     };
     static const char alphabet[] = ",[]{}\":0123456789-+.eEx \\nul";
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     rbt_rng rng = {11};
     char body[256];
     int failed = 0, passed = 0;
     for (size_t b = 0; b < 3; b++)
-        rbj_parser_destroy(parse(RBJ_INTERSECT, bases[b]));
+        rbj_parser_destroy(parse(RBQ_INTERSECT, bases[b]));
     for (int k = 0; k < 6000; k++) {
         const char *base = bases[k % 3];
         size_t len = strlen(base);
@@ -535,7 +535,7 @@ START_TEST(test_chunking_same_error)
                 body[len] = '\0';
             }
         }
-        rbj_error first = {0};
+        rbq_error first = {0};
         int first_rc = 0;
         for (int how = 0; how < FEEDS; how++) {
             int rc;
@@ -546,7 +546,7 @@ START_TEST(test_chunking_same_error)
                 failed += rc != 0;
                 passed += rc == 0;
             } else {
-                const rbj_error *e = rbj_parser_error(p);
+                const rbq_error *e = rbj_parser_error(p);
                 ck_assert_msg(rc == first_rc &&
                                   memcmp(&first, e, sizeof first) == 0,
                               "%s: feed %d: '%s' %s vs '%s' %s", body, how,
@@ -567,12 +567,12 @@ END_TEST
 START_TEST(test_camera_members)
 {
     rbj_parser *p = parse(
-        RBJ_INTERSECT,
+        RBQ_INTERSECT,
         "{\"tmin\":0.5,\"camera\":{\"pixels\":[[0.1,2.5],[3,"
         "0.30000000000000004]],\"view\":[1,0,0,0,0,1,0,0,0,0,1,-5,0,0,0,"
         "1],\"viewport\":[-1,2,640.5,480],\"projection\":[1,0,0,0,0,1,0,"
         "0,0,0,1,0,0,0,0,1]},\"spheres\":[[0,0,0,1]]}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     ck_assert_ptr_nonnull(r);
     ck_assert_ptr_nonnull(r->camera);
     ck_assert_uint_eq(r->n_camera_rays, 2);
@@ -584,7 +584,7 @@ START_TEST(test_camera_members)
     ck_assert(r->camera->tmin == 0.5f && isinf(r->camera->tmax));
     rbj_parser_destroy(p);
     /* The grid: width x height. */
-    p = parse(RBJ_INTERSECT,
+    p = parse(RBQ_INTERSECT,
               "{\"camera\":{\"view\":[1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1],"
               "\"projection\":[1,0,0,0,0,1,0,0,0,0,1,0,0,0,0,1],\"viewport\":"
               "[0,0,7,3],\"depth\":\"minus_one_to_one\"},\"boxes\":[]}");
@@ -595,7 +595,7 @@ START_TEST(test_camera_members)
     rbj_parser_destroy(p);
     /* Render bodies. */
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_RENDER);
+    rbj_options_init(&opt, RBQ_RENDER);
     opt.scene_in_path = 1;
     opt.scene_dims = 3;
     const char *body = "{\"image\":\"normal\",\"camera\":{\"view\":[1,0,0,"
@@ -605,7 +605,7 @@ START_TEST(test_camera_members)
     p = feed(&opt, body, strlen(body), WHOLE, 0, &rc);
     ck_assert_int_eq(rc, 0);
     r = rbj_parser_request(p);
-    ck_assert_int_eq(r->image, RBJ_IMAGE_NORMAL);
+    ck_assert_int_eq(r->image, RBQ_IMAGE_NORMAL);
     ck_assert_int_eq(r->mode, RB_MODE_NEAREST);
     ck_assert_uint_eq(r->n_camera_rays, 4);
     rbj_parser_destroy(p);
@@ -622,93 +622,93 @@ END_TEST
  */
 START_TEST(test_errors_syntax)
 {
-    expect_error(RBJ_INTERSECT, "", 400, "", "empty body");
-    expect_error(RBJ_INTERSECT, " \n\t ", 400, "", "empty body");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0", 400, "/rays/0/2",
+    expect_error(RBQ_INTERSECT, "", 400, "", "empty body");
+    expect_error(RBQ_INTERSECT, " \n\t ", 400, "", "empty body");
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0", 400, "/rays/0/2",
                  "body cut short");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0]]", 400, "",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0]]", 400, "",
                  "body cut short");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0]], x}", 400, "",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0]], x}", 400, "",
                  "malformed JSON at byte 26");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,]]}", 400, "/rays/0/5",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,]]}", 400, "/rays/0/5",
                  "malformed JSON");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0] [", 400, "/rays/1",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0] [", 400, "/rays/1",
                  "malformed JSON");
-    expect_error(RBJ_INTERSECT, "{\"boxes\":[],\"rays\":[[0,0,0,1,0,NaN]]}",
+    expect_error(RBQ_INTERSECT, "{\"boxes\":[],\"rays\":[[0,0,0,1,0,NaN]]}",
                  400, "/rays/0/5", "malformed JSON at byte 32");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[Infinity,0,0,1,0,0]]}", 400,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[Infinity,0,0,1,0,0]]}", 400,
                  "/rays/0/0", "malformed JSON");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[-Infinity,0,0,1,0,0]]}", 400,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[-Infinity,0,0,1,0,0]]}", 400,
                  "/rays/0/0", "malformed JSON");
     /* "01": yajl reads 0, then finds 1 where ',' belongs. */
-    expect_error(RBJ_INTERSECT, "{\"tmin\":01}", 400, "",
+    expect_error(RBQ_INTERSECT, "{\"tmin\":01}", 400, "",
                  "malformed JSON at byte 9");
-    expect_error(RBJ_INTERSECT, "{\"tmin\":-}", 400, "/tmin",
+    expect_error(RBQ_INTERSECT, "{\"tmin\":-}", 400, "/tmin",
                  "malformed JSON");
-    expect_error(RBJ_INTERSECT, "{} {}", 400, "", "malformed JSON");
-    expect_error(RBJ_INTERSECT, "{\"mode\":\"all\"", 400, "",
+    expect_error(RBQ_INTERSECT, "{} {}", 400, "", "malformed JSON");
+    expect_error(RBQ_INTERSECT, "{\"mode\":\"all\"", 400, "",
                  "body cut short");
 }
 END_TEST
 
 START_TEST(test_errors_shape)
 {
-    expect_error(RBJ_INTERSECT, "[1]", 422, "", "must be a JSON object");
-    expect_error(RBJ_INTERSECT, "42", 422, "", "must be a JSON object");
-    expect_error(RBJ_INTERSECT, "\"x\"", 422, "", "must be a JSON object");
-    expect_error(RBJ_INTERSECT, "null", 422, "", "must be a JSON object");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[],\"foo\":1}", 422, "/foo",
+    expect_error(RBQ_INTERSECT, "[1]", 422, "", "must be a JSON object");
+    expect_error(RBQ_INTERSECT, "42", 422, "", "must be a JSON object");
+    expect_error(RBQ_INTERSECT, "\"x\"", 422, "", "must be a JSON object");
+    expect_error(RBQ_INTERSECT, "null", 422, "", "must be a JSON object");
+    expect_error(RBQ_INTERSECT, "{\"rays\":[],\"foo\":1}", 422, "/foo",
                  "unknown member");
-    expect_error(RBJ_INTERSECT, "{\"a/b~c\":1}", 422, "/a~1b~0c",
+    expect_error(RBQ_INTERSECT, "{\"a/b~c\":1}", 422, "/a~1b~0c",
                  "unknown member");
-    expect_error(RBJ_INTERSECT, "{\"set\":[]}", 422, "/set",
+    expect_error(RBQ_INTERSECT, "{\"set\":[]}", 422, "/set",
                  "unknown member");
-    expect_error(RBJ_SCENE_CREATE, "{\"rays\":[]}", 422, "/rays",
+    expect_error(RBQ_SCENE_CREATE, "{\"rays\":[]}", 422, "/rays",
                  "unknown member");
-    expect_error(RBJ_SCENE_PATCH, "{\"dims\":3}", 422, "/dims",
+    expect_error(RBQ_SCENE_PATCH, "{\"dims\":3}", 422, "/dims",
                  "unknown member");
-    expect_error(RBJ_INTERSECT, "{\"mode\":\"any\",\"mode\":\"any\"}", 422,
+    expect_error(RBQ_INTERSECT, "{\"mode\":\"any\",\"mode\":\"any\"}", 422,
                  "/mode", "appears twice");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[],\"rays\":[]}", 422, "/rays",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[],\"rays\":[]}", 422, "/rays",
                  "appears twice");
-    expect_error(RBJ_INTERSECT, "{\"boxes\":[],\"scene\":\"a\"}", 422,
+    expect_error(RBQ_INTERSECT, "{\"boxes\":[],\"scene\":\"a\"}", 422,
                  "/scene", "exclude each other");
-    expect_error(RBJ_INTERSECT, "{\"scene\":\"a\",\"boxes\":[]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"scene\":\"a\",\"boxes\":[]}", 422,
                  "/boxes", "exclude each other");
     /* Wrong types. */
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,\"1\",0,1,0,0]]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,\"1\",0,1,0,0]]}", 422,
                  "/rays/0/1", "expected a number, got a string");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0],[0,true]]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0],[0,true]]}", 422,
                  "/rays/1/1", "expected a number, got true");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,{}]]}", 422, "/rays/0/1",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,{}]]}", 422, "/rays/0/1",
                  "expected a number, got an object");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[1]}", 422, "/rays/0",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[1]}", 422, "/rays/0",
                  "expected an array of numbers, got a number");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0],{}]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0],{}]}", 422,
                  "/rays/1", "expected an array of numbers, got an object");
-    expect_error(RBJ_INTERSECT, "{\"rays\":{}}", 422, "/rays",
+    expect_error(RBQ_INTERSECT, "{\"rays\":{}}", 422, "/rays",
                  "expected an array, got an object");
-    expect_error(RBJ_INTERSECT, "{\"mode\":3}", 422, "/mode",
+    expect_error(RBQ_INTERSECT, "{\"mode\":3}", 422, "/mode",
                  "expected a string, got a number");
-    expect_error(RBJ_INTERSECT, "{\"tmin\":\"0\"}", 422, "/tmin",
+    expect_error(RBQ_INTERSECT, "{\"tmin\":\"0\"}", 422, "/tmin",
                  "expected a number, got a string");
-    expect_error(RBJ_INTERSECT, "{\"tmin\":null}", 422, "/tmin",
+    expect_error(RBQ_INTERSECT, "{\"tmin\":null}", 422, "/tmin",
                  "expected a number, got null");
-    expect_error(RBJ_INTERSECT, "{\"tmax\":[]}", 422, "/tmax",
+    expect_error(RBQ_INTERSECT, "{\"tmax\":[]}", 422, "/tmax",
                  "expected a number or null, got an array");
-    expect_error(RBJ_INTERSECT, "{\"scene\":7}", 422, "/scene",
+    expect_error(RBQ_INTERSECT, "{\"scene\":7}", 422, "/scene",
                  "expected a string");
-    expect_error(RBJ_INTERSECT, "{\"scene\":\"\"}", 422, "/scene",
+    expect_error(RBQ_INTERSECT, "{\"scene\":\"\"}", 422, "/scene",
                  "1 to 128 bytes");
     /* Nesting. */
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[[[1]]]]}", 422, "/rays/0/0",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[[[1]]]]}", 422, "/rays/0/0",
                  "nested too deep");
-    expect_error(RBJ_INTERSECT, "{\"boxes\":[[0,0,[1]]]}", 422, "/boxes/0/2",
+    expect_error(RBQ_INTERSECT, "{\"boxes\":[[0,0,[1]]]}", 422, "/boxes/0/2",
                  "nested too deep");
     /* Missing members. */
-    expect_error(RBJ_INTERSECT, "{\"boxes\":[]}", 422, "", "missing \"rays\"");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[]}", 422, "", "missing \"boxes\"");
-    expect_error(RBJ_SCENE_CREATE, "{\"dims\":2}", 422, "",
+    expect_error(RBQ_INTERSECT, "{\"boxes\":[]}", 422, "", "missing \"rays\"");
+    expect_error(RBQ_INTERSECT, "{\"rays\":[]}", 422, "", "missing \"boxes\"");
+    expect_error(RBQ_SCENE_CREATE, "{\"dims\":2}", 422, "",
                  "missing \"boxes\"");
 }
 END_TEST
@@ -721,64 +721,64 @@ START_TEST(test_errors_deep_nesting)
     char *s = malloc(n + 64);
     memset(s, '[', n);
     s[n] = '\0';
-    expect_error(RBJ_INTERSECT, s, 422, "", "must be a JSON object");
+    expect_error(RBQ_INTERSECT, s, 422, "", "must be a JSON object");
     memcpy(s, "{\"rays\":", 8);
-    expect_error(RBJ_INTERSECT, s, 422, "/rays/0/0", "nested too deep");
+    expect_error(RBQ_INTERSECT, s, 422, "/rays/0/0", "nested too deep");
     memset(s, '{', n);
-    expect_error(RBJ_INTERSECT, s, 400, "", "malformed JSON");
+    expect_error(RBQ_INTERSECT, s, 400, "", "malformed JSON");
     free(s);
 }
 END_TEST
 
 START_TEST(test_errors_arity)
 {
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0]],\"boxes\":[]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0]],\"boxes\":[]}", 422,
                  "/rays/0", "5 numbers: a 3D ray has 6 numbers, or 8");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0],[0,0,0,1,0,0,1]],\"boxes\":[]}",
                  422, "/rays/1", "7 numbers");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[]],\"boxes\":[]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[]],\"boxes\":[]}", 422,
                  "/rays/0", "0 numbers");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0,0,1,2]]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0,0,1,2]]}", 422,
                  "/rays/0/8", "too many numbers");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[[0,0,0,1,1]]}", 422,
                  "/boxes/0", "5 numbers: a 3D box has 6 numbers");
-    expect_error(RBJ_INTERSECT, "{\"boxes\":[[0,0,0,1,1,1,1]]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"boxes\":[[0,0,0,1,1,1,1]]}", 422,
                  "/boxes/0/6", "too many numbers");
     /* dims known first: checked per element as it ends. */
-    expect_error(RBJ_INTERSECT, "{\"dims\":2,\"rays\":[[0,0,1,0],[0,0,0]]",
+    expect_error(RBQ_INTERSECT, "{\"dims\":2,\"rays\":[[0,0,1,0],[0,0,0]]",
                  422, "/rays/1", "3 numbers: a 2D ray has 4 numbers, or 6");
-    expect_error(RBJ_INTERSECT, "{\"dims\":2,\"rays\":[[0,0,1,0,0,1,2]]}",
+    expect_error(RBQ_INTERSECT, "{\"dims\":2,\"rays\":[[0,0,1,0,0,1,2]]}",
                  422, "/rays/0/6", "too many numbers: a 2D ray");
     /* dims known last: checked at the end, lowest index first. */
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,1,0],[0,0,0,1,0,0,0,1]],\"boxes\":[],"
                  "\"dims\":2}",
                  422, "/rays/1", "8 numbers: a 2D ray");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[],\"boxes\":[[0,0,1,1],[0,0,0,1,1,1]],"
                  "\"dims\":2}",
                  422, "/boxes/1", "6 numbers: a 2D box has 4");
     /* null only as a ray's tmax. */
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,null,1,0,0]]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,null,1,0,0]]}", 422,
                  "/rays/0/2", "got null");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0,null,1]]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0,null,1]]}", 422,
                  "/rays/0/6", "got null");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,null]],\"boxes\":[]}",
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,null]],\"boxes\":[]}",
                  422, "/rays/0/5", "got null");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"dims\":3,\"rays\":[[0,0,0,1,0,null]],\"boxes\":[]}", 422,
                  "/rays/0/5", "got null");
-    expect_error(RBJ_INTERSECT, "{\"boxes\":[[0,null]]}", 422, "/boxes/0/1",
+    expect_error(RBQ_INTERSECT, "{\"boxes\":[[0,null]]}", 422, "/boxes/0/1",
                  "got null");
     /* Patch entries. */
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[0,0,0,0,1,1]]}", 422, "/set/0",
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[0,0,0,0,1,1]]}", 422, "/set/0",
                  "6 numbers: a 3D set entry has 7");
-    expect_error(RBJ_SCENE_PATCH, "{\"append\":[[0,0,0,1,1,1,1]]}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"append\":[[0,0,0,1,1,1,1]]}", 422,
                  "/append/0/6", "too many numbers");
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_SCENE_PATCH);
+    rbj_options_init(&opt, RBQ_SCENE_PATCH);
     opt.patch_dims = 2;
     const char *b = "{\"set\":[[0,0,0,1,1,1,1]]}";
     expect_error_opt(&opt, b, strlen(b), 422, "/set/0/5",
@@ -788,76 +788,76 @@ END_TEST
 
 START_TEST(test_errors_values)
 {
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1e39,0,0]]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1e39,0,0]]}", 422,
                  "/rays/0/3", "1e39 is beyond the float32 range");
-    expect_error(RBJ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0,0,-3.5e38]]}", 422,
+    expect_error(RBQ_INTERSECT, "{\"rays\":[[0,0,0,1,0,0,0,-3.5e38]]}", 422,
                  "/rays/0/7", "beyond the float32 range");
-    expect_error(RBJ_INTERSECT, "{\"boxes\":[[0,0,0,1,1,3.4028236e38]]}",
+    expect_error(RBQ_INTERSECT, "{\"boxes\":[[0,0,0,1,1,3.4028236e38]]}",
                  422, "/boxes/0/5", "beyond the float32 range");
-    expect_error(RBJ_INTERSECT, "{\"tmin\":-1e39}", 422, "/tmin",
+    expect_error(RBQ_INTERSECT, "{\"tmin\":-1e39}", 422, "/tmin",
                  "beyond the float32 range");
-    expect_error(RBJ_INTERSECT, "{\"mode\":\"bogus\"}", 422, "/mode",
+    expect_error(RBQ_INTERSECT, "{\"mode\":\"bogus\"}", 422, "/mode",
                  "unknown mode \"bogus\"");
-    expect_error(RBJ_INTERSECT, "{\"mode\":\"Nearest\"}", 422, "/mode",
+    expect_error(RBQ_INTERSECT, "{\"mode\":\"Nearest\"}", 422, "/mode",
                  "unknown mode");
-    expect_error(RBJ_INTERSECT, "{\"mode\":\"any\\u0000\"}", 422, "/mode",
+    expect_error(RBQ_INTERSECT, "{\"mode\":\"any\\u0000\"}", 422, "/mode",
                  "unknown mode");
-    expect_error(RBJ_INTERSECT, "{\"dims\":4}", 422, "/dims",
+    expect_error(RBQ_INTERSECT, "{\"dims\":4}", 422, "/dims",
                  "dims must be 2 or 3, not 4");
-    expect_error(RBJ_INTERSECT, "{\"dims\":3.5}", 422, "/dims",
+    expect_error(RBQ_INTERSECT, "{\"dims\":3.5}", 422, "/dims",
                  "dims must be 2 or 3");
-    expect_error(RBJ_INTERSECT, "{\"dims\":25e-1}", 422, "/dims",
+    expect_error(RBQ_INTERSECT, "{\"dims\":25e-1}", 422, "/dims",
                  "dims must be 2 or 3");
-    expect_error(RBJ_SCENE_CREATE, "{\"dims\":-3}", 422, "/dims",
+    expect_error(RBQ_SCENE_CREATE, "{\"dims\":-3}", 422, "/dims",
                  "dims must be 2 or 3");
-    expect_error(RBJ_INTERSECT, "{\"max_hits\":0}", 422, "/max_hits",
+    expect_error(RBQ_INTERSECT, "{\"max_hits\":0}", 422, "/max_hits",
                  "max_hits must be an integer >= 1, not 0");
-    expect_error(RBJ_INTERSECT, "{\"max_hits\":-1}", 422, "/max_hits",
+    expect_error(RBQ_INTERSECT, "{\"max_hits\":-1}", 422, "/max_hits",
                  "max_hits must be an integer >= 1");
-    expect_error(RBJ_INTERSECT, "{\"max_hits\":1.5}", 422, "/max_hits",
+    expect_error(RBQ_INTERSECT, "{\"max_hits\":1.5}", 422, "/max_hits",
                  "max_hits must be an integer >= 1");
-    expect_error(RBJ_INTERSECT, "{\"max_hits\":4294967296}", 422,
+    expect_error(RBQ_INTERSECT, "{\"max_hits\":4294967296}", 422,
                  "/max_hits", "at most 4294967295");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[],\"tmin\":5,"
                  "\"tmax\":1}",
                  422, "/tmin", "tmin (5.0) > tmax (1.0)");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[],\"boxes\":[],\"tmin\":2,\"tmax\":1e-40}",
                  422, "/tmin", "tmin (2.0) > tmax (1e-40)");
     /* R7: the comparison is on flushed values, as in the library. */
-    rbj_parser *p = parse(RBJ_INTERSECT, "{\"rays\":[],\"boxes\":[],"
+    rbj_parser *p = parse(RBQ_INTERSECT, "{\"rays\":[],\"boxes\":[],"
                                          "\"tmin\":1e-40,\"tmax\":-1e-40}");
     rbj_parser_destroy(p);
     /* pairs needs equal counts and boxes of its own. */
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"mode\":\"pairs\",\"rays\":[[0,0,0,1,0,0],[0,0,0,1,0,0]],"
                  "\"boxes\":[[0,0,0,1,1,1]]}",
                  422, "/boxes", "as many boxes as rays (2 rays, 1 boxes)");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"scene\":\"x\","
                  "\"mode\":\"pairs\"}",
                  422, "/scene", "pairs mode takes \"boxes\"");
     /* A set index is a non-negative integer below 2^32. */
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[-1,0,0,0,1,1,1]]}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[-1,0,0,0,1,1,1]]}", 422,
                  "/set/0/0", "non-negative integer");
-    expect_error(RBJ_SCENE_PATCH,
+    expect_error(RBQ_SCENE_PATCH,
                  "{\"set\":[[0,0,0,0,1,1,1],[1,0,0,0,1,1,1],"
                  "[1.5,0,0,0,1,1,1]]}",
                  422, "/set/2/0", "not 1.5");
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[4294967296,0,0,0,1,1,1]]}",
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[4294967296,0,0,0,1,1,1]]}",
                  422, "/set/0/0", "non-negative integer");
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[1e-1,0,0,0,1,1,1]]}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[1e-1,0,0,0,1,1,1]]}", 422,
                  "/set/0/0", "non-negative integer");
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[-2.0,0,0,0,1,1,1]]}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[-2.0,0,0,0,1,1,1]]}", 422,
                  "/set/0/0", "non-negative integer");
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[4.294967296e9,0,0,0,1,1,1]]}",
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[4.294967296e9,0,0,0,1,1,1]]}",
                  422, "/set/0/0", "non-negative integer");
-    expect_error(RBJ_INTERSECT, "{\"max_hits\":1e10}", 422, "/max_hits",
+    expect_error(RBQ_INTERSECT, "{\"max_hits\":1e10}", 422, "/max_hits",
                  "at most 4294967295");
-    expect_error(RBJ_INTERSECT, "{\"max_hits\":0.0e7}", 422, "/max_hits",
+    expect_error(RBQ_INTERSECT, "{\"max_hits\":0.0e7}", 422, "/max_hits",
                  "max_hits must be an integer >= 1, not 0.0e7");
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[\"1\",0,0,0,1,1,1]]}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[\"1\",0,0,0,1,1,1]]}", 422,
                  "/set/0/0", "got a string");
 }
 END_TEST
@@ -881,20 +881,20 @@ START_TEST(test_whole_numbers)
         snprintf(body, sizeof body, "{\"rays\":[],\"boxes\":[],"
                  "\"max_hits\":%s}", cases[i].text);
         if (cases[i].value) {
-            rbj_parser *p = parse(RBJ_INTERSECT, body);
+            rbj_parser *p = parse(RBQ_INTERSECT, body);
             ck_assert_uint_eq(rbj_parser_request(p)->max_hits,
                               cases[i].value);
             rbj_parser_destroy(p);
         }
         snprintf(body, sizeof body, "{\"set\":[[%s,0,0,0,1,1,1]]}",
                  cases[i].text);
-        rbj_parser *p = parse(RBJ_SCENE_PATCH, body);
+        rbj_parser *p = parse(RBQ_SCENE_PATCH, body);
         ck_assert_uint_eq(rbj_parser_request(p)->n_set, 1);
         ck_assert_uint_eq(rbj_parser_request(p)->set_index[0],
                           cases[i].value);
         rbj_parser_destroy(p);
     }
-    rbj_parser *p = parse(RBJ_INTERSECT, "{\"dims\":2.0,\"rays\":[],"
+    rbj_parser *p = parse(RBQ_INTERSECT, "{\"dims\":2.0,\"rays\":[],"
                                          "\"boxes\":[[0,0,1,1]]}");
     ck_assert_uint_eq(rbj_parser_request(p)->dims, 2);
     rbj_parser_destroy(p);
@@ -939,22 +939,22 @@ static void count_free(void *user, void *ptr)
 START_TEST(test_limits)
 {
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.limits.max_rays = 2;
     const char *b = "{\"rays\":[[0,0,0,1,0,0],[0,0,0,1,0,0],[0,0,0,1,0,0]]}";
     expect_error_opt(&opt, b, strlen(b), 413, "/rays/2", "more than 2 rays");
 
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.limits.max_boxes = 1;
     b = "{\"boxes\":[[0,0,0,1,1,1],[0,0,0,1,1,1]]}";
     expect_error_opt(&opt, b, strlen(b), 413, "/boxes/1", "more than 1 boxes");
 
-    rbj_options_init(&opt, RBJ_SCENE_PATCH);
+    rbj_options_init(&opt, RBQ_SCENE_PATCH);
     opt.limits.max_boxes = 2;
     b = "{\"set\":[[0,0,0,0,1,1,1]],\"append\":[[0,0,0,1,1,1],[0,0,0,1,1,1]]}";
     expect_error_opt(&opt, b, strlen(b), 413, "/append/1", "more than 2");
 
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.limits.max_numbers = 10;
     b = "{\"rays\":[[0,0,0,1,0,0],[0,0,0,1,0,0]]}";
     expect_error_opt(&opt, b, strlen(b), 413, "/rays/1/4",
@@ -962,7 +962,7 @@ START_TEST(test_limits)
 
     /* all mode: rays * max_hits results, while streaming when mode and
      * max_hits come first, at the end otherwise; the same pointer. */
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.limits.max_results = 25;
     b = "{\"mode\":\"all\",\"max_hits\":10,\"boxes\":[],"
         "\"rays\":[[0,0,0,1,0,0],[0,0,0,1,0,0],[0,0,0,1,0,0]]}";
@@ -988,7 +988,7 @@ START_TEST(test_limit_bounds_memory)
     counting c = {0};
     rb_allocator a = {count_alloc, count_free, &c};
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.allocator = &a;
     opt.limits.max_rays = 1000;
     size_t n = 5000;
@@ -1003,7 +1003,7 @@ START_TEST(test_limit_bounds_memory)
     ck_assert_int_eq(rbj_parser_error(p)->status, 413);
     ck_assert_str_eq(rbj_parser_error(p)->pointer, "/rays/1000");
     /* Slots (32 B) and arities (1 B) of 1000 rays, the parser, scratch. */
-    size_t bound = 1000 * 33 + sizeof(rbj_request) + 64 * 1024;
+    size_t bound = 1000 * 33 + sizeof(rbq_request) + 64 * 1024;
     ck_assert_msg(c.peak < bound, "peak %zu bytes, bound %zu", c.peak, bound);
     rbj_parser_destroy(p);
     ck_assert_uint_eq(c.live, 0);
@@ -1020,7 +1020,7 @@ START_TEST(test_out_of_memory)
         counting c = {.fail_after = k};
         rb_allocator a = {count_alloc, count_free, &c};
         rbj_options opt;
-        rbj_options_init(&opt, RBJ_INTERSECT);
+        rbj_options_init(&opt, RBQ_INTERSECT);
         opt.allocator = &a;
         rbj_parser *p = NULL;
         if (rbj_parser_create(&opt, &p) != RB_OK) {
@@ -1031,7 +1031,7 @@ START_TEST(test_out_of_memory)
         if (!rc)
             rc = rbj_parser_finish(p);
         if (rc) {
-            const rbj_error *e = rbj_parser_error(p);
+            const rbq_error *e = rbj_parser_error(p);
             ck_assert_int_eq(e->status, 500);
             ck_assert_int_eq(e->has_pointer, 0);
             ck_assert_str_eq(e->detail, "out of memory");
@@ -1047,15 +1047,15 @@ END_TEST
 /* ------------------------------------------------------------------------
  * Library errors -> pointers
  */
-static void lib_error_to(const rbj_request *r, rbj_source src,
+static void lib_error_to(const rbq_request *r, rbq_source src,
                          rb_element_kind el, uint64_t index, int field,
                          int status, const char *msg, const char *pointer)
 {
     rb_error lib = {.status = status, .element = el, .index = index,
                     .field = field};
     snprintf(lib.message, sizeof lib.message, "%s", msg);
-    rbj_error e;
-    rbj_error_from_library(r, src, &lib, &e);
+    rbq_error e;
+    rbq_error_from_library(r, src, &lib, &e);
     ck_assert_int_eq(e.status, 422);
     ck_assert_int_eq(e.has_pointer, 1);
     ck_assert_msg(strcmp(e.pointer, pointer) == 0, "pointer %s, want %s",
@@ -1064,54 +1064,54 @@ static void lib_error_to(const rbj_request *r, rbj_source src,
 
 START_TEST(test_library_error_mapping)
 {
-    rbj_parser *p = parse(RBJ_INTERSECT,
+    rbj_parser *p = parse(RBQ_INTERSECT,
                           "{\"rays\":[[0,0,0,1,0,0],[0,0,0,1,0,0,2,3]],"
                           "\"boxes\":[]}");
-    const rbj_request *r = rbj_parser_request(p);
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_RAY, 1, 6, RB_EINPUT,
+    const rbq_request *r = rbj_parser_request(p);
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_RAY, 1, 6, RB_EINPUT,
                  "ray 1: tmin (2) > tmax (3)", "/rays/1/6");
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_RAY, 1, 4, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_RAY, 1, 4, RB_EINPUT,
                  "ray 1: x", "/rays/1/4");
     /* Ray 0 inherited the request's range. */
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_RAY, 0, 6, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_RAY, 0, 6, RB_EINPUT,
                  "ray 0: x", "/tmin");
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_RAY, 0, 7, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_RAY, 0, 7, RB_EINPUT,
                  "ray 0: x", "/tmax");
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_RAY, 0, 2, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_RAY, 0, 2, RB_EINPUT,
                  "ray 0: x", "/rays/0/2");
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_BOX, 3, 0, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_BOX, 3, 0, RB_EINPUT,
                  "box 3: x", "/boxes/3/0");
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_BOX, 3, -1, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_BOX, 3, -1, RB_EINPUT,
                  "box 3: x", "/boxes/3");
-    lib_error_to(r, RBJ_FROM_CREATE, RB_ELEMENT_BOX, 2, 5, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_CREATE, RB_ELEMENT_BOX, 2, 5, RB_EINPUT,
                  "box 2: x", "/boxes/2/5");
-    lib_error_to(r, RBJ_FROM_SET, RB_ELEMENT_BOX, 2, 3, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_SET, RB_ELEMENT_BOX, 2, 3, RB_EINPUT,
                  "box 2: x", "/set/2/4");
-    lib_error_to(r, RBJ_FROM_SET, RB_ELEMENT_BOX, 2, -1, RB_EINVAL,
+    lib_error_to(r, RBQ_FROM_SET, RB_ELEMENT_BOX, 2, -1, RB_EINVAL,
                  "set 2: index 9 is out of range (5 boxes)", "/set/2/0");
-    lib_error_to(r, RBJ_FROM_APPEND, RB_ELEMENT_BOX, 0, 4, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_APPEND, RB_ELEMENT_BOX, 0, 4, RB_EINPUT,
                  "box 0: x", "/append/0/4");
     rbj_parser_destroy(p);
 
     /* 2D: the range fields are 4 and 5. */
-    p = parse(RBJ_INTERSECT, "{\"dims\":2,\"rays\":[[0,0,1,0],[0,0,1,0,1,2]],"
+    p = parse(RBQ_INTERSECT, "{\"dims\":2,\"rays\":[[0,0,1,0],[0,0,1,0,1,2]],"
                              "\"boxes\":[]}");
     r = rbj_parser_request(p);
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_RAY, 0, 4, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_RAY, 0, 4, RB_EINPUT,
                  "ray 0: x", "/tmin");
-    lib_error_to(r, RBJ_FROM_INTERSECT, RB_ELEMENT_RAY, 1, 5, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_INTERSECT, RB_ELEMENT_RAY, 1, 5, RB_EINPUT,
                  "ray 1: x", "/rays/1/5");
 
     /* Failures that name no element keep the library's message. */
     rb_error lib = {.status = RB_ENOMEM, .field = -1};
     snprintf(lib.message, sizeof lib.message, "out of host memory");
-    rbj_error e;
-    rbj_error_from_library(r, RBJ_FROM_INTERSECT, &lib, &e);
+    rbq_error e;
+    rbq_error_from_library(r, RBQ_FROM_INTERSECT, &lib, &e);
     ck_assert_int_eq(e.status, 503);
     ck_assert_int_eq(e.has_pointer, 0);
     ck_assert_str_eq(e.detail, "out of host memory");
     lib.status = RB_EDEVICE;
-    rbj_error_from_library(r, RBJ_FROM_INTERSECT, &lib, &e);
+    rbq_error_from_library(r, RBQ_FROM_INTERSECT, &lib, &e);
     ck_assert_int_eq(e.status, 500);
     rbj_parser_destroy(p);
 }
@@ -1121,26 +1121,26 @@ END_TEST
 START_TEST(test_library_errors_end_to_end)
 {
     rb_context *ctx = rbt_context(RBT_CPU);
-    rbj_parser *p = parse(RBJ_INTERSECT,
+    rbj_parser *p = parse(RBQ_INTERSECT,
                           "{\"mode\":\"count\",\"rays\":[[0,0,0,1,0,0],"
                           "[0,0,0,1,0,0,0,1],[0,0,0,1,0,0,5,-1]],"
                           "\"boxes\":[[0,0,0,1,1,1]]}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     uint32_t counts[3];
     rb_results res = {.counts = counts, .capacity = 3};
     rb_query q = {.mode = r->mode, .dims = r->dims, .rays = r->rays,
                   .n_rays = r->n_rays, .boxes = r->boxes,
                   .n_boxes = r->n_boxes, .max_hits = r->max_hits};
     ck_assert_int_eq(rb_intersect(ctx, &q, &res), RB_EINPUT);
-    rbj_error e;
-    rbj_error_from_library(r, RBJ_FROM_INTERSECT, rb_context_error(ctx), &e);
+    rbq_error e;
+    rbq_error_from_library(r, RBQ_FROM_INTERSECT, rb_context_error(ctx), &e);
     ck_assert_int_eq(e.status, 422);
     ck_assert_str_eq(e.pointer, "/rays/2/6");
     ck_assert_msg(strncmp(e.detail, "tmin (5) > tmax (-1)", 20) == 0, "%s",
                   e.detail);
     rbj_parser_destroy(p);
 
-    p = parse(RBJ_INTERSECT, "{\"mode\":\"any\",\"rays\":[[0,0,0,1,0,0]],"
+    p = parse(RBQ_INTERSECT, "{\"mode\":\"any\",\"rays\":[[0,0,0,1,0,0]],"
                              "\"boxes\":[[0,0,0,1,1,1],[0,2,0,1,1,1]]}");
     r = rbj_parser_request(p);
     q = (rb_query){.mode = r->mode, .dims = r->dims, .rays = r->rays,
@@ -1149,7 +1149,7 @@ START_TEST(test_library_errors_end_to_end)
     uint8_t any[1];
     res = (rb_results){.any = any, .capacity = 1};
     ck_assert_int_eq(rb_intersect(ctx, &q, &res), RB_EINPUT);
-    rbj_error_from_library(r, RBJ_FROM_INTERSECT, rb_context_error(ctx), &e);
+    rbq_error_from_library(r, RBQ_FROM_INTERSECT, rb_context_error(ctx), &e);
     ck_assert_str_eq(e.pointer, "/boxes/1/1");
     rbj_parser_destroy(p);
 
@@ -1157,24 +1157,24 @@ START_TEST(test_library_errors_end_to_end)
     rb_box boxes[2] = {{{0, 0, 0}, {1, 1, 1}}, {{0, 0, 0}, {1, 1, 1}}};
     rb_scene *scene = NULL;
     ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, 2, &scene), RB_OK);
-    p = parse(RBJ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1],[2,0,0,0,1,1,1]]}");
+    p = parse(RBQ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1],[2,0,0,0,1,1,1]]}");
     r = rbj_parser_request(p);
     ck_assert_int_ne(rb_scene_set(ctx, scene, r->set_index, r->set_boxes,
                                   r->n_set), RB_OK);
-    rbj_error_from_library(r, RBJ_FROM_SET, rb_context_error(ctx), &e);
+    rbq_error_from_library(r, RBQ_FROM_SET, rb_context_error(ctx), &e);
     ck_assert_int_eq(e.status, 422);
     ck_assert_str_eq(e.pointer, "/set/1/0");
     rbj_parser_destroy(p);
-    p = parse(RBJ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1],[0,0,3,0,1,1,1]],"
+    p = parse(RBQ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1],[0,0,3,0,1,1,1]],"
                                "\"append\":[[0,0,0,1,-1,1]]}");
     r = rbj_parser_request(p);
     ck_assert_int_eq(rb_scene_set(ctx, scene, r->set_index, r->set_boxes,
                                   r->n_set), RB_EINPUT);
-    rbj_error_from_library(r, RBJ_FROM_SET, rb_context_error(ctx), &e);
+    rbq_error_from_library(r, RBQ_FROM_SET, rb_context_error(ctx), &e);
     ck_assert_str_eq(e.pointer, "/set/1/2");
     ck_assert_int_eq(rb_scene_append(ctx, scene, r->append_boxes,
                                      r->n_append), RB_EINPUT);
-    rbj_error_from_library(r, RBJ_FROM_APPEND, rb_context_error(ctx), &e);
+    rbq_error_from_library(r, RBQ_FROM_APPEND, rb_context_error(ctx), &e);
     ck_assert_str_eq(e.pointer, "/append/0/1");
     rbj_parser_destroy(p);
     rb_scene_destroy(scene);
@@ -1186,16 +1186,16 @@ START_TEST(test_bad_options)
 {
     rbj_options opt;
     rbj_parser *p = (rbj_parser *)&opt;
-    rbj_options_init(&opt, RBJ_SCENE_PATCH);
+    rbj_options_init(&opt, RBQ_SCENE_PATCH);
     opt.patch_dims = 4;
     ck_assert_int_eq(rbj_parser_create(&opt, &p), RB_EINVAL);
     ck_assert_ptr_null(p);
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.limits.max_rays = 0;
     ck_assert_int_eq(rbj_parser_create(&opt, &p), RB_EINVAL);
     rbj_parser_destroy(NULL);
     /* After an error, feeding more is refused at once. */
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     ck_assert_int_eq(rbj_parser_create(&opt, &p), RB_OK);
     ck_assert_int_eq(rbj_parser_feed(p, "[", 1), -1);
     ck_assert_int_eq(rbj_parser_feed(p, "{}", 2), -1);
@@ -1244,12 +1244,12 @@ END_TEST
 START_TEST(test_scene_in_path)
 {
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.scene_in_path = 1;
     opt.scene_dims = 2;
     /* No "boxes" needed; dims defaults to the scene's. */
     rbj_parser *p = parse_opt(&opt, "{\"rays\":[[0,0,1,0],[1,1,0,1,0,5]]}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     ck_assert_uint_eq(r->dims, 2);
     ck_assert_uint_eq(r->n_rays, 2);
     ck_assert_uint_eq(r->n_boxes, 0);
@@ -1274,7 +1274,7 @@ START_TEST(test_scene_in_path)
     rbj_parser *q = NULL;
     opt.scene_dims = 4;
     ck_assert_int_eq(rbj_parser_create(&opt, &q), RB_EINVAL);
-    rbj_options_init(&opt, RBJ_SCENE_CREATE);
+    rbj_options_init(&opt, RBQ_SCENE_CREATE);
     opt.scene_in_path = 1;
     opt.scene_dims = 3;
     ck_assert_int_eq(rbj_parser_create(&opt, &q), RB_EINVAL);
@@ -1288,12 +1288,12 @@ END_TEST
 START_TEST(test_shape_lists)
 {
     rbj_parser *p = parse(
-        RBJ_INTERSECT,
+        RBQ_INTERSECT,
         "{\"rays\":[[0,0,0,1,0,0]],\"obbs\":[[1,2,3,4,5,6,1,0,0,0],"
         "[1,2,3,1,1,1,0,0,1,1,0,0,0,1,0]],\"xboxes\":[[0,0,0,1,1,1,"
         "2,0,0,5,0,2,0,6,0,0,2,7]],\"spheres\":[[1,2,3,0.5]],"
         "\"planes\":[[0,0,2,4]],\"outputs\":[\"normal\"]}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     ck_assert_uint_eq(r->n_boxes, 0);
     ck_assert_uint_eq(r->shapes.n_obbs, 2);
     ck_assert_uint_eq(r->shapes.n_xboxes, 1);
@@ -1319,46 +1319,46 @@ END_TEST
 
 START_TEST(test_shape_errors)
 {
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"obbs\":[[1,2,3,4,5,6,1,0,0]]}",
                  422, "/obbs/0", "an obb has 10 numbers");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"obbs\":[[1,2,3,4,5,6,0,0,0,0]]}",
                  422, "/obbs/0/6", "the quaternion is zero");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"spheres\":[[1,2,3,4,5]]}", 422,
                  "/spheres/0/4", "too many numbers");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"dims\":2,\"rays\":[[0,0,1,0]],\"planes\":[[0,0,1,0]]}",
                  422, "/planes", "2D requests take boxes only");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"scene\":\"s\",\"spheres\":[]}",
                  422, "/spheres", "exclude each other");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"spheres\":[],\"scene\":\"s\"}",
                  422, "/scene", "exclude each other");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"mode\":\"pairs\",\"rays\":[[0,0,0,1,0,0]],"
                  "\"boxes\":[[0,0,0,1,1,1]],\"spheres\":[[0,0,0,1]]}",
                  422, "/mode", "exactly one element list");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"mode\":\"pairs\",\"rays\":[[0,0,0,1,0,0]],"
                  "\"spheres\":[[0,0,0,1],[0,0,0,2]]}",
                  422, "/spheres", "as many spheres as rays");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[],"
                  "\"outputs\":[\"normal\",\"color\"]}",
                  422, "/outputs/1", "unknown output");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[],\"outputs\":[[1]]}",
                  422, "/outputs/0", "expected a string");
     /* Scenes take every kind, in 3D. */
-    expect_error(RBJ_SCENE_CREATE, "{\"dims\":2,\"spheres\":[[0,0,0,1]]}",
+    expect_error(RBQ_SCENE_CREATE, "{\"dims\":2,\"spheres\":[[0,0,0,1]]}",
                  422, "/spheres", "2D scenes take boxes only");
-    expect_error(RBJ_SCENE_CREATE, "{\"boxes\":[],\"outputs\":[]}", 422,
+    expect_error(RBQ_SCENE_CREATE, "{\"boxes\":[],\"outputs\":[]}", 422,
                  "/outputs", "unknown member");
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     opt.limits.max_boxes = 2;
     const char *b = "{\"rays\":[],\"boxes\":[[0,0,0,1,1,1]],"
                     "\"spheres\":[[0,0,0,1],[0,0,0,1]]}";
@@ -1372,19 +1372,19 @@ END_TEST
  * 2D-looking ray or box in a request without "dims" suggests dims 2. */
 START_TEST(test_helpful_errors)
 {
-    expect_error(RBJ_INTERSECT, "{\"ray\":[[0,0,0,1,0,0]]}", 422, "/ray",
+    expect_error(RBQ_INTERSECT, "{\"ray\":[[0,0,0,1,0,0]]}", 422, "/ray",
                  "this body takes \"mode\", \"dims\", \"rays\"");
-    expect_error(RBJ_SCENE_CREATE, "{\"box\":[]}", 422, "/box",
+    expect_error(RBQ_SCENE_CREATE, "{\"box\":[]}", 422, "/box",
                  "this body takes \"dims\", \"boxes\"");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,1,0]],\"boxes\":[[1,-1,2,1]]}", 422,
                  "/rays/0", "(a 2D request says \"dims\": 2)");
-    expect_error(RBJ_INTERSECT,
+    expect_error(RBQ_INTERSECT,
                  "{\"rays\":[[0,0,0,1,0,0]],\"boxes\":[[1,-1,2,1]]}", 422,
                  "/boxes/0", "(a 2D request says \"dims\": 2)");
     /* With "dims": 3 given, no guess. */
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     const char *b = "{\"dims\":3,\"rays\":[[0,0,1,0]],\"boxes\":[]}";
     int rc;
     rbj_parser *p = feed(&opt, b, strlen(b), WHOLE, 1, &rc);
@@ -1396,15 +1396,15 @@ END_TEST
 
 START_TEST(test_shape_library_errors)
 {
-    rbj_parser *p = parse(RBJ_INTERSECT,
+    rbj_parser *p = parse(RBQ_INTERSECT,
                           "{\"rays\":[[0,0,0,1,0,0]],\"spheres\":[[0,0,0,1]],"
                           "\"planes\":[[0,0,0,1]]}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     rb_error lib = {.status = RB_EINPUT, .element = RB_ELEMENT_PLANE,
                     .index = 0, .field = 0};
     snprintf(lib.message, sizeof lib.message, "plane 0: the normal is zero");
-    rbj_error e;
-    rbj_error_from_library(r, RBJ_FROM_INTERSECT, &lib, &e);
+    rbq_error e;
+    rbq_error_from_library(r, RBQ_FROM_INTERSECT, &lib, &e);
     ck_assert_int_eq(e.status, 422);
     ck_assert_str_eq(e.pointer, "/planes/0/0");
     ck_assert_str_eq(e.detail, "the normal is zero");
@@ -1416,10 +1416,10 @@ END_TEST
  * entries [id, ...element] of any arity, "append" as an object. */
 START_TEST(test_scene_kind_bodies)
 {
-    rbj_parser *p = parse(RBJ_SCENE_CREATE,
+    rbj_parser *p = parse(RBQ_SCENE_CREATE,
                           "{\"spheres\":[[1,2,3,4]],\"obbs\":[[0,0,0,1,1,1,"
                           "1,0,0,0]],\"boxes\":[[0,0,0,1,1,1]]}");
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     ck_assert_uint_eq(r->n_boxes, 1);
     ck_assert_uint_eq(r->shapes.n_spheres, 1);
     ck_assert_uint_eq(r->shapes.n_obbs, 1);
@@ -1427,7 +1427,7 @@ START_TEST(test_scene_kind_bodies)
     ck_assert(r->shapes.spheres[0].radius == 4.0f);
     rbj_parser_destroy(p);
 
-    p = parse(RBJ_SCENE_PATCH,
+    p = parse(RBQ_SCENE_PATCH,
               "{\"set\":[[3,0,0,0,1,1,1],[7,1,2,3,4],[9,0,0,0,1,1,1,1,0,0,0],"
               "[2,0,0,0,1,1,1,1,0,0,0,1,0,0,0,1]],"
               "\"append\":{\"planes\":[[0,1,0,5]],\"boxes\":[[5,5,5,6,6,6]]}}");
@@ -1440,10 +1440,10 @@ START_TEST(test_scene_kind_bodies)
     ck_assert_uint_eq(r->set_arity[2], 11);
     ck_assert_uint_eq(r->set_arity[3], 16);
     ck_assert_uint_eq(r->set_index[3], 2);
-    const float *v = r->set_values + 1 * RBJ_SET_STRIDE;
+    const float *v = r->set_values + 1 * RBQ_SET_STRIDE;
     ck_assert(v[0] == 1 && v[3] == 4);
     const rb_obb *o = (const rb_obb *)(const void *)(r->set_values +
-                                                    2 * RBJ_SET_STRIDE);
+                                                    2 * RBQ_SET_STRIDE);
     ck_assert(o->half[0] == 1 && o->axes[2][2] == 1); /* converted */
     ck_assert_int_eq(r->append_object, 1);
     ck_assert_uint_eq(r->n_append, 1);
@@ -1452,26 +1452,26 @@ START_TEST(test_scene_kind_bodies)
     rbj_parser_destroy(p);
 
     /* A bare list is boxes, as before; boxes alone keep set_boxes. */
-    p = parse(RBJ_SCENE_PATCH, "{\"append\":[],\"set\":[[1,0,0,0,1,1,1]]}");
+    p = parse(RBQ_SCENE_PATCH, "{\"append\":[],\"set\":[[1,0,0,0,1,1,1]]}");
     r = rbj_parser_request(p);
     ck_assert_int_eq(r->append_object, 0);
     ck_assert_ptr_nonnull(r->set_boxes);
     rbj_parser_destroy(p);
 
-    expect_error(RBJ_SCENE_PATCH, "{\"append\":{\"rays\":[]}}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"append\":{\"rays\":[]}}", 422,
                  "/append/rays", "unknown member");
-    expect_error(RBJ_SCENE_PATCH, "{\"append\":{\"obbs\":[[0,0,0,1,1,1,0,0,"
+    expect_error(RBQ_SCENE_PATCH, "{\"append\":{\"obbs\":[[0,0,0,1,1,1,0,0,"
                  "0,0]]}}", 422, "/append/obbs/0/6", "the quaternion is zero");
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1,0,0,0,0]]}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1,0,0,0,0]]}", 422,
                  "/set/0/7", "the quaternion is zero");
-    expect_error(RBJ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1,0]]}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"set\":[[1,0,0,0,1,1,1,0]]}", 422,
                  "/set/0", "8 numbers: a 3D set entry has 7");
-    expect_error(RBJ_SCENE_PATCH, "{\"append\":{\"spheres\":{}}}", 422,
+    expect_error(RBQ_SCENE_PATCH, "{\"append\":{\"spheres\":{}}}", 422,
                  "/append/spheres", "expected an array");
-    expect_error(RBJ_SCENE_PATCH, "{\"append\":5}", 422, "/append",
+    expect_error(RBQ_SCENE_PATCH, "{\"append\":5}", 422, "/append",
                  "expected an array or an object");
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_SCENE_PATCH);
+    rbj_options_init(&opt, RBQ_SCENE_PATCH);
     opt.patch_dims = 2;
     const char *b = "{\"append\":{\"spheres\":[[0,0,0,1]]}}";
     expect_error_opt(&opt, b, strlen(b), 422, "/append/spheres",
@@ -1481,19 +1481,19 @@ START_TEST(test_scene_kind_bodies)
                      "4 numbers: a 2D set entry");
 
     /* Library errors of such bodies point into them. */
-    p = parse(RBJ_SCENE_PATCH, "{\"append\":{\"boxes\":[[0,0,0,1,1,1]]}}");
+    p = parse(RBQ_SCENE_PATCH, "{\"append\":{\"boxes\":[[0,0,0,1,1,1]]}}");
     r = rbj_parser_request(p);
-    lib_error_to(r, RBJ_FROM_APPEND, RB_ELEMENT_BOX, 0, 4, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_APPEND, RB_ELEMENT_BOX, 0, 4, RB_EINPUT,
                  "box 0: x", "/append/boxes/0/4");
-    lib_error_to(r, RBJ_FROM_APPEND, RB_ELEMENT_SPHERE, 2, 3, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_APPEND, RB_ELEMENT_SPHERE, 2, 3, RB_EINPUT,
                  "sphere 2: x", "/append/spheres/2/3");
-    lib_error_to(r, RBJ_FROM_SET, RB_ELEMENT_XBOX, 1, 6, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_SET, RB_ELEMENT_XBOX, 1, 6, RB_EINPUT,
                  "xbox 1: x", "/set/1/7");
-    lib_error_to(r, RBJ_FROM_SET, RB_ELEMENT_SPHERE, 1, -1, RB_EINVAL,
+    lib_error_to(r, RBQ_FROM_SET, RB_ELEMENT_SPHERE, 1, -1, RB_EINVAL,
                  "set 1: id 4 is of kind box, the element given is of kind "
                  "sphere",
                  "/set/1/0");
-    lib_error_to(r, RBJ_FROM_CREATE, RB_ELEMENT_PLANE, 0, 0, RB_EINPUT,
+    lib_error_to(r, RBQ_FROM_CREATE, RB_ELEMENT_PLANE, 0, 0, RB_EINPUT,
                  "plane 0: x", "/planes/0/0");
     rbj_parser_destroy(p);
 }

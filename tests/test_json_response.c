@@ -134,12 +134,12 @@ START_TEST(test_end_to_end)
                        "[0,0,0,-1,0,0],[5,0,0,-1,0,0,0,null]],"
                        "\"boxes\":[[4,-1,-1,6,1,1],[2,-1,-1,4.5,1,1]]}";
     rbj_options opt;
-    rbj_options_init(&opt, RBJ_INTERSECT);
+    rbj_options_init(&opt, RBQ_INTERSECT);
     rbj_parser *p = NULL;
     ck_assert_int_eq(rbj_parser_create(&opt, &p), RB_OK);
     ck_assert_int_eq(rbj_parser_feed(p, body, strlen(body)), 0);
     ck_assert_int_eq(rbj_parser_finish(p), 0);
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     rb_context *ctx = rbt_context(RBT_CPU);
     uint32_t counts[3];
     rb_list_hit list[3 * 64];

@@ -344,7 +344,7 @@ int batch_scene_parse(rb_context *ctx, const char *path, const uint8_t *buf,
         st = rbb_decoder_create(&bo, &bd);
     } else {
         rbj_options jo;
-        rbj_options_init(&jo, RBJ_SCENE_CREATE);
+        rbj_options_init(&jo, RBQ_SCENE_CREATE);
         jo.limits.max_boxes = UINT32_MAX;
         jo.limits.max_numbers = UINT64_MAX;
         st = rbj_parser_create(&jo, &jp);
@@ -359,14 +359,14 @@ int batch_scene_parse(rb_context *ctx, const char *path, const uint8_t *buf,
         bad = binary ? rbb_decoder_finish(bd) != 0
                      : rbj_parser_finish(jp) != 0;
     if (bad) {
-        const rbj_error *e = binary ? rbb_decoder_error(bd)
+        const rbq_error *e = binary ? rbb_decoder_error(bd)
                                     : rbj_parser_error(jp);
         fprintf(ERR, "%s: scene '%s': %s%s%s\n", batch_prog, path,
                 e->has_pointer ? e->pointer : "", e->has_pointer ? ": " : "",
                 e->detail);
         rc = 2;
     } else {
-        const rbj_request *r = binary ? rbb_decoder_request(bd)
+        const rbq_request *r = binary ? rbb_decoder_request(bd)
                                       : rbj_parser_request(jp);
         if (r->dims != 3) {
             fprintf(ERR, "%s: scene '%s': batch jobs need a 3D scene\n",

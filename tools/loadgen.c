@@ -184,7 +184,7 @@ static int inproc(const char *dir, int runs, unsigned threads)
     if (!scene_text || !large)
         return 1;
     rbj_options jo;
-    rbj_options_init(&jo, RBJ_SCENE_CREATE);
+    rbj_options_init(&jo, RBQ_SCENE_CREATE);
     rbj_parser *jp = NULL;
     rbb_options bo;
     rbb_options_init(&bo, RBB_KIND_INTERSECT);
@@ -198,8 +198,8 @@ static int inproc(const char *dir, int runs, unsigned threads)
         fprintf(stderr, "raybox-loadgen: the bodies do not parse\n");
         return 1;
     }
-    const rbj_request *sr = rbj_parser_request(jp);
-    const rbj_request *lr = rbb_decoder_request(bd);
+    const rbq_request *sr = rbj_parser_request(jp);
+    const rbq_request *lr = rbb_decoder_request(bd);
 
     rb_context_options o;
     rb_context_options_init(&o);

@@ -110,7 +110,7 @@ static const char usage_devices[] =
 
 /* One line for a request error: the file (when not NULL), pointer,
  * detail, class. */
-static void print_file_error(const char *file, const rbj_error *e)
+static void print_file_error(const char *file, const rbq_error *e)
 {
     fprintf(stderr, "raybox: %s%s", file ? file : "", file ? ": " : "");
     if (e->has_pointer && e->pointer[0])
@@ -119,12 +119,12 @@ static void print_file_error(const char *file, const rbj_error *e)
         fprintf(stderr, "%s (%d)\n", e->detail, e->status);
 }
 
-static void print_request_error(const rbj_error *e)
+static void print_request_error(const rbq_error *e)
 {
     print_file_error(NULL, e);
 }
 
-static int exit_for(const rbj_error *e)
+static int exit_for(const rbq_error *e)
 {
     return e->status >= 400 && e->status < 500 ? 2 : 1;
 }
@@ -237,7 +237,7 @@ static int read_request(const char *file, rbj_parser *p)
     return read_file_request(file, p, 0);
 }
 
-static int write_response(const rbj_request *r, const rb_results *res)
+static int write_response(const rbq_request *r, const rb_results *res)
 {
     rbj_response resp = {.mode = r->mode, .n_rays = r->n_rays,
                          .max_hits = r->max_hits, .results = res};
@@ -266,7 +266,7 @@ static int cmd_intersect(int argc, char **argv)
         return rc < 0 ? 0 : 1;
 
     rbj_options popt;
-    rbj_options_init(&popt, RBJ_INTERSECT);
+    rbj_options_init(&popt, RBQ_INTERSECT);
     popt.limits.default_max_hits = o.max_hits;
     rbj_parser *p = NULL;
     rb_context *ctx = NULL;
@@ -278,7 +278,7 @@ static int cmd_intersect(int argc, char **argv)
     rc = read_request(o.file, p);
     if (rc)
         goto done;
-    const rbj_request *r = rbj_parser_request(p);
+    const rbq_request *r = rbj_parser_request(p);
     if (r->scene) {
         fprintf(stderr, "raybox: /scene: the CLI has no scene store; send "
                         "the boxes in \"boxes\" (scenes are served by "
@@ -296,7 +296,7 @@ static int cmd_intersect(int argc, char **argv)
         rc = 1;
         goto done;
     }
-    if (rbj_results_alloc(r, &res)) {
+    if (rbq_results_alloc(r, &res)) {
         fprintf(stderr, "raybox: out of memory for %zu results\n",
                 r->n_rays);
         rc = 1;
@@ -308,8 +308,8 @@ static int cmd_intersect(int argc, char **argv)
                   .shapes = r->shapes, .outputs = r->outputs};
     st = rb_intersect(ctx, &q, &res);
     if (st != RB_OK) {
-        rbj_error e;
-        rbj_error_from_library(r, RBJ_FROM_INTERSECT, rb_context_error(ctx),
+        rbq_error e;
+        rbq_error_from_library(r, RBQ_FROM_INTERSECT, rb_context_error(ctx),
                                &e);
         print_request_error(&e);
         rc = exit_for(&e);
@@ -317,7 +317,7 @@ static int cmd_intersect(int argc, char **argv)
     }
     rc = write_response(r, &res);
 done:
-    rbj_results_free(&res);
+    rbq_results_free(&res);
     rb_context_destroy(ctx);
     rbj_parser_destroy(p);
     return rc;
@@ -424,13 +424,13 @@ static int cmd_render(int argc, char **argv)
     size_t png_len = 0;
     FILE *out = NULL;
     rbj_options so;
-    rbj_options_init(&so, RBJ_SCENE_CREATE);
+    rbj_options_init(&so, RBQ_SCENE_CREATE);
     int rc = read_body(scene_file, &so, &sp);
     if (rc)
         goto done;
-    const rbj_request *sr = rbj_parser_request(sp);
+    const rbq_request *sr = rbj_parser_request(sp);
     rbj_options ro;
-    rbj_options_init(&ro, RBJ_RENDER);
+    rbj_options_init(&ro, RBQ_RENDER);
     ro.scene_in_path = 1;
     ro.scene_dims = sr->dims;
     /* A picture is as large as the machine allows, not the server's
@@ -439,9 +439,9 @@ static int cmd_render(int argc, char **argv)
     ro.limits.max_results = UINT64_MAX;
     if ((rc = read_body(camera_file, &ro, &cp)))
         goto done;
-    rbj_request r = *rbj_parser_request(cp);
+    rbq_request r = *rbj_parser_request(cp);
     if (image >= 0)
-        r.image = (rbj_image)image;
+        r.image = (rbq_image)image;
 
     char why[512] = "";
     int st = rb_context_create(&copt, &ctx, why, sizeof why);
@@ -453,8 +453,8 @@ static int cmd_render(int argc, char **argv)
     }
     if (rb_scene_create_shapes(ctx, sr->dims, sr->boxes, sr->n_boxes,
                                &sr->shapes, &scene) != RB_OK) {
-        rbj_error e;
-        rbj_error_from_library(sr, RBJ_FROM_CREATE, rb_context_error(ctx),
+        rbq_error e;
+        rbq_error_from_library(sr, RBQ_FROM_CREATE, rb_context_error(ctx),
                                &e);
         print_file_error(scene_file, &e);
         rc = exit_for(&e);
@@ -465,17 +465,17 @@ static int cmd_render(int argc, char **argv)
     rgb = malloc(3 * (n ? n : 1));
     r.rays = rays;
     r.n_rays = n;
-    if (r.image == RBJ_IMAGE_NORMAL)
+    if (r.image == RBQ_IMAGE_NORMAL)
         r.outputs |= RB_OUTPUT_NORMAL;
-    if (!rays || !rgb || rbj_results_alloc(&r, &res)) {
+    if (!rays || !rgb || rbq_results_alloc(&r, &res)) {
         fprintf(stderr, "raybox: out of memory for %zu pixels\n", n);
         rc = 1;
         goto done;
     }
     rb_error ce;
     if (rb_camera_rays(r.camera, 0, n, rays, &ce) != RB_OK) {
-        rbj_error e;
-        rbj_error_from_library(&r, RBJ_FROM_CAMERA, &ce, &e);
+        rbq_error e;
+        rbq_error_from_library(&r, RBQ_FROM_CAMERA, &ce, &e);
         print_file_error(camera_file, &e);
         rc = exit_for(&e);
         goto done;
@@ -511,7 +511,7 @@ done:
     free(png);
     free(rgb);
     free(rays);
-    rbj_results_free(&res);
+    rbq_results_free(&res);
     rb_scene_destroy(scene);
     rb_context_destroy(ctx);
     rbj_parser_destroy(cp);

@@ -33,10 +33,10 @@ static rbb_decoder *run(const rbb_options *o, const uint8_t *d, size_t n,
 
 /* The query as rayboxd runs it (every kind, normals when flagged), and
  * its answer laid out in the request's version. */
-static void query(const rbj_request *r, unsigned version)
+static void query(const rbq_request *r, unsigned version)
 {
     rb_results res;
-    if (rbj_results_alloc(r, &res))
+    if (rbq_results_alloc(r, &res))
         abort();
     rb_query q = {.mode = r->mode, .dims = r->dims, .rays = r->rays,
                   .n_rays = r->n_rays, .boxes = r->boxes,
@@ -63,7 +63,7 @@ static void query(const rbj_request *r, unsigned version)
                 sum ^= ((const uint8_t *)part[i])[j]; /* all readable */
         (void)sum;
     }
-    rbj_results_free(&res);
+    rbq_results_free(&res);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -89,13 +89,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc_whole, rc_split;
     rbb_decoder *a = run(&o, data + 1, size - 1, size, &rc_whole);
     rbb_decoder *b = run(&o, data + 1, size - 1, piece, &rc_split);
-    const rbj_error *ea = rbb_decoder_error(a), *eb = rbb_decoder_error(b);
+    const rbq_error *ea = rbb_decoder_error(a), *eb = rbb_decoder_error(b);
     if (rc_whole != rc_split || ea->status != eb->status ||
         strcmp(ea->pointer, eb->pointer) != 0)
         abort(); /* chunking changed the outcome */
     if (rc_whole == 0) {
-        const rbj_request *ra = rbb_decoder_request(a);
-        const rbj_request *rb = rbb_decoder_request(b);
+        const rbq_request *ra = rbb_decoder_request(a);
+        const rbq_request *rb = rbb_decoder_request(b);
         size_t rs = ra->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
         size_t bs = ra->dims == 3 ? sizeof(rb_box) : sizeof(rb_box2);
         if (ra->n_rays != rb->n_rays || ra->n_boxes != rb->n_boxes ||

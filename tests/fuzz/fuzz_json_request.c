@@ -36,7 +36,7 @@ static rbj_parser *run(const rbj_options *o, const uint8_t *d, size_t n,
     return p;
 }
 
-static size_t records(const rbj_request *r, int rays)
+static size_t records(const rbq_request *r, int rays)
 {
     size_t n = rays ? r->n_rays : r->n_boxes;
     size_t each = rays ? (r->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2))
@@ -46,10 +46,10 @@ static size_t records(const rbj_request *r, int rays)
 
 /* The query as rayboxd runs it: every kind, the outputs asked for, the
  * result arrays rayboxd allocates. */
-static void query(const rbj_request *r)
+static void query(const rbq_request *r)
 {
     rb_results res;
-    if (rbj_results_alloc(r, &res))
+    if (rbq_results_alloc(r, &res))
         abort();
     rb_query q = {.mode = r->mode, .dims = r->dims, .rays = r->rays,
                   .n_rays = r->n_rays, .boxes = r->boxes,
@@ -67,13 +67,13 @@ static void query(const rbj_request *r)
         if (!rbj_writer_done(&w))
             abort();
     } else {
-        rbj_error e;
-        rbj_error_from_library(r, RBJ_FROM_INTERSECT,
+        rbq_error e;
+        rbq_error_from_library(r, RBQ_FROM_INTERSECT,
                                rb_context_error(fuzz_context()), &e);
         if (e.status != 422 && e.status != 503)
             abort();
     }
-    rbj_results_free(&res);
+    rbq_results_free(&res);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -83,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     unsigned kind = data[0] & 3, piece = 1 + (data[0] >> 2);
     rbj_options o;
-    rbj_options_init(&o, kind == 3 ? RBJ_INTERSECT : (rbj_body)kind);
+    rbj_options_init(&o, kind == 3 ? RBQ_INTERSECT : (rbq_body)kind);
     o.limits.max_rays = 64;
     o.limits.max_boxes = 64;
     o.limits.max_results = 256;
@@ -96,12 +96,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc_whole, rc_split;
     rbj_parser *a = run(&o, data + 1, size - 1, size, &rc_whole);
     rbj_parser *b = run(&o, data + 1, size - 1, piece, &rc_split);
-    const rbj_error *ea = rbj_parser_error(a), *eb = rbj_parser_error(b);
+    const rbq_error *ea = rbj_parser_error(a), *eb = rbj_parser_error(b);
     if (rc_whole != rc_split || memcmp(ea, eb, sizeof *ea) != 0)
         abort(); /* chunking changed the outcome */
     if (rc_whole == 0) {
-        const rbj_request *ra = rbj_parser_request(a);
-        const rbj_request *rb = rbj_parser_request(b);
+        const rbq_request *ra = rbj_parser_request(a);
+        const rbq_request *rb = rbj_parser_request(b);
         if (ra->n_rays != rb->n_rays || ra->n_boxes != rb->n_boxes ||
             !fuzz_same_shapes(&ra->shapes, &rb->shapes) ||
             ra->outputs != rb->outputs ||

@@ -1,13 +1,25 @@
-/* request_results.c - the output arrays a parsed request needs, shared by
- * rayboxd and the batch CLI (see json_request.h); large ones come from the
- * block cache (block_cache.h). */
+/* request_model.c - what belongs to a parsed request whichever form it
+ * came in (request_model.h): the default limits, and the output arrays
+ * its answer needs, shared by rayboxd and the batch CLI; large ones come
+ * from the block cache (block_cache.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "block_cache.h"
-#include "json_request.h"
+#include "request_model.h"
 
-int rbj_results_alloc(const rbj_request *req, rb_results *res)
+void rbq_limits_default(rbq_limits *limits)
+{
+    limits->max_rays = 4u << 20;
+    limits->max_boxes = 1u << 20;
+    limits->max_results = 16u << 20;
+    limits->max_numbers = 64u << 20;
+    limits->default_max_hits = 64;
+    limits->max_observers = 1u << 20;
+    limits->max_targets = 1u << 20;
+}
+
+int rbq_results_alloc(const rbq_request *req, rb_results *res)
 {
     size_t n = req->n_rays ? req->n_rays : 1;
     memset(res, 0, sizeof *res);
@@ -42,7 +54,7 @@ int rbj_results_alloc(const rbj_request *req, rb_results *res)
     return -1;
 }
 
-uint64_t rbj_results_bytes(const rbj_request *req)
+uint64_t rbq_results_bytes(const rbq_request *req)
 {
     uint64_t n = req->n_rays ? req->n_rays : 1;
     switch (req->mode) {
@@ -63,7 +75,7 @@ uint64_t rbj_results_bytes(const rbj_request *req)
     return 0;
 }
 
-void rbj_results_free(rb_results *res)
+void rbq_results_free(rb_results *res)
 {
     rbc_block_free(res->hits);
     rbc_block_free(res->any);
