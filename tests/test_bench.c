@@ -20,7 +20,7 @@
 
 static char dir[64];
 static char out_text[1 << 18];
-static rbb_rows rows;
+static rbench_rows rows;
 static int measured;
 
 static void ensure_dir(void)
@@ -94,16 +94,16 @@ static void measure_once(void)
                   tail(err_text()));
     char path[128], err[256];
     snprintf(path, sizeof path, "%s/run.json", dir);
-    ck_assert_msg(rbb_read_json(path, &rows, err, sizeof err) == 0, "%s",
+    ck_assert_msg(rbench_read_json(path, &rows, err, sizeof err) == 0, "%s",
                   err);
     measured = 1;
 }
 
-static const rbb_row *row(const char *backend, const char *test,
+static const rbench_row *row(const char *backend, const char *test,
                           const char *shape, const char *path,
                           uint64_t rays, const char *metric)
 {
-    return rbb_find(&rows, backend, NULL, test, shape, path, rays, metric);
+    return rbench_find(&rows, backend, NULL, test, shape, path, rays, metric);
 }
 
 START_TEST(test_cpu_rows)
@@ -143,8 +143,8 @@ START_TEST(test_cpu_rows)
                 strcmp(rows.rows[i].status, "skipped") == 0;
     ck_assert(said);
     /* Counting tests: rays x boxes. */
-    const rbb_row *r = row("cpu", "count", "inline", "e2e", 32, "rays_per_s");
-    const rbb_row *t = row("cpu", "count", "inline", "e2e", 32, "tests_per_s");
+    const rbench_row *r = row("cpu", "count", "inline", "e2e", 32, "rays_per_s");
+    const rbench_row *t = row("cpu", "count", "inline", "e2e", 32, "tests_per_s");
     ck_assert_double_eq_tol(t->value / r->value, 64, 1e-6);
 }
 END_TEST
@@ -193,7 +193,7 @@ START_TEST(test_skips_carry_reasons)
     measure_once();
     size_t http_skips = 0;
     for (size_t i = 0; i < rows.n; i++) {
-        const rbb_row *r = &rows.rows[i];
+        const rbench_row *r = &rows.rows[i];
         ck_assert_str_eq(r->version, RB_VERSION_STRING);
         ck_assert_msg(r->git[0] != '\0', "row %zu without a revision", i);
         ck_assert_msg(strcmp(r->status, "failed") != 0, "%s %s %s failed: %s",
@@ -294,7 +294,7 @@ static void cleanup(void)
         if (system(cmd) != 0)
             fprintf(stderr, "could not remove %s\n", dir);
     }
-    rbb_rows_free(&rows);
+    rbench_rows_free(&rows);
 }
 
 int main(void)

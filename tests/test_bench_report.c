@@ -21,54 +21,54 @@ static void tmp_file(void)
     close(fd);
 }
 
-static rbb_where at(const char *backend, const char *device,
+static rbench_where at(const char *backend, const char *device,
                     const char *type, const char *test, const char *path_,
                     uint64_t rays)
 {
     static char size[32];
     snprintf(size, sizeof size, "%llu", (unsigned long long)rays);
-    return (rbb_where){.backend = backend, .device = device, .type = type,
+    return (rbench_where){.backend = backend, .device = device, .type = type,
                        .driver = "d1", .category = "modes", .test = test,
                        .shape = "inline", .path = path_, .rays = rays,
                        .boxes = rays, .size = size};
 }
 
-static void sample(rbb_rows *rows, const char *device, const char *type,
+static void sample(rbench_rows *rows, const char *device, const char *type,
                    double scale)
 {
     snprintf(rows->version, sizeof rows->version, "9.8.7");
     snprintf(rows->git, sizeof rows->git, "abc123-dirty");
-    rbb_where w = at("opencl", device, type, "pairs", "e2e", 1024);
-    rbb_add(rows, &w, "rays_per_s", "rays/s", 1e6 * scale, 0.9e6 * scale,
+    rbench_where w = at("opencl", device, type, "pairs", "e2e", 1024);
+    rbench_add(rows, &w, "rays_per_s", "rays/s", 1e6 * scale, 0.9e6 * scale,
             1.1e6 * scale, 5);
     w = at("opencl", device, type, "pairs", "kernel", 1024);
-    rbb_add(rows, &w, "rays_per_s", "rays/s", 2e6 * scale, 2e6, 2e6, 5);
+    rbench_add(rows, &w, "rays_per_s", "rays/s", 2e6 * scale, 2e6, 2e6, 5);
     w = at("opencl", device, type, "launch", "", 0);
     w.category = "limits";
-    rbb_add(rows, &w, "latency", "us", 10.0 / scale, 9, 11, 5);
+    rbench_add(rows, &w, "latency", "us", 10.0 / scale, 9, 11, 5);
 }
 
 START_TEST(test_json_round_trip)
 {
-    rbb_rows rows = {0};
+    rbench_rows rows = {0};
     sample(&rows, "GPU \"A\", rev\\2", "gpu", 1);
-    rbb_where w = at("cpu", "native", "cpu", "count", "e2e", 64);
-    rbb_add_status(&rows, &w, "rays_per_s", "skipped",
+    rbench_where w = at("cpu", "native", "cpu", "count", "e2e", 64);
+    rbench_add_status(&rows, &w, "rays_per_s", "skipped",
                    "line one\nline \"two\"");
-    rbb_add_status(&rows, &w, "rays_per_s", "failed", "");
+    rbench_add_status(&rows, &w, "rays_per_s", "failed", "");
     w = at("cpu", "native", "cpu", "any", "e2e", 64);
-    rbb_add(&rows, &w, "rays_per_s", "rays/s", INFINITY, 1, 2, 3);
+    rbench_add(&rows, &w, "rays_per_s", "rays/s", INFINITY, 1, 2, 3);
     snprintf(rows.summary, sizeof rows.summary, "{\"threads\":2}");
     tmp_file();
-    ck_assert_int_eq(rbb_write_file(&rows, path, rbb_write_json), 0);
+    ck_assert_int_eq(rbench_write_file(&rows, path, rbench_write_json), 0);
 
-    rbb_rows back = {0};
+    rbench_rows back = {0};
     char err[256] = "";
-    ck_assert_msg(rbb_read_json(path, &back, err, sizeof err) == 0, "%s",
+    ck_assert_msg(rbench_read_json(path, &back, err, sizeof err) == 0, "%s",
                   err);
     ck_assert_uint_eq(back.n, rows.n);
     for (size_t i = 0; i < rows.n; i++) {
-        const rbb_row *a = &rows.rows[i], *b = &back.rows[i];
+        const rbench_row *a = &rows.rows[i], *b = &back.rows[i];
         ck_assert_str_eq(b->version, "9.8.7");
         ck_assert_str_eq(b->git, "abc123-dirty");
         ck_assert_str_eq(a->device, b->device);
@@ -88,31 +88,31 @@ START_TEST(test_json_round_trip)
     ck_assert_str_eq(back.rows[4].note, "no reason given");
     /* JSON has no infinity: null, read back as 0. */
     ck_assert_double_eq(back.rows[5].value, 0);
-    rbb_rows_free(&back);
+    rbench_rows_free(&back);
 
     /* Not a result file: an error, not rows. */
     FILE *f = fopen(path, "w");
     fputs("{\"rows\":[]}", f);
     fclose(f);
-    ck_assert_int_eq(rbb_read_json(path, &back, err, sizeof err), -1);
+    ck_assert_int_eq(rbench_read_json(path, &back, err, sizeof err), -1);
     ck_assert_ptr_nonnull(strstr(err, "not a raybox-bench result"));
-    ck_assert_int_eq(rbb_read_json("/nonexistent/x.json", &back, err,
+    ck_assert_int_eq(rbench_read_json("/nonexistent/x.json", &back, err,
                                    sizeof err), -1);
     unlink(path);
-    rbb_rows_free(&rows);
+    rbench_rows_free(&rows);
 }
 END_TEST
 
 START_TEST(test_csv_quoting)
 {
-    rbb_rows rows = {0};
+    rbench_rows rows = {0};
     sample(&rows, "GPU \"A\", rev 2", "gpu", 1);
-    rbb_where w = at("cpu", "native", "cpu", "count", "e2e", 64);
-    rbb_add_status(&rows, &w, "rays_per_s", "skipped", "no, \"really\"");
+    rbench_where w = at("cpu", "native", "cpu", "count", "e2e", 64);
+    rbench_add_status(&rows, &w, "rays_per_s", "skipped", "no, \"really\"");
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    ck_assert_int_eq(rbb_write_csv(&rows, f), 0);
+    ck_assert_int_eq(rbench_write_csv(&rows, f), 0);
     fclose(f);
     ck_assert_msg(strncmp(text, "tool,version,git,backend,device,type,"
                                 "driver,category,test,shape,path,rays,boxes,"
@@ -131,71 +131,71 @@ START_TEST(test_csv_quoting)
         lines += *p == '\n';
     ck_assert_uint_eq(lines, rows.n + 1);
     free(text);
-    rbb_rows_free(&rows);
+    rbench_rows_free(&rows);
 }
 END_TEST
 
 START_TEST(test_human_and_direction)
 {
     char b[32];
-    rbb_human(999700, b, sizeof b);
+    rbench_human(999700, b, sizeof b);
     ck_assert_str_eq(b, "1 M");
-    rbb_human(1.234e9, b, sizeof b);
+    rbench_human(1.234e9, b, sizeof b);
     ck_assert_str_eq(b, "1.23 G");
-    rbb_human(0.5, b, sizeof b);
+    rbench_human(0.5, b, sizeof b);
     ck_assert_str_eq(b, "0.5");
-    rbb_row r = {.unit = "us"};
-    ck_assert_int_eq(rbb_higher_is_better(&r), 0);
+    rbench_row r = {.unit = "us"};
+    ck_assert_int_eq(rbench_higher_is_better(&r), 0);
     strcpy(r.unit, "rays/s");
-    ck_assert_int_eq(rbb_higher_is_better(&r), 1);
+    ck_assert_int_eq(rbench_higher_is_better(&r), 1);
     strcpy(r.unit, "");
-    ck_assert_int_eq(rbb_higher_is_better(&r), 1); /* fractions */
+    ck_assert_int_eq(rbench_higher_is_better(&r), 1); /* fractions */
 }
 END_TEST
 
 START_TEST(test_table_shows_reasons)
 {
-    rbb_rows rows = {0};
+    rbench_rows rows = {0};
     sample(&rows, "GPU A", "gpu", 1);
-    rbb_where w = at("http", "rayboxd", "server", "nearest", "http", 16);
-    rbb_add_status(&rows, &w, "rays_per_s", "skipped",
+    rbench_where w = at("http", "rayboxd", "server", "nearest", "http", 16);
+    rbench_add_status(&rows, &w, "rays_per_s", "skipped",
                    "rayboxd not reachable at http://127.0.0.1:9");
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    rbb_print_table(&rows, f);
+    rbench_print_table(&rows, f);
     fclose(f);
     ck_assert_ptr_nonnull(strstr(text, "== opencl: GPU A (gpu, driver d1)"));
     ck_assert_ptr_nonnull(strstr(text, "1 M"));
     ck_assert_ptr_nonnull(strstr(text, "skipped: rayboxd not reachable at "
                                        "http://127.0.0.1:9"));
     free(text);
-    rbb_rows_free(&rows);
+    rbench_rows_free(&rows);
 }
 END_TEST
 
-static char *compare_text(const rbb_rows *base, const rbb_rows *now,
-                          rbb_compare_stats *st)
+static char *compare_text(const rbench_rows *base, const rbench_rows *now,
+                          rbench_compare_stats *st)
 {
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);
-    rbb_compare(base, now, 0.05, f, st);
+    rbench_compare(base, now, 0.05, f, st);
     fclose(f);
     return text;
 }
 
 START_TEST(test_compare_same_device)
 {
-    rbb_rows base = {0}, now = {0};
+    rbench_rows base = {0}, now = {0};
     sample(&base, "GPU A", "gpu", 1);
     sample(&now, "GPU A", "gpu", 2); /* twice as fast, half the latency */
     /* One row only in the baseline, one only now. */
-    rbb_where w = at("opencl", "GPU A", "gpu", "count", "e2e", 16);
-    rbb_add(&base, &w, "rays_per_s", "rays/s", 5, 5, 5, 1);
+    rbench_where w = at("opencl", "GPU A", "gpu", "count", "e2e", 16);
+    rbench_add(&base, &w, "rays_per_s", "rays/s", 5, 5, 5, 1);
     w = at("opencl", "GPU A", "gpu", "count", "e2e", 32);
-    rbb_add(&now, &w, "rays_per_s", "rays/s", 5, 5, 5, 1);
-    rbb_compare_stats st;
+    rbench_add(&now, &w, "rays_per_s", "rays/s", 5, 5, 5, 1);
+    rbench_compare_stats st;
     char *text = compare_text(&base, &now, &st);
     ck_assert_uint_eq(st.matched, 3);
     ck_assert_uint_eq(st.better, 3); /* rays/s up, latency down */
@@ -212,26 +212,26 @@ START_TEST(test_compare_same_device)
     free(text);
 
     /* Slower now: worse. */
-    rbb_rows slow = {0};
+    rbench_rows slow = {0};
     sample(&slow, "GPU A", "gpu", 0.5);
     text = compare_text(&base, &slow, &st);
     ck_assert_uint_eq(st.worse, 3);
     ck_assert_uint_eq(st.better, 0);
     free(text);
-    rbb_rows_free(&slow);
-    rbb_rows_free(&base);
-    rbb_rows_free(&now);
+    rbench_rows_free(&slow);
+    rbench_rows_free(&base);
+    rbench_rows_free(&now);
 }
 END_TEST
 
 START_TEST(test_compare_two_gpus)
 {
-    rbb_rows base = {0}, now = {0};
+    rbench_rows base = {0}, now = {0};
     sample(&base, "GPU A", "gpu", 1);
     sample(&base, "pthread-cpu", "cpu", 1);
     sample(&now, "pthread-cpu", "cpu", 1);
     sample(&now, "GPU B", "gpu", 1.5);
-    rbb_compare_stats st;
+    rbench_compare_stats st;
     char *text = compare_text(&base, &now, &st);
     /* The CPU device by name, the GPUs paired by backend and type. */
     ck_assert_uint_eq(st.paired_devices, 1);
@@ -243,30 +243,30 @@ START_TEST(test_compare_two_gpus)
     free(text);
 
     /* A GPU is never paired with a CPU device: its rows are one-sided. */
-    rbb_rows cpu_only = {0};
+    rbench_rows cpu_only = {0};
     sample(&cpu_only, "other-cpu", "cpu", 1);
     text = compare_text(&cpu_only, &now, &st);
     ck_assert_uint_eq(st.paired_devices, 1); /* the CPUs */
     ck_assert_uint_eq(st.matched, 3);
     ck_assert_uint_eq(st.only_now, 3);
     free(text);
-    rbb_rows_free(&cpu_only);
-    rbb_rows_free(&base);
-    rbb_rows_free(&now);
+    rbench_rows_free(&cpu_only);
+    rbench_rows_free(&base);
+    rbench_rows_free(&now);
 }
 END_TEST
 
 START_TEST(test_find)
 {
-    rbb_rows rows = {0};
+    rbench_rows rows = {0};
     sample(&rows, "GPU A", "gpu", 1);
-    const rbb_row *r = rbb_find(&rows, "opencl", "GPU A", "pairs", "inline",
+    const rbench_row *r = rbench_find(&rows, "opencl", "GPU A", "pairs", "inline",
                                 "kernel", 1024, "rays_per_s");
     ck_assert_ptr_nonnull(r);
     ck_assert_double_eq(r->value, 2e6);
-    ck_assert_ptr_null(rbb_find(&rows, "cpu", NULL, "pairs", NULL, NULL, 0,
+    ck_assert_ptr_null(rbench_find(&rows, "cpu", NULL, "pairs", NULL, NULL, 0,
                                 NULL));
-    rbb_rows_free(&rows);
+    rbench_rows_free(&rows);
 }
 END_TEST
 
@@ -274,48 +274,48 @@ END_TEST
  * ratios already pass through; nothing else survives --ratios. */
 START_TEST(test_ratio_rows)
 {
-    rbb_rows in = {0}, out = {0};
-    rbb_where w = at("cpu", "native", "cpu", "reference_loop", "", 0);
+    rbench_rows in = {0}, out = {0};
+    rbench_where w = at("cpu", "native", "cpu", "reference_loop", "", 0);
     w.category = "limits";
-    rbb_add(&in, &w, "tests_per_s", "tests/s", 100, 100, 100, 1);
+    rbench_add(&in, &w, "tests_per_s", "tests/s", 100, 100, 100, 1);
     w = at("cpu", "native", "cpu", "count", "e2e", 64);
-    rbb_add(&in, &w, "tests_per_s", "tests/s", 150, 150, 150, 1);
-    rbb_add(&in, &w, "rays_per_s", "rays/s", 8, 8, 8, 1);
+    rbench_add(&in, &w, "tests_per_s", "tests/s", 150, 150, 150, 1);
+    rbench_add(&in, &w, "rays_per_s", "rays/s", 8, 8, 8, 1);
     w = at("cpu", "native", "cpu", "nearest", "e2e", 64);
-    rbb_add(&in, &w, "tests_per_s", "tests/s", 75, 75, 75, 1);
+    rbench_add(&in, &w, "tests_per_s", "tests/s", 75, 75, 75, 1);
     w = at("cpu", "native", "cpu", "pairs", "e2e", 1024);
-    rbb_add(&in, &w, "fraction_of_bound", "", 0.5, 0.5, 0.5, 1);
+    rbench_add(&in, &w, "fraction_of_bound", "", 0.5, 0.5, 0.5, 1);
     w = at("opencl", "GPU A", "gpu", "count", "kernel", 64);
-    rbb_add(&in, &w, "rays_per_s", "rays/s", 32, 32, 32, 1);
+    rbench_add(&in, &w, "rays_per_s", "rays/s", 32, 32, 32, 1);
     w = at("opencl", "GPU A", "gpu", "count", "e2e", 64);
-    rbb_add(&in, &w, "rays_per_s", "rays/s", 4, 4, 4, 1);
+    rbench_add(&in, &w, "rays_per_s", "rays/s", 4, 4, 4, 1);
     w = at("opencl", "GPU A", "gpu", "any", "e2e", 64); /* no CPU twin */
-    rbb_add(&in, &w, "rays_per_s", "rays/s", 4, 4, 4, 1);
+    rbench_add(&in, &w, "rays_per_s", "rays/s", 4, 4, 4, 1);
     w = at("cpu", "native", "cpu", "bvh_any", "e2e", 64);
-    rbb_add_ratio(&in, &w, "speed_vs_fastest_embree", 1.25);
-    rbb_ratio_rows(&in, &out);
+    rbench_add_ratio(&in, &w, "speed_vs_fastest_embree", 1.25);
+    rbench_ratio_rows(&in, &out);
     ck_assert_uint_eq(out.n, 6);
-    const rbb_row *r = rbb_find(&out, "cpu", "native", "count", NULL, "e2e",
+    const rbench_row *r = rbench_find(&out, "cpu", "native", "count", NULL, "e2e",
                                 64, "vs_reference_loop");
     ck_assert_ptr_nonnull(r);
     ck_assert_double_eq_tol(r->value, 1.5, 1e-12);
     ck_assert_str_eq(r->category, "ratios");
     ck_assert_str_eq(r->unit, "x");
-    r = rbb_find(&out, "cpu", "native", "nearest", NULL, NULL, 64,
+    r = rbench_find(&out, "cpu", "native", "nearest", NULL, NULL, 64,
                  "speed_vs_count");
     ck_assert_double_eq_tol(r->value, 0.5, 1e-12);
-    r = rbb_find(&out, "cpu", "native", "pairs", NULL, NULL, 1024,
+    r = rbench_find(&out, "cpu", "native", "pairs", NULL, NULL, 1024,
                  "fraction_of_bound");
     ck_assert_double_eq_tol(r->value, 0.5, 1e-12);
-    r = rbb_find(&out, "opencl", "GPU A", "count", NULL, "kernel", 64,
+    r = rbench_find(&out, "opencl", "GPU A", "count", NULL, "kernel", 64,
                  "speed_vs_native");
     ck_assert_double_eq_tol(r->value, 4.0, 1e-12);
-    r = rbb_find(&out, "opencl", "GPU A", "count", NULL, "e2e", 64,
+    r = rbench_find(&out, "opencl", "GPU A", "count", NULL, "e2e", 64,
                  "speed_vs_native");
     ck_assert_double_eq_tol(r->value, 0.5, 1e-12);
-    ck_assert_ptr_null(rbb_find(&out, "opencl", NULL, "any", NULL, NULL, 0,
+    ck_assert_ptr_null(rbench_find(&out, "opencl", NULL, "any", NULL, NULL, 0,
                                 NULL));
-    r = rbb_find(&out, "cpu", "native", "bvh_any", NULL, NULL, 64,
+    r = rbench_find(&out, "cpu", "native", "bvh_any", NULL, NULL, 64,
                  "speed_vs_fastest_embree");
     ck_assert_double_eq_tol(r->value, 1.25, 1e-12);
     /* One device's rows together: the CPU's first, then the GPU's. */
@@ -325,9 +325,9 @@ START_TEST(test_ratio_rows)
                       "row %zu: devices interleaved", i);
     /* Every ratio says larger is better, so --compare reads them right. */
     for (size_t i = 0; i < out.n; i++)
-        ck_assert_int_eq(rbb_higher_is_better(&out.rows[i]), 1);
-    rbb_rows_free(&in);
-    rbb_rows_free(&out);
+        ck_assert_int_eq(rbench_higher_is_better(&out.rows[i]), 1);
+    rbench_rows_free(&in);
+    rbench_rows_free(&out);
 }
 END_TEST
 
@@ -335,13 +335,13 @@ END_TEST
  * only, and holding rows of each of the three tools. */
 START_TEST(test_ratios_baseline_file)
 {
-    rbb_rows base = {0};
+    rbench_rows base = {0};
     char err[256];
-    ck_assert_msg(rbb_read_json(RATIOS_BASELINE, &base, err, sizeof err) == 0,
+    ck_assert_msg(rbench_read_json(RATIOS_BASELINE, &base, err, sizeof err) == 0,
                   "%s", err);
     size_t modes = 0, bvh = 0, shapes = 0;
     for (size_t i = 0; i < base.n; i++) {
-        const rbb_row *r = &base.rows[i];
+        const rbench_row *r = &base.rows[i];
         ck_assert_str_eq(r->category, "ratios");
         ck_assert_str_eq(r->status, "ok");
         ck_assert_msg(isfinite(r->value) && r->value > 0, "row %zu", i);
@@ -354,7 +354,7 @@ START_TEST(test_ratios_baseline_file)
     ck_assert_uint_gt(modes, 0);
     ck_assert_uint_gt(bvh, 0);
     ck_assert_uint_gt(shapes, 0);
-    rbb_rows_free(&base);
+    rbench_rows_free(&base);
 }
 END_TEST
 

@@ -53,7 +53,7 @@
 #include "bvh/bvh.h"
 #include "cpu/ray_order.h"
 #include "internal.h"
-#include "rbb_version.h"
+#include "rbench_version.h"
 #include "rows.h"
 
 #define MAX_SCENES 8
@@ -617,14 +617,14 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
  * smallest, OpenCL against the CPU backend per mode, and on the city
  * rb_visibility against explicit segments. Larger is better in each. */
 
-static rbb_where ratio_where(const rb_backend_info *info, const char *backend,
+static rbench_where ratio_where(const rb_backend_info *info, const char *backend,
                              const char *test, const char *shape,
                              uint64_t rays, uint64_t boxes, char *size,
                              size_t size_len)
 {
     snprintf(size, size_len, "%llux%llu", (unsigned long long)rays,
              (unsigned long long)boxes);
-    return (rbb_where){.backend = backend, .device = info->device,
+    return (rbench_where){.backend = backend, .device = info->device,
                        .type = strcmp(backend, "cpu") == 0 || !info->is_gpu
                                    ? "cpu"
                                    : "gpu",
@@ -643,7 +643,7 @@ static double smallest_embree_bytes(const scene_result *r)
     return best;
 }
 
-static void embree_ratios(rbb_rows *rows, const rb_backend_info *info,
+static void embree_ratios(rbench_rows *rows, const rb_backend_info *info,
                           const scene_result *r, const char *prefix,
                           const char *shape, uint64_t n, double sort_ms,
                           const double mine[3], int with_nearest)
@@ -653,11 +653,11 @@ static void embree_ratios(rbb_rows *rows, const rb_backend_info *info,
     for (int fig = with_nearest ? 0 : 1; fig < 3 && r->n_em; fig++) {
         const em_config *b = fastest(r, fig, sort_ms, 1);
         snprintf(test, sizeof test, "%s_%s", prefix, figs[fig]);
-        rbb_where w = ratio_where(info, "cpu", test, shape,
+        rbench_where w = ratio_where(info, "cpu", test, shape,
                                   fig == 2 ? 0 : n, r->boxes, size,
                                   sizeof size);
         if (mine[fig] > 0)
-            rbb_add_ratio(rows, &w, "speed_vs_fastest_embree",
+            rbench_add_ratio(rows, &w, "speed_vs_fastest_embree",
                           config_ms(b, fig, sort_ms, 1) / mine[fig]);
     }
 }
@@ -667,9 +667,9 @@ static int write_rows(const char *path, const rb_backend_info *info,
                       size_t n, size_t nr, double sort_ms,
                       const los_result *los)
 {
-    rbb_rows rows = {0};
+    rbench_rows rows = {0};
     snprintf(rows.version, sizeof rows.version, "%s", RB_VERSION_STRING);
-    snprintf(rows.git, sizeof rows.git, "%s", RBB_GIT_REVISION);
+    snprintf(rows.git, sizeof rows.git, "%s", RBENCH_GIT_REVISION);
     char size[48];
     static const char *const modes[4] = {"bvh_nearest", "bvh_any",
                                          "bvh_count", "bvh_all"};
@@ -680,18 +680,18 @@ static int write_rows(const char *path, const rb_backend_info *info,
         embree_ratios(&rows, info, s, "bvh", "random", nr, sort_ms, mine, 1);
         double em_bytes = smallest_embree_bytes(s);
         if (em_bytes > 0 && s->rb.bytes_per_box > 0) {
-            rbb_where w = ratio_where(info, "cpu", "bvh_memory", "random", 0,
+            rbench_where w = ratio_where(info, "cpu", "bvh_memory", "random", 0,
                                       s->boxes, size, sizeof size);
-            rbb_add_ratio(&rows, &w, "memory_vs_smallest_embree",
+            rbench_add_ratio(&rows, &w, "memory_vs_smallest_embree",
                           em_bytes / s->rb.bytes_per_box);
         }
         const double cpu_ms[4] = {s->rb.nearest_ms, s->rb.any_ms, s->count_ms,
                                   s->all_ms};
         for (int m = 0; s->have_cl && m < 4; m++) {
-            rbb_where w = ratio_where(cl_info, "opencl", modes[m], "random",
+            rbench_where w = ratio_where(cl_info, "opencl", modes[m], "random",
                                       nr, s->boxes, size, sizeof size);
             if (s->cl_ms[m] > 0)
-                rbb_add_ratio(&rows, &w, "speed_vs_native",
+                rbench_add_ratio(&rows, &w, "speed_vs_native",
                               cpu_ms[m] / s->cl_ms[m]);
         }
     }
@@ -701,19 +701,19 @@ static int write_rows(const char *path, const rb_backend_info *info,
         scene_result em = los->em;
         em.boxes = los->boxes;
         embree_ratios(&rows, info, &em, "los", "city", segs, 0, mine, 0);
-        rbb_where w = ratio_where(info, "cpu", "los_visibility", "city", segs,
+        rbench_where w = ratio_where(info, "cpu", "los_visibility", "city", segs,
                                   los->boxes, size, sizeof size);
         if (los->vis_ms > 0)
-            rbb_add_ratio(&rows, &w, "speed_vs_explicit",
+            rbench_add_ratio(&rows, &w, "speed_vs_explicit",
                           los->any_ms / los->vis_ms);
         if (los->vis_mb > 0)
-            rbb_add_ratio(&rows, &w, "memory_vs_explicit",
+            rbench_add_ratio(&rows, &w, "memory_vs_explicit",
                           los->explicit_mb / los->vis_mb);
     }
-    int rc = rbb_write_file(&rows, path, rbb_write_json);
+    int rc = rbench_write_file(&rows, path, rbench_write_json);
     if (rc)
         perror(path);
-    rbb_rows_free(&rows);
+    rbench_rows_free(&rows);
     return rc ? 1 : 0;
 }
 

@@ -46,7 +46,7 @@
 #include <time.h>
 
 #include "bench_shapes.h"
-#include "rbb_version.h"
+#include "rbench_version.h"
 #include "rows.h"
 #include "cpu/ray_order.h"
 #include "internal.h"
@@ -561,9 +561,9 @@ static size_t targets(const figure *fs, size_t n, const options *o,
 static int write_rows(const figure *fs, size_t n, const options *o,
                       const rb_backend_info *info)
 {
-    rbb_rows rows = {0};
+    rbench_rows rows = {0};
     snprintf(rows.version, sizeof rows.version, "%s", RB_VERSION_STRING);
-    snprintf(rows.git, sizeof rows.git, "%s", RBB_GIT_REVISION);
+    snprintf(rows.git, sizeof rows.git, "%s", RBENCH_GIT_REVISION);
     static const char *const modes[2] = {"nearest", "any"};
     for (size_t i = 0; i < n; i++) {
         const figure *f = &fs[i];
@@ -573,25 +573,25 @@ static int write_rows(const figure *fs, size_t n, const options *o,
             snprintf(test, sizeof test, "%s_%s", kind_names[f->kind],
                      modes[m]);
             snprintf(size, sizeof size, "%zux%zu", o->n_rays, f->elements);
-            rbb_where w = {.backend = "cpu", .device = info->device,
+            rbench_where w = {.backend = "cpu", .device = info->device,
                            .type = "cpu", .driver = "raybox-bench-shapes",
                            .category = "ratios", .test = test,
                            .shape = kind_names[f->kind], .path = "e2e",
                            .rays = o->n_rays, .boxes = f->elements,
                            .size = size};
             if (fastest(f, m) >= 0)
-                rbb_add_ratio(&rows, &w, "speed_vs_fastest_embree",
+                rbench_add_ratio(&rows, &w, "speed_vs_fastest_embree",
                               ratio_vs_embree(f, m));
             double mine = m ? f->any_ms : f->nearest_ms;
             if (f->kind == K_MIXED && bx && mine > 0)
-                rbb_add_ratio(&rows, &w, "speed_vs_box_only",
+                rbench_add_ratio(&rows, &w, "speed_vs_box_only",
                               (m ? bx->any_ms : bx->nearest_ms) / mine);
         }
     }
-    int rc = rbb_write_file(&rows, o->rows, rbb_write_json);
+    int rc = rbench_write_file(&rows, o->rows, rbench_write_json);
     if (rc)
         perror(o->rows);
-    rbb_rows_free(&rows);
+    rbench_rows_free(&rows);
     return rc ? 1 : 0;
 }
 

@@ -87,8 +87,8 @@ static int copy_once(void *p, uint64_t rep, double *device_s)
     return 0;
 }
 
-double rbb_copy_bandwidth(const rbb_plan *plan, unsigned threads,
-                          int streaming, size_t bytes, rbb_timing *t,
+double rbench_copy_bandwidth(const rbench_plan *plan, unsigned threads,
+                          int streaming, size_t bytes, rbench_timing *t,
                           size_t *bytes_per_call)
 {
     /* `bytes` each way (256 MiB by default): far beyond any cache. */
@@ -102,7 +102,7 @@ double rbb_copy_bandwidth(const rbb_plan *plan, unsigned threads,
     copy_arg c = {aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), n,
                   threads, streaming};
     double bw = 0;
-    *t = (rbb_timing){0};
+    *t = (rbench_timing){0};
     if (c.a && c.b) {
         /* Random bits, not a constant: nothing may compress them. */
         uint64_t s = 0x2545f4914f6cdd1dULL;
@@ -114,7 +114,7 @@ double rbb_copy_bandwidth(const rbb_plan *plan, unsigned threads,
             a[i] = (uint32_t)s;
             b[i] = (uint32_t)(s >> 32);
         }
-        if (rbb_time(plan, copy_once, &c, t) == 0)
+        if (rbench_time(plan, copy_once, &c, t) == 0)
             bw = 2.0 * (double)(n / threads / 16 * 16 * threads) * 4 /
                  t->median;
     }

@@ -27,9 +27,9 @@
 #include "bench.h"
 
 static const char source[] =
-    "__kernel void rbb_copy(__global const float4 *a, __global float4 *b)\n"
+    "__kernel void rbench_copy(__global const float4 *a, __global float4 *b)\n"
     "{ size_t i = get_global_id(0); b[i] = a[i]; }\n"
-    "__kernel void rbb_empty(__global float *unused) { }\n";
+    "__kernel void rbench_empty(__global float *unused) { }\n";
 
 #define BATCHED_LAUNCHES 64
 
@@ -130,11 +130,11 @@ static int setup(cl_env *e)
     err = clBuildProgram(e->prog, 1, &e->dev, "", NULL, NULL);
     if (failed(e, "clBuildProgram", err))
         return -1;
-    e->copy = clCreateKernel(e->prog, "rbb_copy", &err);
-    if (failed(e, "clCreateKernel(rbb_copy)", err))
+    e->copy = clCreateKernel(e->prog, "rbench_copy", &err);
+    if (failed(e, "clCreateKernel(rbench_copy)", err))
         return -1;
-    e->empty = clCreateKernel(e->prog, "rbb_empty", &err);
-    if (failed(e, "clCreateKernel(rbb_empty)", err))
+    e->empty = clCreateKernel(e->prog, "rbench_empty", &err);
+    if (failed(e, "clCreateKernel(rbench_empty)", err))
         return -1;
     e->a = clCreateBuffer(e->ctx, CL_MEM_READ_WRITE, e->bytes, NULL, &err);
     if (failed(e, "clCreateBuffer", err))
@@ -302,8 +302,8 @@ static int launch_batch(void *p, uint64_t call, double *device_s)
     return launch(p, BATCHED_LAUNCHES);
 }
 
-int rbb_cl_limits_measure(int index, const char *name, const rbb_plan *plan,
-                          size_t bytes, rbb_cl_limits *out)
+int rbench_cl_limits_measure(int index, const char *name, const rbench_plan *plan,
+                          size_t bytes, rbench_cl_limits *out)
 {
     memset(out, 0, sizeof *out);
     cl_env e = {.error = out->error, .error_len = sizeof out->error};
@@ -330,7 +330,7 @@ int rbb_cl_limits_measure(int index, const char *name, const rbb_plan *plan,
     out->bytes = e.bytes;
     /* Each figure only while nothing has failed: after an error the queue
      * may be unusable. */
-#define MEASURE(fn, t) (out->error[0] == '\0' && rbb_time(plan, fn, &e, t) == 0)
+#define MEASURE(fn, t) (out->error[0] == '\0' && rbench_time(plan, fn, &e, t) == 0)
     if (setup(&e) == 0) {
         if (MEASURE(copy_once, &out->t_copy)) {
             /* Device time when profiling works, else wall time. */

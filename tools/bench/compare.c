@@ -12,7 +12,7 @@
 #include "rows.h"
 
 typedef struct device_ref {
-    const rbb_row *first; /* a row of the device */
+    const rbench_row *first; /* a row of the device */
     const char *paired;   /* the baseline device name it is compared with */
 } device_ref;
 
@@ -21,14 +21,14 @@ typedef struct devices {
     size_t n;
 } devices;
 
-static int same_device(const rbb_row *a, const rbb_row *b)
+static int same_device(const rbench_row *a, const rbench_row *b)
 {
     return strcmp(a->backend, b->backend) == 0 &&
            strcmp(a->device, b->device) == 0;
 }
 
 /* The devices of a run, in order of first appearance. */
-static devices list_devices(const rbb_rows *rows)
+static devices list_devices(const rbench_rows *rows)
 {
     devices d = {calloc(rows->n ? rows->n : 1, sizeof(device_ref)), 0};
     if (!d.v) {
@@ -46,7 +46,7 @@ static devices list_devices(const rbb_rows *rows)
 }
 
 static void pair_devices(devices *now, devices *base, FILE *f,
-                         rbb_compare_stats *st)
+                         rbench_compare_stats *st)
 {
     /* Same name first. */
     for (size_t i = 0; i < now->n; i++)
@@ -58,9 +58,9 @@ static void pair_devices(devices *now, devices *base, FILE *f,
             }
     /* Then the leftovers, by backend and type. */
     for (size_t i = 0; i < now->n; i++) {
-        const rbb_row *a = now->v[i].first;
+        const rbench_row *a = now->v[i].first;
         for (size_t j = 0; j < base->n && !now->v[i].paired; j++) {
-            const rbb_row *b = base->v[j].first;
+            const rbench_row *b = base->v[j].first;
             if (base->v[j].paired || strcmp(a->backend, b->backend) != 0 ||
                 strcmp(a->type, b->type) != 0)
                 continue;
@@ -73,7 +73,7 @@ static void pair_devices(devices *now, devices *base, FILE *f,
     }
 }
 
-static const char *paired_name(const devices *now, const rbb_row *r)
+static const char *paired_name(const devices *now, const rbench_row *r)
 {
     for (size_t i = 0; i < now->n; i++)
         if (same_device(now->v[i].first, r))
@@ -81,7 +81,7 @@ static const char *paired_name(const devices *now, const rbb_row *r)
     return NULL;
 }
 
-static int same_place(const rbb_row *a, const rbb_row *b,
+static int same_place(const rbench_row *a, const rbench_row *b,
                       const char *b_device)
 {
     return strcmp(a->backend, b->backend) == 0 &&
@@ -91,26 +91,26 @@ static int same_place(const rbb_row *a, const rbb_row *b,
            strcmp(a->metric, b->metric) == 0;
 }
 
-static void label(const rbb_row *r, char *buf, size_t len)
+static void label(const rbench_row *r, char *buf, size_t len)
 {
     snprintf(buf, len, "%s %s%s%s%s%s %s %s", r->backend, r->test,
              r->shape[0] ? "/" : "", r->shape, r->path[0] ? "/" : "",
              r->path, r->size, r->metric);
 }
 
-static void print_value(FILE *f, const rbb_row *r)
+static void print_value(FILE *f, const rbench_row *r)
 {
     char v[24];
     if (strcmp(r->status, "ok") != 0) {
         fprintf(f, " %10s", r->status);
         return;
     }
-    rbb_human(r->value, v, sizeof v);
+    rbench_human(r->value, v, sizeof v);
     fprintf(f, " %10s", v);
 }
 
-void rbb_compare(const rbb_rows *base, const rbb_rows *now,
-                 double threshold, FILE *f, rbb_compare_stats *st)
+void rbench_compare(const rbench_rows *base, const rbench_rows *now,
+                 double threshold, FILE *f, rbench_compare_stats *st)
 {
     memset(st, 0, sizeof *st);
     devices dn = list_devices(now), db = list_devices(base);
@@ -121,11 +121,11 @@ void rbb_compare(const rbb_rows *base, const rbb_rows *now,
         fprintf(stderr, "raybox-bench: out of memory\n");
         exit(1);
     }
-    const rbb_row *prev = NULL;
+    const rbench_row *prev = NULL;
     for (size_t i = 0; i < now->n; i++) {
-        const rbb_row *r = &now->rows[i];
+        const rbench_row *r = &now->rows[i];
         const char *bdev = paired_name(&dn, r);
-        const rbb_row *b = NULL;
+        const rbench_row *b = NULL;
         for (size_t j = 0; bdev && j < base->n && !b; j++)
             if (!used[j] && same_place(r, &base->rows[j], bdev)) {
                 b = &base->rows[j];
@@ -153,7 +153,7 @@ void rbb_compare(const rbb_rows *base, const rbb_rows *now,
         if (strcmp(r->status, "ok") == 0 && strcmp(b->status, "ok") == 0 &&
             b->value != 0 && isfinite(b->value) && isfinite(r->value)) {
             double change = (r->value - b->value) / fabs(b->value);
-            int up = rbb_higher_is_better(r);
+            int up = rbench_higher_is_better(r);
             const char *word = "";
             if (change > threshold) {
                 word = up ? "  better" : "  worse";

@@ -30,13 +30,13 @@ static void num(FILE *f, double v)
         fputc(',', f);
 }
 
-int rbb_write_csv(const rbb_rows *rows, FILE *f)
+int rbench_write_csv(const rbench_rows *rows, FILE *f)
 {
     fputs("tool,version,git,backend,device,type,driver,category,test,shape,"
           "path,rays,boxes,size,metric,unit,value,min,max,repeats,status,"
           "note\n", f);
     for (size_t i = 0; i < rows->n; i++) {
-        const rbb_row *r = &rows->rows[i];
+        const rbench_row *r = &rows->rows[i];
         cell(f, "raybox-bench", 0);
         cell(f, r->version, 0);
         cell(f, r->git, 0);

@@ -19,12 +19,12 @@
 /* The reference loop runs at the size the summary compares count at. */
 #define REF_RAYS_MAX 65536
 
-size_t rbb_device_steps(const rbb_options *o, const rbb_target *t)
+size_t rbench_device_steps(const rbench_options *o, const rbench_target *t)
 {
-    size_t limits = t->kind == RBB_TARGET_CPU ? LIMIT_STEPS_CPU
+    size_t limits = t->kind == RBENCH_TARGET_CPU ? LIMIT_STEPS_CPU
                     : t->devices              ? 0 /* no cl_limits */
                                               : LIMIT_STEPS_CL;
-    return limits + rbb_modes_steps(o);
+    return limits + rbench_modes_steps(o);
 }
 
 static void size_bytes(char *buf, size_t len, double bytes)
@@ -32,29 +32,29 @@ static void size_bytes(char *buf, size_t len, double bytes)
     snprintf(buf, len, "%.0f MiB", bytes / 1048576.0);
 }
 
-static void limit_row(rbb_device *d, const char *test, const char *size,
+static void limit_row(rbench_device *d, const char *test, const char *size,
                       const char *metric, const char *unit, double value,
-                      double lo, double hi, const rbb_timing *t)
+                      double lo, double hi, const rbench_timing *t)
 {
-    rbb_where w = d->where;
+    rbench_where w = d->where;
     w.category = "limits";
     w.test = test;
     w.size = size;
-    rbb_add(d->rows, &w, metric, unit, value, lo, hi, t ? t->repeats : 1);
+    rbench_add(d->rows, &w, metric, unit, value, lo, hi, t ? t->repeats : 1);
 }
 
-static void limit_skip(rbb_device *d, const char *test, const char *metric,
+static void limit_skip(rbench_device *d, const char *test, const char *metric,
                        const char *status, const char *why)
 {
-    rbb_where w = d->where;
+    rbench_where w = d->where;
     w.category = "limits";
     w.test = test;
-    rbb_add_status(d->rows, &w, metric, status, why);
+    rbench_add_status(d->rows, &w, metric, status, why);
 }
 
 /* A bandwidth row from a timing of `bytes` per call. */
-static void bw_row(rbb_device *d, const char *test, double bytes, double Bps,
-                   const rbb_timing *t, const char *error)
+static void bw_row(rbench_device *d, const char *test, double bytes, double Bps,
+                   const rbench_timing *t, const char *error)
 {
     if (Bps <= 0) {
         limit_skip(d, test, "bytes_per_s", "failed",
@@ -68,18 +68,18 @@ static void bw_row(rbb_device *d, const char *test, double bytes, double Bps,
     limit_row(d, test, size, "bytes_per_s", "B/s", Bps, lo, hi, t);
 }
 
-static void cpu_limits(rbb_device *d, const rb_backend_info *info,
-                       rbb_cpu_figures *cpu)
+static void cpu_limits(rbench_device *d, const rb_backend_info *info,
+                       rbench_cpu_figures *cpu)
 {
-    const rbb_options *o = d->o;
-    rbb_timing t;
+    const rbench_options *o = d->o;
+    rbench_timing t;
     size_t bytes;
     double best = 0;
     for (int streaming = 0; streaming < 2; streaming++) {
         const char *name = streaming ? "copy_streaming" : "copy_plain";
-        rbb_progress(streaming ? "cpu copy loop (streaming stores)"
+        rbench_progress(streaming ? "cpu copy loop (streaming stores)"
                                : "cpu copy loop");
-        double b = rbb_copy_bandwidth(&o->plan, info->threads, streaming,
+        double b = rbench_copy_bandwidth(&o->plan, info->threads, streaming,
                                       o->copy_bytes, &t, &bytes);
         bw_row(d, name, (double)bytes / 2, b, &t, "copy loop failed");
         if (b > best)
@@ -87,26 +87,26 @@ static void cpu_limits(rbb_device *d, const rb_backend_info *info,
         if (!streaming)
             cpu->plain_copy_Bps = b;
     }
-    rbb_progress("cpu reference slab loop");
+    rbench_progress("cpu reference slab loop");
     size_t ref_rays = 0;
     for (size_t i = 0; i < o->n_rays; i++)
         if (o->rays[i] <= REF_RAYS_MAX && o->rays[i] > ref_rays)
             ref_rays = o->rays[i];
     if (!ref_rays)
         ref_rays = REF_RAYS_MAX;
-    double ref = rbb_reference_count(&o->plan, info->threads, ref_rays,
+    double ref = rbench_reference_count(&o->plan, info->threads, ref_rays,
                                      o->boxes, &t);
     if (ref > 0) {
         double tests = (double)ref_rays * (double)o->boxes;
         char size[48];
         snprintf(size, sizeof size, "%zux%zu", ref_rays, o->boxes);
-        rbb_where w = d->where;
+        rbench_where w = d->where;
         w.category = "limits";
         w.test = "reference_loop";
         w.size = size;
         w.rays = ref_rays;
         w.boxes = o->boxes;
-        rbb_add(d->rows, &w, "tests_per_s", "tests/s", ref, tests / t.max,
+        rbench_add(d->rows, &w, "tests_per_s", "tests/s", ref, tests / t.max,
                 tests / t.min, t.repeats);
     } else {
         limit_skip(d, "reference_loop", "tests_per_s", "failed",
@@ -121,11 +121,11 @@ static void cpu_limits(rbb_device *d, const rb_backend_info *info,
     snprintf(cpu->device, sizeof cpu->device, "%s", info->device);
 }
 
-static void cl_limits(rbb_device *d, const rbb_target *t)
+static void cl_limits(rbench_device *d, const rbench_target *t)
 {
-    rbb_progress("opencl device limits (copy, transfers, launch)");
-    rbb_cl_limits L;
-    rbb_cl_limits_measure(t->cl_index, t->desc.name, &d->o->plan,
+    rbench_progress("opencl device limits (copy, transfers, launch)");
+    rbench_cl_limits L;
+    rbench_cl_limits_measure(t->cl_index, t->desc.name, &d->o->plan,
                           d->o->copy_bytes, &L);
     double b = (double)L.bytes;
     bw_row(d, "copy_bandwidth", b, L.copy_Bps, &L.t_copy, L.error);
@@ -180,14 +180,14 @@ static int one_ray_call(void *p, uint64_t call, double *device_s)
 }
 
 /* The library's fixed cost per call: validation, dispatch, (launch). */
-static void call_overhead(rbb_device *d)
+static void call_overhead(rbench_device *d)
 {
-    rbb_progress("library per-call overhead (1 ray)");
+    rbench_progress("library per-call overhead (1 ray)");
     one_ray a = {.ctx = d->ctx,
                  .ray = {{0, 0, 0}, {1, 0.5f, 0.25f}, 0, INFINITY},
                  .box = {{4, -1, -1}, {6, 1, 1}}};
-    rbb_timing t;
-    if (rbb_time(&d->o->plan, one_ray_call, &a, &t)) {
+    rbench_timing t;
+    if (rbench_time(&d->o->plan, one_ray_call, &a, &t)) {
         limit_skip(d, "call_1ray", "latency", "failed",
                    rb_context_error(d->ctx)->message);
         return;
@@ -196,13 +196,13 @@ static void call_overhead(rbb_device *d)
               t.min * 1e6, t.max * 1e6, &t);
 }
 
-void rbb_run_device(const rbb_options *o, const rbb_target *t,
-                    rbb_rows *rows, rbb_cpu_figures *cpu)
+void rbench_run_device(const rbench_options *o, const rbench_target *t,
+                    rbench_rows *rows, rbench_cpu_figures *cpu)
 {
     rb_context_options opt;
     rb_context_options_init(&opt);
     opt.threads = o->threads;
-    opt.backend = t->kind == RBB_TARGET_CPU ? RB_BACKEND_CPU
+    opt.backend = t->kind == RBENCH_TARGET_CPU ? RB_BACKEND_CPU
                                             : RB_BACKEND_OPENCL;
     opt.device_index = t->cl_index;
     opt.devices = t->devices;
@@ -213,7 +213,7 @@ void rbb_run_device(const rbb_options *o, const rbb_target *t,
     opt.hierarchy = RB_HIERARCHY_OFF;
     rb_context *ctx = NULL, *scene_ctx = NULL;
     char why[512] = "";
-    rbb_device d = {.o = o, .rows = rows, .is_cl = t->kind != RBB_TARGET_CPU};
+    rbench_device d = {.o = o, .rows = rows, .is_cl = t->kind != RBENCH_TARGET_CPU};
     d.where.backend = d.is_cl ? "opencl" : "cpu";
     d.where.device = d.is_cl ? t->label : "native";
     d.where.type = d.is_cl ? t->desc.type : "cpu";
@@ -226,11 +226,11 @@ void rbb_run_device(const rbb_options *o, const rbb_target *t,
         rc = RB_ENODEV;
     }
     if (rc != RB_OK) {
-        rbb_where w = d.where;
+        rbench_where w = d.where;
         w.category = "limits";
         w.test = "device";
-        rbb_add_status(rows, &w, "", "skipped", why);
-        rbb_progress_skip(rbb_device_steps(o, t));
+        rbench_add_status(rows, &w, "", "skipped", why);
+        rbench_progress_skip(rbench_device_steps(o, t));
         return;
     }
     rb_backend_info info;
@@ -245,7 +245,7 @@ void rbb_run_device(const rbb_options *o, const rbb_target *t,
     else
         cpu_limits(&d, &info, cpu);
     call_overhead(&d);
-    rbb_run_modes(&d);
+    rbench_run_modes(&d);
     rb_context_destroy(scene_ctx);
     rb_context_destroy(ctx);
 }

@@ -223,10 +223,10 @@ static void response_string(client *c, const char **path, char *out,
  * Tests.
  */
 typedef struct http_run {
-    const rbb_options *o;
+    const rbench_options *o;
     client c;
-    rbb_rows *rows;
-    rbb_where where;
+    rbench_rows *rows;
+    rbench_where where;
     char device[128], driver[64];
 } http_run;
 
@@ -272,7 +272,7 @@ static void timed(http_run *h, const char *test, const char *shape,
         snprintf(size, sizeof size, "%zu", rays);
     else
         snprintf(size, sizeof size, "%zux%zu", rays, boxes);
-    rbb_where w = h->where;
+    rbench_where w = h->where;
     w.category = "http";
     w.test = test;
     w.shape = shape;
@@ -281,24 +281,24 @@ static void timed(http_run *h, const char *test, const char *shape,
     w.boxes = boxes;
     w.size = size;
     a->path = path;
-    rbb_timing t;
+    rbench_timing t;
     if (a->body[0].oom || a->body[1].oom) {
-        rbb_add_status(h->rows, &w, "rays_per_s", "skipped",
+        rbench_add_status(h->rows, &w, "rays_per_s", "skipped",
                        "out of memory for the request bodies");
         return;
     }
-    if (rbb_time(&h->o->plan, post_call, a, &t)) {
-        rbb_add_status(h->rows, &w, "rays_per_s", refusal_status(&h->c),
+    if (rbench_time(&h->o->plan, post_call, a, &t)) {
+        rbench_add_status(h->rows, &w, "rays_per_s", refusal_status(&h->c),
                        h->c.error);
         return;
     }
     double tests = strcmp(test, "pairs") == 0 ? (double)rays
                                               : (double)rays * boxes;
-    rbb_add(h->rows, &w, "rays_per_s", "rays/s", rays / t.median,
+    rbench_add(h->rows, &w, "rays_per_s", "rays/s", rays / t.median,
             rays / t.max, rays / t.min, t.repeats);
-    rbb_add(h->rows, &w, "tests_per_s", "tests/s", tests / t.median,
+    rbench_add(h->rows, &w, "tests_per_s", "tests/s", tests / t.median,
             tests / t.max, tests / t.min, t.repeats);
-    rbb_add(h->rows, &w, "request_ms", "ms", t.median * 1e3, t.min * 1e3,
+    rbench_add(h->rows, &w, "request_ms", "ms", t.median * 1e3, t.min * 1e3,
             t.max * 1e3, t.repeats);
 }
 
@@ -308,15 +308,15 @@ static void pairs_ladder(http_run *h)
         size_t n = h->o->http_rays[i];
         char what[96];
         snprintf(what, sizeof what, "http pairs %zu", n);
-        rbb_progress(what);
-        rbb_pool pool;
+        rbench_progress(what);
+        rbench_pool pool;
         post_arg a = {.c = &h->c};
-        if (rbb_pool_make(&pool, RBB_POOL_PAIRS, NULL, n, n, 31)) {
-            rbb_where w = h->where;
+        if (rbench_pool_make(&pool, RBENCH_POOL_PAIRS, NULL, n, n, 31)) {
+            rbench_where w = h->where;
             w.category = "http";
             w.test = "pairs";
             w.path = "http";
-            rbb_add_status(h->rows, &w, "rays_per_s", "skipped",
+            rbench_add_status(h->rows, &w, "rays_per_s", "skipped",
                            "out of host memory for the data");
             continue;
         }
@@ -330,14 +330,14 @@ static void pairs_ladder(http_run *h)
         timed(h, "pairs", "inline", "/v1/intersect", n, n, &a);
         free(a.body[0].p);
         free(a.body[1].p);
-        rbb_pool_free(&pool);
+        rbench_pool_free(&pool);
     }
 }
 
 static const rb_mode every_box[] = {RB_MODE_NEAREST, RB_MODE_ANY,
                                     RB_MODE_COUNT, RB_MODE_ALL};
 
-static int every_count(const rbb_options *o)
+static int every_count(const rbench_options *o)
 {
     int n = 0;
     for (size_t i = 0; i < sizeof every_box / sizeof *every_box; i++)
@@ -345,16 +345,16 @@ static int every_count(const rbb_options *o)
     return n;
 }
 
-static void scene_ladders(http_run *h, const rbb_shape *shape)
+static void scene_ladders(http_run *h, const rbench_shape *shape)
 {
-    const rbb_options *o = h->o;
+    const rbench_options *o = h->o;
     int every = every_count(o);
     size_t nb = o->scene_boxes;
     char what[96], path[256], size[48];
     snprintf(what, sizeof what, "http scene %s (%zu boxes)", shape->name, nb);
-    rbb_progress(what);
+    rbench_progress(what);
     snprintf(size, sizeof size, "%zu boxes", nb);
-    rbb_where w = h->where;
+    rbench_where w = h->where;
     w.category = "http";
     w.test = "scene_create";
     w.shape = shape->name;
@@ -370,29 +370,29 @@ static void scene_ladders(http_run *h, const rbb_shape *shape)
         sb_put(&body, "}", 1);
     }
     free(boxes);
-    double t0 = rbb_now();
+    double t0 = rbench_now();
     if (!boxes || body.oom ||
         request(&h->c, "POST", "/v1/scenes", &body, REQUEST_TIMEOUT_S)) {
-        rbb_add_status(h->rows, &w, "create_ms", refusal_status(&h->c),
+        rbench_add_status(h->rows, &w, "create_ms", refusal_status(&h->c),
                        !boxes || body.oom ? "out of host memory"
                                           : h->c.error);
         free(body.p);
-        rbb_progress_skip((size_t)every * o->n_http_rays);
+        rbench_progress_skip((size_t)every * o->n_http_rays);
         return;
     }
-    double took = rbb_now() - t0;
+    double took = rbench_now() - t0;
     free(body.p);
     char id[160];
     const char *id_path[] = {"id", NULL};
     response_string(&h->c, id_path, id, sizeof id);
     if (!id[0]) {
-        rbb_add_status(h->rows, &w, "create_ms", "failed",
+        rbench_add_status(h->rows, &w, "create_ms", "failed",
                        "POST /v1/scenes answered without an \"id\"");
-        rbb_progress_skip((size_t)every * o->n_http_rays);
+        rbench_progress_skip((size_t)every * o->n_http_rays);
         return;
     }
     /* One creation, not a calibrated figure: a scene is made once. */
-    rbb_add(h->rows, &w, "create_ms", "ms", took * 1e3, took * 1e3,
+    rbench_add(h->rows, &w, "create_ms", "ms", took * 1e3, took * 1e3,
             took * 1e3, 1);
     snprintf(path, sizeof path, "/v1/scenes/%s/intersect", id);
     for (size_t m = 0; m < sizeof every_box / sizeof *every_box; m++) {
@@ -402,10 +402,10 @@ static void scene_ladders(http_run *h, const rbb_shape *shape)
             size_t n = o->http_rays[i];
             snprintf(what, sizeof what, "http %s %s %zu",
                      rb_mode_name(every_box[m]), shape->name, n);
-            rbb_progress(what);
-            rbb_pool pool;
+            rbench_progress(what);
+            rbench_pool pool;
             post_arg a = {.c = &h->c};
-            if (rbb_pool_make(&pool, RBB_POOL_SCENE, shape, n, 0, 37))
+            if (rbench_pool_make(&pool, RBENCH_POOL_SCENE, shape, n, 0, 37))
                 continue;
             for (int k = 0; k < 2; k++) {
                 char head[96];
@@ -420,7 +420,7 @@ static void scene_ladders(http_run *h, const rbb_shape *shape)
                   &a);
             free(a.body[0].p);
             free(a.body[1].p);
-            rbb_pool_free(&pool);
+            rbench_pool_free(&pool);
         }
     }
     char del[256];
@@ -428,7 +428,7 @@ static void scene_ladders(http_run *h, const rbb_shape *shape)
     request(&h->c, "DELETE", del, NULL, HEALTH_TIMEOUT_S);
 }
 
-size_t rbb_http_steps(const rbb_options *o)
+size_t rbench_http_steps(const rbench_options *o)
 {
     size_t n = 1;
     if ((o->modes >> RB_MODE_PAIRS) & 1)
@@ -443,13 +443,13 @@ size_t rbb_http_steps(const rbb_options *o)
  * each with the reason. */
 static void skip_all(http_run *h, const char *why)
 {
-    rbb_where w = h->where;
+    rbench_where w = h->where;
     w.category = "http";
     w.path = "http";
     w.shape = "inline";
     if ((h->o->modes >> RB_MODE_PAIRS) & 1) {
         w.test = "pairs";
-        rbb_add_status(h->rows, &w, "rays_per_s", "skipped", why);
+        rbench_add_status(h->rows, &w, "rays_per_s", "skipped", why);
     }
     for (size_t s = 0; s < h->o->n_shapes; s++) {
         w.shape = h->o->shapes[s];
@@ -457,12 +457,12 @@ static void skip_all(http_run *h, const char *why)
             if (!((h->o->modes >> every_box[m]) & 1))
                 continue;
             w.test = rb_mode_name(every_box[m]);
-            rbb_add_status(h->rows, &w, "rays_per_s", "skipped", why);
+            rbench_add_status(h->rows, &w, "rays_per_s", "skipped", why);
         }
     }
 }
 
-void rbb_run_http(const rbb_options *o, const char *url, rbb_rows *rows)
+void rbench_run_http(const rbench_options *o, const char *url, rbench_rows *rows)
 {
     http_run h = {.o = o, .rows = rows};
     h.where.backend = "http";
@@ -470,18 +470,18 @@ void rbb_run_http(const rbb_options *o, const char *url, rbb_rows *rows)
     snprintf(h.device, sizeof h.device, "rayboxd");
     h.where.device = h.device;
     h.where.driver = h.driver;
-    rbb_progress("http: rayboxd health and request latency");
+    rbench_progress("http: rayboxd health and request latency");
     if (client_open(&h.c, url)) {
         skip_all(&h, "libcurl could not start a session");
-        rbb_progress_skip(rbb_http_steps(o) - 1);
+        rbench_progress_skip(rbench_http_steps(o) - 1);
         client_close(&h.c);
         return;
     }
     get_arg g = {&h.c};
-    rbb_timing t;
-    if (rbb_time(&o->plan, health_call, &g, &t)) {
+    rbench_timing t;
+    if (rbench_time(&o->plan, health_call, &g, &t)) {
         skip_all(&h, h.c.error);
-        rbb_progress_skip(rbb_http_steps(o) - 1);
+        rbench_progress_skip(rbench_http_steps(o) - 1);
         client_close(&h.c);
         return;
     }
@@ -501,16 +501,16 @@ void rbb_run_http(const rbb_options *o, const char *url, rbb_rows *rows)
             snprintf(h.device, sizeof h.device, "rayboxd: %s", dev);
     }
     free(probe.p);
-    rbb_where w = h.where;
+    rbench_where w = h.where;
     w.category = "limits";
     w.test = "request_latency";
     w.size = "GET /v1/health";
-    rbb_add(rows, &w, "latency", "us", t.median * 1e6, t.min * 1e6,
+    rbench_add(rows, &w, "latency", "us", t.median * 1e6, t.min * 1e6,
             t.max * 1e6, t.repeats);
     if ((o->modes >> RB_MODE_PAIRS) & 1)
         pairs_ladder(&h);
     if (every_count(o))
         for (size_t s = 0; s < o->n_shapes; s++)
-            scene_ladders(&h, rbb_shape_find(o->shapes[s]));
+            scene_ladders(&h, rbench_shape_find(o->shapes[s]));
     client_close(&h.c);
 }

@@ -1,4 +1,4 @@
-/* json_in.c - reads rows back from a file rbb_write_json wrote (a
+/* json_in.c - reads rows back from a file rbench_write_json wrote (a
  * baseline for --compare, or --from inputs). yajl's tree parser is enough:
  * result files are small. Unknown fields are ignored, missing ones left
  * empty, so files of older versions still load. */
@@ -56,7 +56,7 @@ static double get_num(yajl_val obj, const char *key)
     return v ? YAJL_GET_DOUBLE(v) : 0.0;
 }
 
-int rbb_read_json(const char *path, rbb_rows *out, char *err, size_t len)
+int rbench_read_json(const char *path, rbench_rows *out, char *err, size_t len)
 {
     char *text = slurp(path, err, len);
     if (!text)
@@ -82,7 +82,7 @@ int rbb_read_json(const char *path, rbb_rows *out, char *err, size_t len)
         yajl_val o = arr->u.array.values[i];
         if (!YAJL_IS_OBJECT(o))
             continue;
-        rbb_row r;
+        rbench_row r;
         memset(&r, 0, sizeof r);
         get_str(o, "version", r.version, sizeof r.version);
         get_str(o, "git", r.git, sizeof r.git);
@@ -105,7 +105,7 @@ int rbb_read_json(const char *path, rbb_rows *out, char *err, size_t len)
         r.min = get_num(o, "min");
         r.max = get_num(o, "max");
         r.repeats = (int)get_num(o, "repeats");
-        rbb_add_row(out, &r);
+        rbench_add_row(out, &r);
     }
     yajl_tree_free(doc);
     return 0;

@@ -37,7 +37,7 @@ static void field(FILE *f, const char *name, const char *value, int comma)
     str(f, value);
 }
 
-int rbb_write_json(const rbb_rows *rows, FILE *f)
+int rbench_write_json(const rbench_rows *rows, FILE *f)
 {
     fputs("{\"tool\":\"raybox-bench\",", f);
     field(f, "version", rows->version, 0);
@@ -45,7 +45,7 @@ int rbb_write_json(const rbb_rows *rows, FILE *f)
     fprintf(f, ",\"summary\":%s,\"rows\":[\n",
             rows->summary[0] ? rows->summary : "{}");
     for (size_t i = 0; i < rows->n; i++) {
-        const rbb_row *r = &rows->rows[i];
+        const rbench_row *r = &rows->rows[i];
         fputs(" {", f);
         field(f, "version", r->version, 0);
         field(f, "git", r->git, 1);

@@ -29,7 +29,7 @@
 static const rb_mode every_box[EVERY_BOX_MODES] = {
     RB_MODE_NEAREST, RB_MODE_ANY, RB_MODE_COUNT, RB_MODE_ALL};
 
-double rbb_answer_bytes(rb_mode mode, uint32_t max_hits)
+double rbench_answer_bytes(rb_mode mode, uint32_t max_hits)
 {
     switch (mode) {
     case RB_MODE_PAIRS:
@@ -41,22 +41,22 @@ double rbb_answer_bytes(rb_mode mode, uint32_t max_hits)
     return 0;
 }
 
-double rbb_query_bytes(rb_mode mode, size_t rays, size_t boxes,
+double rbench_query_bytes(rb_mode mode, size_t rays, size_t boxes,
                        uint32_t max_hits, int boxes_count)
 {
-    double b = (double)rays * (sizeof(rb_ray) + rbb_answer_bytes(mode,
+    double b = (double)rays * (sizeof(rb_ray) + rbench_answer_bytes(mode,
                                                                  max_hits));
     if (boxes_count)
         b += (double)boxes * sizeof(rb_box);
     return b;
 }
 
-static int want(const rbb_options *o, rb_mode m)
+static int want(const rbench_options *o, rb_mode m)
 {
     return (o->modes >> m) & 1;
 }
 
-size_t rbb_modes_steps(const rbb_options *o)
+size_t rbench_modes_steps(const rbench_options *o)
 {
     size_t every = 0;
     for (int i = 0; i < EVERY_BOX_MODES; i++)
@@ -73,7 +73,7 @@ size_t rbb_modes_steps(const rbb_options *o)
  */
 typedef struct query_arg {
     rb_context *ctx;
-    const rbb_pool *pool;
+    const rbench_pool *pool;
     const rb_scene *scene;
     rb_mode mode;
     uint32_t max_hits;
@@ -87,7 +87,7 @@ typedef struct query_arg {
 static int query_call(void *p, uint64_t call, double *device_s)
 {
     query_arg *a = p;
-    const rbb_pool *pool = a->pool;
+    const rbench_pool *pool = a->pool;
     size_t k = call % pool->sets;
     rb_query q = {.mode = a->mode, .dims = 3,
                   .rays = pool->rays + k * pool->n_rays,
@@ -159,18 +159,18 @@ static double memory_limit(void)
  * One ladder: a mode on one kind of boxes at increasing ray counts.
  */
 typedef struct ladder {
-    rbb_device *d;
+    rbench_device *d;
     rb_mode mode;
     const char *category;    /* "modes" or "scenes" */
     const char *shape_name;  /* "inline" or the scene's shape */
-    const rbb_shape *shape;  /* scenes */
+    const rbench_shape *shape;  /* scenes */
     const rb_scene *scene;
     size_t boxes;            /* boxes per query (pairs: = rays) */
     double prev_s, prev_tests; /* the last size that ran */
 } ladder;
 
 static void where_of(const ladder *l, size_t rays, char *size, size_t len,
-                     rbb_where *w)
+                     rbench_where *w)
 {
     *w = l->d->where;
     w->category = l->category;
@@ -185,45 +185,45 @@ static void where_of(const ladder *l, size_t rays, char *size, size_t len,
     w->size = size;
 }
 
-static void skip_paths(const ladder *l, rbb_where *w, const char *status,
+static void skip_paths(const ladder *l, rbench_where *w, const char *status,
                        const char *why)
 {
     w->path = "e2e";
-    rbb_add_status(l->d->rows, w, "rays_per_s", status, why);
+    rbench_add_status(l->d->rows, w, "rays_per_s", status, why);
     if (l->d->is_cl) {
         w->path = "kernel";
-        rbb_add_status(l->d->rows, w, "rays_per_s", status, why);
+        rbench_add_status(l->d->rows, w, "rays_per_s", status, why);
     }
 }
 
 /* rays/s, tests/s and the fraction of the bound for one path; times are
  * seconds per call (median, fastest, slowest). */
-static void figures(const ladder *l, rbb_where *w, const char *path,
+static void figures(const ladder *l, rbench_where *w, const char *path,
                     double rays, double tests, double bound_s, double med,
                     double fast, double slow, int repeats)
 {
-    rbb_rows *rows = l->d->rows;
+    rbench_rows *rows = l->d->rows;
     w->path = path;
-    rbb_add(rows, w, "rays_per_s", "rays/s", rays / med, rays / slow,
+    rbench_add(rows, w, "rays_per_s", "rays/s", rays / med, rays / slow,
             rays / fast, repeats);
-    rbb_add(rows, w, "tests_per_s", "tests/s", tests / med, tests / slow,
+    rbench_add(rows, w, "tests_per_s", "tests/s", tests / med, tests / slow,
             tests / fast, repeats);
     if (bound_s > 0)
-        rbb_add(rows, w, "fraction_of_bound", "", bound_s / med,
+        rbench_add(rows, w, "fraction_of_bound", "", bound_s / med,
                 bound_s / slow, bound_s / fast, repeats);
 }
 
 static void run_size(ladder *l, size_t rays)
 {
-    rbb_device *d = l->d;
-    const rbb_options *o = d->o;
+    rbench_device *d = l->d;
+    const rbench_options *o = d->o;
     size_t boxes = l->mode == RB_MODE_PAIRS ? rays : l->boxes;
     char size[48], what[256];
-    rbb_where w;
+    rbench_where w;
     where_of(l, rays, size, sizeof size, &w);
     snprintf(what, sizeof what, "%s %.40s %s %s %s", w.backend, w.device,
              w.test, l->shape_name, size);
-    rbb_progress(what);
+    rbench_progress(what);
 
     double tests_est = l->mode == RB_MODE_PAIRS ? (double)rays
                                                 : (double)rays * boxes;
@@ -238,11 +238,11 @@ static void run_size(ladder *l, size_t rays)
             return;
         }
     }
-    rbb_pool_kind kind = l->mode == RB_MODE_PAIRS ? RBB_POOL_PAIRS
-                         : l->scene               ? RBB_POOL_SCENE
-                                                  : RBB_POOL_INLINE;
-    double need = rbb_pool_bytes(kind, rays, boxes) +
-                  (double)rays * rbb_answer_bytes(l->mode, o->max_hits);
+    rbench_pool_kind kind = l->mode == RB_MODE_PAIRS ? RBENCH_POOL_PAIRS
+                         : l->scene               ? RBENCH_POOL_SCENE
+                                                  : RBENCH_POOL_INLINE;
+    double need = rbench_pool_bytes(kind, rays, boxes) +
+                  (double)rays * rbench_answer_bytes(l->mode, o->max_hits);
     if (need > memory_limit()) {
         char why[160];
         snprintf(why, sizeof why, "needs %.1f GiB of host memory, over half "
@@ -250,21 +250,21 @@ static void run_size(ladder *l, size_t rays)
         skip_paths(l, &w, "skipped", why);
         return;
     }
-    rbb_pool pool;
+    rbench_pool pool;
     query_arg a = {.ctx = l->scene ? d->scene_ctx : d->ctx,
                    .pool = &pool, .scene = l->scene,
                    .mode = l->mode, .max_hits = o->max_hits,
                    .is_cl = d->is_cl};
-    if (rbb_pool_make(&pool, kind, l->shape, rays, boxes,
+    if (rbench_pool_make(&pool, kind, l->shape, rays, boxes,
                       (uint64_t)l->mode * 100 + 1) ||
         results_alloc(&a.res, rays, l->mode, o->max_hits)) {
-        rbb_pool_free(&pool);
+        rbench_pool_free(&pool);
         results_free(&a.res);
         skip_paths(l, &w, "skipped", "out of host memory for the data");
         return;
     }
-    rbb_timing t;
-    if (rbb_time(&o->plan, query_call, &a, &t)) {
+    rbench_timing t;
+    if (rbench_time(&o->plan, query_call, &a, &t)) {
         /* Running out of memory on a device is a limit, not a fault. */
         int limit = a.status == RB_EDEVMEM || a.status == RB_ENOMEM ||
                     a.status == RB_ELIMIT;
@@ -275,15 +275,15 @@ static void run_size(ladder *l, size_t rays)
         /* The bound: every input byte read and every answer written once
          * at the device's copy bandwidth; a discrete device must also move
          * the rays (and boxes sent with the query) in and answers out. */
-        double bytes = rbb_query_bytes(l->mode, rays, boxes, o->max_hits, 1);
+        double bytes = rbench_query_bytes(l->mode, rays, boxes, o->max_hits, 1);
         double kernel_bound = d->copy_Bps > 0 ? bytes / d->copy_Bps : 0;
         double e2e_bound = kernel_bound;
         if (d->is_cl && !d->host_unified && d->h2d_Bps > 0 &&
             d->d2h_Bps > 0) {
-            double in = rbb_query_bytes(l->mode, rays, boxes, o->max_hits,
+            double in = rbench_query_bytes(l->mode, rays, boxes, o->max_hits,
                                         !l->scene) -
-                        (double)rays * rbb_answer_bytes(l->mode, o->max_hits);
-            double out = (double)rays * rbb_answer_bytes(l->mode,
+                        (double)rays * rbench_answer_bytes(l->mode, o->max_hits);
+            double out = (double)rays * rbench_answer_bytes(l->mode,
                                                          o->max_hits);
             double xfer = in / d->h2d_Bps + out / d->d2h_Bps;
             if (xfer > e2e_bound)
@@ -296,14 +296,14 @@ static void run_size(ladder *l, size_t rays)
                     t.dev_median, t.dev_min, t.dev_max, t.repeats);
         else if (d->is_cl) {
             w.path = "kernel";
-            rbb_add_status(d->rows, &w, "rays_per_s", "skipped",
+            rbench_add_status(d->rows, &w, "rays_per_s", "skipped",
                            "the device reported no profiling times");
         }
         l->prev_s = t.median;
         l->prev_tests = tests_est;
     }
     results_free(&a.res);
-    rbb_pool_free(&pool);
+    rbench_pool_free(&pool);
 }
 
 static void run_ladder(ladder *l, const size_t *sizes, size_t n)
@@ -333,13 +333,13 @@ static int build_call(void *p, uint64_t call, double *device_s)
     return rc;
 }
 
-static void run_shape(rbb_device *d, const rbb_shape *shape, int every)
+static void run_shape(rbench_device *d, const rbench_shape *shape, int every)
 {
-    const rbb_options *o = d->o;
+    const rbench_options *o = d->o;
     size_t n = o->scene_boxes;
     char size[48], what[160];
     snprintf(size, sizeof size, "%zu boxes", n);
-    rbb_where w = d->where;
+    rbench_where w = d->where;
     w.category = "scenes";
     w.test = "scene_create";
     w.shape = shape->name;
@@ -348,31 +348,31 @@ static void run_shape(rbb_device *d, const rbb_shape *shape, int every)
     w.size = size;
     snprintf(what, sizeof what, "%s scene %s (%zu boxes)", w.backend,
              shape->name, n);
-    rbb_progress(what);
+    rbench_progress(what);
     rb_box *boxes = malloc((n ? n : 1) * sizeof *boxes);
     rb_scene *scene = NULL;
     if (!boxes) {
-        rbb_add_status(d->rows, &w, "build_ms", "skipped",
+        rbench_add_status(d->rows, &w, "build_ms", "skipped",
                        "out of host memory for the scene");
-        rbb_progress_skip((size_t)every * o->n_scene_rays);
+        rbench_progress_skip((size_t)every * o->n_scene_rays);
         return;
     }
     shape->boxes(7, boxes, n);
     build_arg b = {d->ctx, boxes, n};
-    rbb_timing t;
-    int rc = rbb_time(&o->plan, build_call, &b, &t);
+    rbench_timing t;
+    int rc = rbench_time(&o->plan, build_call, &b, &t);
     if (rc == 0)
         rc = rb_scene_create(d->ctx, 3, boxes, n, &scene);
     if (rc) {
         char why[300];
         snprintf(why, sizeof why, "rb_scene_create: %s: %.200s",
                  rb_status_name(rc), rb_context_error(d->ctx)->message);
-        rbb_add_status(d->rows, &w, "build_ms", "failed", why);
-        rbb_progress_skip((size_t)every * o->n_scene_rays);
+        rbench_add_status(d->rows, &w, "build_ms", "failed", why);
+        rbench_progress_skip((size_t)every * o->n_scene_rays);
         free(boxes);
         return;
     }
-    rbb_add(d->rows, &w, "build_ms", "ms", t.median * 1e3, t.min * 1e3,
+    rbench_add(d->rows, &w, "build_ms", "ms", t.median * 1e3, t.min * 1e3,
             t.max * 1e3, t.repeats);
     for (int i = 0; i < EVERY_BOX_MODES; i++) {
         if (!want(o, every_box[i]))
@@ -386,15 +386,15 @@ static void run_shape(rbb_device *d, const rbb_shape *shape, int every)
     free(boxes);
 }
 
-void rbb_run_modes(rbb_device *d)
+void rbench_run_modes(rbench_device *d)
 {
-    const rbb_options *o = d->o;
+    const rbench_options *o = d->o;
     if (!d->is_cl) {
-        rbb_where w = d->where;
+        rbench_where w = d->where;
         w.category = "modes";
         w.test = "every mode";
         w.path = "kernel";
-        rbb_add_status(d->rows, &w, "rays_per_s", "skipped",
+        rbench_add_status(d->rows, &w, "rays_per_s", "skipped",
                        "the native CPU backend has no separate kernel "
                        "time: its e2e time is the computation");
     }
@@ -415,5 +415,5 @@ void rbb_run_modes(rbb_device *d)
     if (!every)
         return;
     for (size_t s = 0; s < o->n_shapes; s++)
-        run_shape(d, rbb_shape_find(o->shapes[s]), every);
+        run_shape(d, rbench_shape_find(o->shapes[s]), every);
 }

@@ -154,7 +154,7 @@ static void usage(FILE *f)
 "\nLIST is comma-separated; sizes take K and M (1024, 1048576).\n"
 "Scene shapes:\n", f);
     size_t n;
-    const rbb_shape *s = rbb_shapes(&n);
+    const rbench_shape *s = rbench_shapes(&n);
     for (size_t i = 0; i < n; i++)
         fprintf(f, "  %-10s %s\n", s[i].name, s[i].about);
     fputs(
@@ -196,10 +196,10 @@ static int size_list(const char *opt, const char *text, size_t *out,
     *n = 0;
     for (char *save, *tok = strtok_r(buf, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
-        if (*n == RBB_MAX_LADDER || size_value(tok, &out[*n])) {
+        if (*n == RBENCH_MAX_LADDER || size_value(tok, &out[*n])) {
             fprintf(stderr, "raybox-bench: --%s: '%s' is not a list of at "
                             "most %d positive sizes\n", opt, text,
-                    RBB_MAX_LADDER);
+                    RBENCH_MAX_LADDER);
             return -1;
         }
         (*n)++;
@@ -212,7 +212,7 @@ static int size_list(const char *opt, const char *text, size_t *out,
 }
 
 /* Splits a comma list into strdup'd pieces, owned by the options. */
-static int word_list(rbb_options *o, const char *opt, const char *text,
+static int word_list(rbench_options *o, const char *opt, const char *text,
                      const char **out, size_t *n, size_t cap)
 {
     const char *p = text;
@@ -269,7 +269,7 @@ static const size_t quick_http_rays[] = {16, 1024};
         n = sizeof src / sizeof *src;                                          \
     } while (0)
 
-int rbb_parse_options(int argc, char **argv, rbb_options *o)
+int rbench_parse_options(int argc, char **argv, rbench_options *o)
 {
     struct option longs[N_TABLE + 1];
     size_t nl = 0;
@@ -308,7 +308,7 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
             break;
         case OPT_DEVICE:
             if (word_list(o, name, optarg, o->devices, &o->n_devices,
-                          RBB_MAX_LIST))
+                          RBENCH_MAX_LIST))
                 return 2;
             break;
         case OPT_DEVICES: o->split_devices = optarg; break;
@@ -369,10 +369,10 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
             o->n_shapes = 0;
             if (strcmp(optarg, "none") != 0 &&
                 word_list(o, name, optarg, o->shapes, &o->n_shapes,
-                          RBB_MAX_LIST))
+                          RBENCH_MAX_LIST))
                 return 2;
             for (size_t i = 0; i < o->n_shapes; i++)
-                if (!rbb_shape_find(o->shapes[i])) {
+                if (!rbench_shape_find(o->shapes[i])) {
                     fprintf(stderr, "raybox-bench: --shapes: unknown shape "
                                     "'%s' (see --help)\n", o->shapes[i]);
                     return 2;
@@ -414,9 +414,9 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
             o->threshold = v / 100.0;
             break;
         case OPT_FROM:
-            if (o->n_from == RBB_MAX_LIST) {
+            if (o->n_from == RBENCH_MAX_LIST) {
                 fprintf(stderr, "raybox-bench: --from: at most %d files\n",
-                        RBB_MAX_LIST);
+                        RBENCH_MAX_LIST);
                 return 2;
             }
             o->from[o->n_from++] = optarg;
@@ -460,8 +460,8 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
     }
     if (!given[OPT_SHAPES]) {
         size_t n;
-        const rbb_shape *s = rbb_shapes(&n);
-        for (size_t i = 0; i < n && i < RBB_MAX_LIST; i++)
+        const rbench_shape *s = rbench_shapes(&n);
+        for (size_t i = 0; i < n && i < RBENCH_MAX_LIST; i++)
             o->shapes[o->n_shapes++] = s[i].name;
     }
     if (!given[OPT_BOXES])
@@ -498,7 +498,7 @@ int rbb_parse_options(int argc, char **argv, rbb_options *o)
     return 0;
 }
 
-void rbb_options_free(rbb_options *o)
+void rbench_options_free(rbench_options *o)
 {
     for (size_t i = 0; i < o->n_owned; i++)
         free(o->owned[i]);

@@ -9,7 +9,7 @@
  *
  * The data (.dat) and gnuplot scripts (.gp) stay beside the PNGs, so a
  * chart can be restyled without measuring again. Without gnuplot, --plot
- * fails before anything is measured (rbb_plot_check). */
+ * fails before anything is measured (rbench_plot_check). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +22,7 @@
 #define MAX_SERIES 64
 #define MAX_PANELS 8
 
-int rbb_plot_check(char *why, size_t len)
+int rbench_plot_check(char *why, size_t len)
 {
     const char *path = getenv("PATH");
     char dir[4096];
@@ -39,7 +39,7 @@ int rbb_plot_check(char *why, size_t len)
     return -1;
 }
 
-static int plotted(const rbb_row *r)
+static int plotted(const rbench_row *r)
 {
     return strcmp(r->status, "ok") == 0 && r->rays > 0 &&
            (strcmp(r->category, "modes") == 0 ||
@@ -52,16 +52,16 @@ static const char *const *plot_sources;
 static size_t plot_n_sources;
 
 /* Distinct values of a row field among plotted rows of `mode`. */
-typedef const char *(*field_fn)(const rbb_row *r, char *buf, size_t len);
+typedef const char *(*field_fn)(const rbench_row *r, char *buf, size_t len);
 
-static const char *shape_of(const rbb_row *r, char *buf, size_t len)
+static const char *shape_of(const rbench_row *r, char *buf, size_t len)
 {
     (void)buf;
     (void)len;
     return r->shape;
 }
 
-static const char *series_of(const rbb_row *r, char *buf, size_t len)
+static const char *series_of(const rbench_row *r, char *buf, size_t len)
 {
     if (plot_n_sources > 1 && r->source >= 1 &&
         (size_t)r->source <= plot_n_sources) {
@@ -77,19 +77,19 @@ static const char *series_of(const rbb_row *r, char *buf, size_t len)
 
 static int by_rays(const void *a, const void *b)
 {
-    uint64_t x = (*(const rbb_row *const *)a)->rays;
-    uint64_t y = (*(const rbb_row *const *)b)->rays;
+    uint64_t x = (*(const rbench_row *const *)a)->rays;
+    uint64_t y = (*(const rbench_row *const *)b)->rays;
     return x < y ? -1 : x > y;
 }
 
-static size_t distinct(const rbb_rows *rows, const char *mode,
+static size_t distinct(const rbench_rows *rows, const char *mode,
                        const char *metric, field_fn fn, char out[][192],
                        size_t cap)
 {
     size_t n = 0;
     char buf[192];
     for (size_t i = 0; i < rows->n; i++) {
-        const rbb_row *r = &rows->rows[i];
+        const rbench_row *r = &rows->rows[i];
         if (!plotted(r) || strcmp(r->test, mode) != 0 ||
             strcmp(r->metric, metric) != 0)
             continue;
@@ -115,7 +115,7 @@ static void gp_str(FILE *f, const char *s)
     fputc('\'', f);
 }
 
-static int write_chart(const rbb_rows *rows, const char *dir,
+static int write_chart(const rbench_rows *rows, const char *dir,
                        const char *mode, const char *metric,
                        const char *prefix, const char *ylabel, int logy,
                        char *err, size_t len)
@@ -167,7 +167,7 @@ static int write_chart(const rbb_rows *rows, const char *dir,
         gp_str(gp, ptitle);
         fputs("\nplot ", gp);
         int index = 0, first = 1;
-        const rbb_row **pts = malloc((rows->n ? rows->n : 1) * sizeof *pts);
+        const rbench_row **pts = malloc((rows->n ? rows->n : 1) * sizeof *pts);
         if (!pts) {
             snprintf(err, len, "out of memory");
             fclose(d);
@@ -178,7 +178,7 @@ static int write_chart(const rbb_rows *rows, const char *dir,
             size_t np = 0;
             char buf[192];
             for (size_t i = 0; i < rows->n; i++) {
-                const rbb_row *r = &rows->rows[i];
+                const rbench_row *r = &rows->rows[i];
                 if (plotted(r) && strcmp(r->test, mode) == 0 &&
                     strcmp(r->metric, metric) == 0 &&
                     strcmp(r->shape, shapes[p]) == 0 &&
@@ -218,7 +218,7 @@ static int write_chart(const rbb_rows *rows, const char *dir,
     return 1;
 }
 
-int rbb_plot(const rbb_rows *rows, const char *const *sources,
+int rbench_plot(const rbench_rows *rows, const char *const *sources,
              size_t n_sources, const char *dir, char *err, size_t len)
 {
     plot_sources = sources;

@@ -13,22 +13,22 @@ static struct {
     double start, last;
 } st;
 
-void rbb_progress_init(size_t total, int quiet)
+void rbench_progress_init(size_t total, int quiet)
 {
     st.total = total;
     st.done = 0;
     st.quiet = quiet;
     st.tty = isatty(STDERR_FILENO);
     st.open = 0;
-    st.start = st.last = rbb_now();
+    st.start = st.last = rbench_now();
 }
 
-void rbb_progress(const char *what)
+void rbench_progress(const char *what)
 {
     st.done++;
     if (st.quiet)
         return;
-    double now = rbb_now(), used = now - st.start;
+    double now = rbench_now(), used = now - st.start;
     if (!st.tty && now - st.last < 5.0 && st.done != 1)
         return;
     st.last = now;
@@ -48,7 +48,7 @@ void rbb_progress(const char *what)
     fflush(stderr);
 }
 
-void rbb_progress_done(void)
+void rbench_progress_done(void)
 {
     if (st.open && !st.quiet) {
         fprintf(stderr, "\r\033[K");
@@ -57,7 +57,7 @@ void rbb_progress_done(void)
     st.open = 0;
 }
 
-void rbb_progress_skip(size_t n)
+void rbench_progress_skip(size_t n)
 {
     st.done += n;
 }

@@ -76,8 +76,8 @@ static int ref_once(void *p, uint64_t rep, double *device_s)
     return 0;
 }
 
-double rbb_reference_count(const rbb_plan *plan, unsigned threads,
-                           size_t n_rays, size_t n_boxes, rbb_timing *t)
+double rbench_reference_count(const rbench_plan *plan, unsigned threads,
+                           size_t n_rays, size_t n_boxes, rbench_timing *t)
 {
     ref_arg a = {.threads = threads < 1 ? 1
                             : threads > MAX_THREADS ? MAX_THREADS
@@ -93,8 +93,8 @@ double rbb_reference_count(const rbb_plan *plan, unsigned threads,
         a.d.o[k] = malloc(n_rays * 4);
         a.d.inv[k] = malloc(n_rays * 4);
     }
-    rbb_make_rays(11, rays, n_rays);
-    rbb_make_boxes(12, boxes, n_boxes);
+    rbench_make_rays(11, rays, n_rays);
+    rbench_make_boxes(12, boxes, n_boxes);
     for (size_t j = 0; j < n_boxes; j++) {
         for (int k = 0; k < 3; k++) {
             a.d.lo[k][j] = boxes[j].min[k];
@@ -108,7 +108,7 @@ double rbb_reference_count(const rbb_plan *plan, unsigned threads,
         }
     }
     double rate = 0;
-    if (rbb_time(plan, ref_once, &a, t) == 0)
+    if (rbench_time(plan, ref_once, &a, t) == 0)
         rate = (double)n_rays * (double)n_boxes / t->median;
     for (int k = 0; k < 3; k++) {
         free(a.d.lo[k]);

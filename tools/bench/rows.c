@@ -4,11 +4,11 @@
 
 #include "rows.h"
 
-static rbb_row *grow(rbb_rows *rows)
+static rbench_row *grow(rbench_rows *rows)
 {
     if (rows->n == rows->cap) {
         size_t cap = rows->cap ? rows->cap * 2 : 128;
-        rbb_row *r = realloc(rows->rows, cap * sizeof *r);
+        rbench_row *r = realloc(rows->rows, cap * sizeof *r);
         if (!r) {
             fprintf(stderr, "raybox-bench: out of memory for the results\n");
             exit(1);
@@ -16,7 +16,7 @@ static rbb_row *grow(rbb_rows *rows)
         rows->rows = r;
         rows->cap = cap;
     }
-    rbb_row *row = &rows->rows[rows->n++];
+    rbench_row *row = &rows->rows[rows->n++];
     memset(row, 0, sizeof *row);
     return row;
 }
@@ -26,9 +26,9 @@ static void put(char *dst, size_t cap, const char *src)
     snprintf(dst, cap, "%s", src ? src : "");
 }
 
-static rbb_row *placed(rbb_rows *rows, const rbb_where *w, const char *metric)
+static rbench_row *placed(rbench_rows *rows, const rbench_where *w, const char *metric)
 {
-    rbb_row *r = grow(rows);
+    rbench_row *r = grow(rows);
     put(r->version, sizeof r->version, rows->version);
     put(r->git, sizeof r->git, rows->git[0] ? rows->git : "unknown");
     put(r->backend, sizeof r->backend, w->backend);
@@ -46,11 +46,11 @@ static rbb_row *placed(rbb_rows *rows, const rbb_where *w, const char *metric)
     return r;
 }
 
-rbb_row *rbb_add(rbb_rows *rows, const rbb_where *w, const char *metric,
+rbench_row *rbench_add(rbench_rows *rows, const rbench_where *w, const char *metric,
                  const char *unit, double value, double min, double max,
                  int repeats)
 {
-    rbb_row *r = placed(rows, w, metric);
+    rbench_row *r = placed(rows, w, metric);
     put(r->unit, sizeof r->unit, unit);
     put(r->status, sizeof r->status, "ok");
     r->value = value;
@@ -60,25 +60,25 @@ rbb_row *rbb_add(rbb_rows *rows, const rbb_where *w, const char *metric,
     return r;
 }
 
-rbb_row *rbb_add_status(rbb_rows *rows, const rbb_where *w,
+rbench_row *rbench_add_status(rbench_rows *rows, const rbench_where *w,
                         const char *metric, const char *status,
                         const char *reason)
 {
-    rbb_row *r = placed(rows, w, metric);
+    rbench_row *r = placed(rows, w, metric);
     put(r->status, sizeof r->status, status);
     /* A skip without its reason is useless to whoever reads the file. */
     put(r->note, sizeof r->note, reason && *reason ? reason : "no reason given");
     return r;
 }
 
-rbb_row *rbb_add_row(rbb_rows *rows, const rbb_row *r)
+rbench_row *rbench_add_row(rbench_rows *rows, const rbench_row *r)
 {
-    rbb_row *dst = grow(rows);
+    rbench_row *dst = grow(rows);
     *dst = *r;
     return dst;
 }
 
-void rbb_rows_free(rbb_rows *rows)
+void rbench_rows_free(rbench_rows *rows)
 {
     free(rows->rows);
     rows->rows = NULL;
@@ -90,13 +90,13 @@ static int eq(const char *want, const char *have)
     return !want || strcmp(want, have) == 0;
 }
 
-const rbb_row *rbb_find(const rbb_rows *rows, const char *backend,
+const rbench_row *rbench_find(const rbench_rows *rows, const char *backend,
                         const char *device, const char *test,
                         const char *shape, const char *path,
                         uint64_t rays, const char *metric)
 {
     for (size_t i = 0; i < rows->n; i++) {
-        const rbb_row *r = &rows->rows[i];
+        const rbench_row *r = &rows->rows[i];
         if (strcmp(r->status, "ok") == 0 && eq(backend, r->backend) &&
             eq(device, r->device) && eq(test, r->test) &&
             eq(shape, r->shape) && eq(path, r->path) &&
@@ -106,7 +106,7 @@ const rbb_row *rbb_find(const rbb_rows *rows, const char *backend,
     return NULL;
 }
 
-int rbb_higher_is_better(const rbb_row *r)
+int rbench_higher_is_better(const rbench_row *r)
 {
     static const char *const lower[] = {"s", "ms", "us", "ns"};
     for (size_t i = 0; i < sizeof lower / sizeof *lower; i++)
@@ -115,7 +115,7 @@ int rbb_higher_is_better(const rbb_row *r)
     return 1;
 }
 
-void rbb_human(double v, char *buf, size_t len)
+void rbench_human(double v, char *buf, size_t len)
 {
     static const struct {
         double scale;
@@ -132,8 +132,8 @@ void rbb_human(double v, char *buf, size_t len)
     snprintf(buf, len, "%.3g", v);
 }
 
-int rbb_write_file(const rbb_rows *rows, const char *path,
-                   int (*writer)(const rbb_rows *, FILE *))
+int rbench_write_file(const rbench_rows *rows, const char *path,
+                   int (*writer)(const rbench_rows *, FILE *))
 {
     int to_stdout = strcmp(path, "-") == 0;
     FILE *f = to_stdout ? stdout : fopen(path, "w");

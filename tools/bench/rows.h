@@ -7,17 +7,17 @@
  * read the same data. This part does not use libraybox: the unit tests
  * link it alone (the rbbench_report library).
  *
- * Ownership: rbb_rows owns its array; rbb_rows_free releases it. Strings
+ * Ownership: rbench_rows owns its array; rbench_rows_free releases it. Strings
  * passed in are copied (truncated to the field). Not thread-safe.
  */
-#ifndef RBB_ROWS_H
-#define RBB_ROWS_H
+#ifndef RBENCH_ROWS_H
+#define RBENCH_ROWS_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 
-typedef struct rbb_row {
+typedef struct rbench_row {
     char version[16];   /* raybox-bench version that produced the row */
     char git[48];       /* its git revision, "unknown" outside a checkout */
     char backend[16];   /* "cpu", "opencl", "http" */
@@ -40,61 +40,61 @@ typedef struct rbb_row {
     char note[256];     /* the skip or failure reason, or a remark */
     int source;         /* not written: 0 measured, k for the k-th --from
                            file (charts tell runs of one device apart) */
-} rbb_row;
+} rbench_row;
 
-typedef struct rbb_rows {
-    rbb_row *rows;
+typedef struct rbench_rows {
+    rbench_row *rows;
     size_t n, cap;
-    char version[16];   /* stamped on rows added with rbb_add* */
+    char version[16];   /* stamped on rows added with rbench_add* */
     char git[48];
     char summary[4096]; /* a JSON object ("" = none) */
-} rbb_rows;
+} rbench_rows;
 
 /* The fields that say where a row belongs; the result rows copy them. */
-typedef struct rbb_where {
+typedef struct rbench_where {
     const char *backend, *device, *type, *driver;
     const char *category, *test, *shape, *path;
     uint64_t rays, boxes;
     const char *size;
-} rbb_where;
+} rbench_where;
 
 /* Appends an "ok" row. Exits the process when out of memory (a benchmark
  * that cannot hold its results has nothing to report). */
-rbb_row *rbb_add(rbb_rows *rows, const rbb_where *w, const char *metric,
+rbench_row *rbench_add(rbench_rows *rows, const rbench_where *w, const char *metric,
                  const char *unit, double value, double min, double max,
                  int repeats);
 /* Appends a row with status "skipped" or "failed" and its reason. */
-rbb_row *rbb_add_status(rbb_rows *rows, const rbb_where *w,
+rbench_row *rbench_add_status(rbench_rows *rows, const rbench_where *w,
                         const char *metric, const char *status,
                         const char *reason);
 /* Appends a copy of *r (stamps kept). */
-rbb_row *rbb_add_row(rbb_rows *rows, const rbb_row *r);
-void rbb_rows_free(rbb_rows *rows);
+rbench_row *rbench_add_row(rbench_rows *rows, const rbench_row *r);
+void rbench_rows_free(rbench_rows *rows);
 
 /* The first ok row matching every non-NULL argument, or NULL. */
-const rbb_row *rbb_find(const rbb_rows *rows, const char *backend,
+const rbench_row *rbench_find(const rbench_rows *rows, const char *backend,
                         const char *device, const char *test,
                         const char *shape, const char *path,
                         uint64_t rays, const char *metric);
 
 /* 1 if a larger value of this row's metric is better, 0 if smaller is
  * better (latencies, times). */
-int rbb_higher_is_better(const rbb_row *r);
+int rbench_higher_is_better(const rbench_row *r);
 
 /* "12.3 G" style, 3 significant digits. */
-void rbb_human(double v, char *buf, size_t len);
+void rbench_human(double v, char *buf, size_t len);
 
 /* ---- writers (0 or -1 on a write error) */
-void rbb_print_table(const rbb_rows *rows, FILE *f);
-int rbb_write_json(const rbb_rows *rows, FILE *f);
-int rbb_write_csv(const rbb_rows *rows, FILE *f);
+void rbench_print_table(const rbench_rows *rows, FILE *f);
+int rbench_write_json(const rbench_rows *rows, FILE *f);
+int rbench_write_csv(const rbench_rows *rows, FILE *f);
 /* Opens path ("-" = stdout), writes, closes; -1 with errno on failure. */
-int rbb_write_file(const rbb_rows *rows, const char *path,
-                   int (*writer)(const rbb_rows *, FILE *));
+int rbench_write_file(const rbench_rows *rows, const char *path,
+                   int (*writer)(const rbench_rows *, FILE *));
 
-/* ---- reader: a file written by rbb_write_json; rows are appended to
+/* ---- reader: a file written by rbench_write_json; rows are appended to
  * *out. Returns 0, or -1 with a message in err. */
-int rbb_read_json(const char *path, rbb_rows *out, char *err, size_t len);
+int rbench_read_json(const char *path, rbench_rows *out, char *err, size_t len);
 
 /* ---- ratios (ratios.c): the figures a regression check compares from
  * one machine to another. Absolute rates move with the machine and its
@@ -110,10 +110,10 @@ int rbb_read_json(const char *path, rbb_rows *out, char *err, size_t len);
  *   - rows of *in already of category "ratios" (raybox-bench-bvh and
  *     raybox-bench-shapes write theirs with --rows), copied.
  * The CPU side is the first CPU device of *in. */
-void rbb_ratio_rows(const rbb_rows *in, rbb_rows *out);
+void rbench_ratio_rows(const rbench_rows *in, rbench_rows *out);
 
 /* Appends a ratio row (category "ratios", unit "x", one repeat). */
-rbb_row *rbb_add_ratio(rbb_rows *rows, const rbb_where *w, const char *metric,
+rbench_row *rbench_add_ratio(rbench_rows *rows, const rbench_where *w, const char *metric,
                        double value);
 
 /* ---- comparison: rows are matched by device/test/shape/path/size/metric
@@ -121,14 +121,14 @@ rbb_row *rbb_add_ratio(rbb_rows *rows, const rbb_where *w, const char *metric,
  * the baseline's unmatched device of the same backend and type, in order,
  * so two GPUs' runs can be compared; the pairing is printed. Prints every
  * matched row's change, then the rows found on one side only. */
-typedef struct rbb_compare_stats {
+typedef struct rbench_compare_stats {
     size_t matched;      /* rows present on both sides */
     size_t better, worse; /* beyond the threshold, in the metric's sense */
     size_t only_base, only_now;
     size_t paired_devices; /* devices matched by backend and type */
-} rbb_compare_stats;
+} rbench_compare_stats;
 
-void rbb_compare(const rbb_rows *base, const rbb_rows *now,
-                 double threshold, FILE *f, rbb_compare_stats *st);
+void rbench_compare(const rbench_rows *base, const rbench_rows *now,
+                 double threshold, FILE *f, rbench_compare_stats *st);
 
 #endif

@@ -127,7 +127,7 @@ static void city_rays(uint64_t seed, rb_ray *out, size_t n)
     }
 }
 
-static const rbb_shape shapes[] = {
+static const rbench_shape shapes[] = {
     {"uniform", "boxes spread evenly through the cube; random unbounded rays",
      uniform_boxes, free_rays},
     {"clustered", "boxes packed in 16 dense clusters; random unbounded rays",
@@ -136,13 +136,13 @@ static const rbb_shape shapes[] = {
      city_boxes, city_rays},
 };
 
-const rbb_shape *rbb_shapes(size_t *count)
+const rbench_shape *rbench_shapes(size_t *count)
 {
     *count = sizeof shapes / sizeof *shapes;
     return shapes;
 }
 
-const rbb_shape *rbb_shape_find(const char *name)
+const rbench_shape *rbench_shape_find(const char *name)
 {
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         if (strcmp(shapes[i].name, name) == 0)

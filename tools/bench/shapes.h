@@ -7,24 +7,24 @@
  * box count, so that a ray meets a similar number of boxes at any size.
  * The generators are deterministic: the same seed gives the same bytes.
  */
-#ifndef RBB_SHAPES_H
-#define RBB_SHAPES_H
+#ifndef RBENCH_SHAPES_H
+#define RBENCH_SHAPES_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "raybox.h"
 
-typedef struct rbb_shape {
+typedef struct rbench_shape {
     const char *name;
     const char *about; /* one line for --help */
     void (*boxes)(uint64_t seed, rb_box *out, size_t n);
     void (*rays)(uint64_t seed, rb_ray *out, size_t n);
-} rbb_shape;
+} rbench_shape;
 
 /* Every shape, in a fixed order; *count gets how many. */
-const rbb_shape *rbb_shapes(size_t *count);
+const rbench_shape *rbench_shapes(size_t *count);
 /* The shape called name, or NULL. */
-const rbb_shape *rbb_shape_find(const char *name);
+const rbench_shape *rbench_shape_find(const char *name);
 
 #endif

@@ -12,24 +12,24 @@
 
 #define SUMMARY_RAYS 65536
 
-static const rbb_row *rate(const rbb_rows *rows, const char *backend,
+static const rbench_row *rate(const rbench_rows *rows, const char *backend,
                            const char *device, const char *mode,
                            uint64_t rays)
 {
-    return rbb_find(rows, backend, device, mode, "inline", "e2e", rays,
+    return rbench_find(rows, backend, device, mode, "inline", "e2e", rays,
                     "tests_per_s");
 }
 
 /* The largest ray count of `mode` that ran on the CPU backend, preferring
  * `want` when it ran. */
-static uint64_t size_for(const rbb_rows *rows, const char *device,
+static uint64_t size_for(const rbench_rows *rows, const char *device,
                          const char *mode, uint64_t want)
 {
     if (want && rate(rows, "cpu", device, mode, want))
         return want;
     uint64_t best = 0;
     for (size_t i = 0; i < rows->n; i++) {
-        const rbb_row *r = &rows->rows[i];
+        const rbench_row *r = &rows->rows[i];
         if (strcmp(r->backend, "cpu") == 0 && strcmp(r->test, mode) == 0 &&
             strcmp(r->shape, "inline") == 0 && strcmp(r->path, "e2e") == 0 &&
             strcmp(r->status, "ok") == 0 && r->rays > best)
@@ -46,7 +46,7 @@ static void add(char *buf, size_t cap, const char *fmt, const char *key,
         snprintf(buf + len, cap - len, fmt, key, v);
 }
 
-void rbb_summary(rbb_rows *rows, const rbb_cpu_figures *cpu, FILE *f)
+void rbench_summary(rbench_rows *rows, const rbench_cpu_figures *cpu, FILE *f)
 {
     char *s = rows->summary;
     size_t cap = sizeof rows->summary;
@@ -64,7 +64,7 @@ void rbb_summary(rbb_rows *rows, const rbb_cpu_figures *cpu, FILE *f)
             cpu->threads, cpu->simd[0] ? cpu->simd : "scalar");
 
     uint64_t np = size_for(rows, dev, "pairs", 0);
-    const rbb_row *pf = rbb_find(rows, "cpu", dev, "pairs", "inline", "e2e",
+    const rbench_row *pf = rbench_find(rows, "cpu", dev, "pairs", "inline", "e2e",
                                  np, "fraction_of_bound");
     if (pf) {
         add(s, cap, ",\"%s\":%.4g", "cpu_pairs_fraction_of_bound", pf->value);
@@ -85,9 +85,9 @@ void rbb_summary(rbb_rows *rows, const rbb_cpu_figures *cpu, FILE *f)
         }
     }
     uint64_t nr = size_for(rows, dev, "count", SUMMARY_RAYS);
-    const rbb_row *count = rate(rows, "cpu", dev, "count", nr);
-    const rbb_row *nearest = rate(rows, "cpu", dev, "nearest", nr);
-    const rbb_row *any = rate(rows, "cpu", dev, "any", nr);
+    const rbench_row *count = rate(rows, "cpu", dev, "count", nr);
+    const rbench_row *nearest = rate(rows, "cpu", dev, "nearest", nr);
+    const rbench_row *any = rate(rows, "cpu", dev, "any", nr);
     if (count) {
         add(s, cap, ",\"%s\":%.0f", "rays_size", (double)nr);
         add(s, cap, ",\"%s\":%.0f", "boxes_size", (double)count->boxes);
@@ -118,8 +118,8 @@ void rbb_summary(rbb_rows *rows, const rbb_cpu_figures *cpu, FILE *f)
                                         "all"};
     for (size_t m = 0; cl && m < sizeof modes / sizeof *modes; m++) {
         uint64_t n = m == 0 ? np : size_for(rows, dev, modes[m], nr);
-        const rbb_row *a = rate(rows, "cpu", dev, modes[m], n);
-        const rbb_row *b = rate(rows, "opencl", cl, modes[m], n);
+        const rbench_row *a = rate(rows, "cpu", dev, modes[m], n);
+        const rbench_row *b = rate(rows, "opencl", cl, modes[m], n);
         if (!a || !b || b->value <= 0)
             continue;
         char key[64];

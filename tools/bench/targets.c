@@ -50,7 +50,7 @@ static long select_one(const rb_device_desc *devs, size_t n, const char *sel)
     return -1;
 }
 
-int rbb_targets(const rbb_options *o, rbb_target **out, size_t *n,
+int rbench_targets(const rbench_options *o, rbench_target **out, size_t *n,
                 char *why_no_cl, size_t why_len, char *err, size_t err_len)
 {
     rb_device_desc *devs = NULL;
@@ -68,7 +68,7 @@ int rbb_targets(const rbb_options *o, rbb_target **out, size_t *n,
         if (nd == 0 && !why_no_cl[0])
             snprintf(why_no_cl, why_len, "no OpenCL device");
     }
-    rbb_target *t = calloc(nd + 3, sizeof *t);
+    rbench_target *t = calloc(nd + 3, sizeof *t);
     if (!t) {
         free(devs);
         snprintf(err, err_len, "out of memory");
@@ -91,23 +91,23 @@ int rbb_targets(const rbb_options *o, rbb_target **out, size_t *n,
             for (size_t j = 0; j < k; j++)
                 dup |= t[j].cl_index == (int)d;
             if (!dup)
-                t[k++] = (rbb_target){.kind = RBB_TARGET_OPENCL,
+                t[k++] = (rbench_target){.kind = RBENCH_TARGET_OPENCL,
                                       .cl_index = (int)d, .desc = devs[d]};
         }
     } else if (want_cl) {
         for (size_t i = 0; i < nd; i++)
-            t[k++] = (rbb_target){.kind = RBB_TARGET_OPENCL,
+            t[k++] = (rbench_target){.kind = RBENCH_TARGET_OPENCL,
                                   .cl_index = (int)i, .desc = devs[i]};
     }
     /* The native backend first: it is the reference the others are read
      * against. */
     if (want_cpu) {
         memmove(t + 1, t, k * sizeof *t);
-        t[0] = (rbb_target){.kind = RBB_TARGET_CPU, .cl_index = -1};
+        t[0] = (rbench_target){.kind = RBENCH_TARGET_CPU, .cl_index = -1};
         k++;
     }
     for (size_t i = 0; i < k; i++) {
-        if (t[i].kind != RBB_TARGET_OPENCL)
+        if (t[i].kind != RBENCH_TARGET_OPENCL)
             continue;
         int twins = 0;
         for (size_t j = 0; j < nd; j++)
@@ -119,14 +119,14 @@ int rbb_targets(const rbb_options *o, rbb_target **out, size_t *n,
             snprintf(t[i].label, sizeof t[i].label, "%s", t[i].desc.name);
     }
     if (want_cl && o->split_devices && nd) {
-        t[k] = (rbb_target){.kind = RBB_TARGET_OPENCL, .cl_index = -1,
+        t[k] = (rbench_target){.kind = RBENCH_TARGET_OPENCL, .cl_index = -1,
                             .desc = devs[0], .devices = o->split_devices};
         snprintf(t[k].label, sizeof t[k].label, "split %s",
                  o->split_devices);
         k++;
     }
     if (o->http)
-        t[k++] = (rbb_target){.kind = RBB_TARGET_HTTP, .cl_index = -1,
+        t[k++] = (rbench_target){.kind = RBENCH_TARGET_HTTP, .cl_index = -1,
                               .url = o->http};
     free(devs);
     *out = t;
@@ -134,7 +134,7 @@ int rbb_targets(const rbb_options *o, rbb_target **out, size_t *n,
     return 0;
 }
 
-int rbb_print_devices(FILE *f)
+int rbench_print_devices(FILE *f)
 {
     rb_context_options opt;
     rb_context_options_init(&opt);

@@ -13,7 +13,7 @@
 #define MAX_REPEATS 64
 #define MAX_ITERS 10000000
 
-double rbb_now(void)
+double rbench_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -34,20 +34,20 @@ static void stats(double *v, int n, double *median, double *min, double *max)
     *median = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-int rbb_time(const rbb_plan *plan, rbb_fn fn, void *arg, rbb_timing *out)
+int rbench_time(const rbench_plan *plan, rbench_fn fn, void *arg, rbench_timing *out)
 {
     double wall[MAX_REPEATS], dev[MAX_REPEATS];
     int repeats = plan->repeats < 1 ? 1
                   : plan->repeats > MAX_REPEATS ? MAX_REPEATS
                                                 : plan->repeats;
     int warmups = plan->warmups < 1 ? 1 : plan->warmups;
-    *out = (rbb_timing){0};
+    *out = (rbench_timing){0};
     uint64_t call = 0;
     double fastest = 0;
     for (int w = 0; w < warmups; w++) {
-        double d = -1, t0 = rbb_now();
+        double d = -1, t0 = rbench_now();
         int rc = fn(arg, call++, &d);
-        double t = rbb_now() - t0;
+        double t = rbench_now() - t0;
         if (rc) {
             out->failed = rc;
             return rc;
@@ -65,7 +65,7 @@ int rbb_time(const rbb_plan *plan, rbb_fn fn, void *arg, rbb_timing *out)
     for (int r = 0; r < repeats; r++) {
         double dev_sum = 0;
         int dev_seen = 0;
-        double t0 = rbb_now();
+        double t0 = rbench_now();
         for (uint64_t i = 0; i < out->iters; i++) {
             double d = -1;
             int rc = fn(arg, call++, &d);
@@ -78,7 +78,7 @@ int rbb_time(const rbb_plan *plan, rbb_fn fn, void *arg, rbb_timing *out)
                 dev_seen = 1;
             }
         }
-        wall[r] = (rbb_now() - t0) / (double)out->iters;
+        wall[r] = (rbench_now() - t0) / (double)out->iters;
         dev[r] = dev_sum / (double)out->iters;
         out->has_device = dev_seen;
     }

@@ -19,7 +19,7 @@ static float uni(uint64_t *s, float lo, float hi)
     return lo + (hi - lo) * (float)((double)(mix(s) >> 40) / 16777216.0);
 }
 
-void rbb_make_rays(uint64_t seed, rb_ray *rays, size_t n)
+void rbench_make_rays(uint64_t seed, rb_ray *rays, size_t n)
 {
     uint64_t s = seed;
     for (size_t i = 0; i < n; i++) {
@@ -32,7 +32,7 @@ void rbb_make_rays(uint64_t seed, rb_ray *rays, size_t n)
     }
 }
 
-void rbb_make_boxes(uint64_t seed, rb_box *boxes, size_t n)
+void rbench_make_boxes(uint64_t seed, rb_box *boxes, size_t n)
 {
     uint64_t s = seed;
     for (size_t i = 0; i < n; i++) {
@@ -44,7 +44,7 @@ void rbb_make_boxes(uint64_t seed, rb_box *boxes, size_t n)
     }
 }
 
-void rbb_make_pair_boxes(uint64_t seed, const rb_ray *rays, rb_box *boxes,
+void rbench_make_pair_boxes(uint64_t seed, const rb_ray *rays, rb_box *boxes,
                          size_t n)
 {
     uint64_t s = seed;
@@ -62,22 +62,22 @@ void rbb_make_pair_boxes(uint64_t seed, const rb_ray *rays, rb_box *boxes,
 
 static unsigned pool_sets(size_t set_bytes)
 {
-    size_t sets = set_bytes ? (RBB_ROTATE_BYTES + set_bytes - 1) / set_bytes
+    size_t sets = set_bytes ? (RBENCH_ROTATE_BYTES + set_bytes - 1) / set_bytes
                             : 2;
     return sets < 2 ? 2 : sets > 64 ? 64 : (unsigned)sets;
 }
 
-static size_t set_bytes(rbb_pool_kind kind, size_t n_rays, size_t n_boxes)
+static size_t set_bytes(rbench_pool_kind kind, size_t n_rays, size_t n_boxes)
 {
     size_t b = n_rays * sizeof(rb_ray);
-    if (kind == RBB_POOL_PAIRS)
+    if (kind == RBENCH_POOL_PAIRS)
         b += n_rays * sizeof(rb_box);
-    else if (kind == RBB_POOL_INLINE)
+    else if (kind == RBENCH_POOL_INLINE)
         b += n_boxes * sizeof(rb_box);
     return b;
 }
 
-double rbb_pool_bytes(rbb_pool_kind kind, size_t n_rays, size_t n_boxes)
+double rbench_pool_bytes(rbench_pool_kind kind, size_t n_rays, size_t n_boxes)
 {
     size_t one = set_bytes(kind, n_rays, n_boxes);
     return (double)one * pool_sets(one);
@@ -89,13 +89,13 @@ static void *page_alloc(size_t bytes)
     return aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
 }
 
-int rbb_pool_make(rbb_pool *p, rbb_pool_kind kind, const rbb_shape *shape,
+int rbench_pool_make(rbench_pool *p, rbench_pool_kind kind, const rbench_shape *shape,
                   size_t n_rays, size_t n_boxes, uint64_t seed)
 {
     memset(p, 0, sizeof *p);
-    if (kind == RBB_POOL_PAIRS)
+    if (kind == RBENCH_POOL_PAIRS)
         n_boxes = n_rays;
-    if (kind == RBB_POOL_SCENE)
+    if (kind == RBENCH_POOL_SCENE)
         n_boxes = 0;
     p->n_rays = n_rays;
     p->n_boxes = n_boxes;
@@ -104,26 +104,26 @@ int rbb_pool_make(rbb_pool *p, rbb_pool_kind kind, const rbb_shape *shape,
     if (n_boxes)
         p->boxes = page_alloc(p->sets * n_boxes * sizeof(rb_box));
     if (!p->rays || (n_boxes && !p->boxes)) {
-        rbb_pool_free(p);
+        rbench_pool_free(p);
         return -1;
     }
     for (unsigned k = 0; k < p->sets; k++) {
         rb_ray *r = p->rays + (size_t)k * n_rays;
         uint64_t s = seed * 1000 + k;
-        if (kind == RBB_POOL_SCENE && shape)
+        if (kind == RBENCH_POOL_SCENE && shape)
             shape->rays(s, r, n_rays);
         else
-            rbb_make_rays(s, r, n_rays);
-        if (kind == RBB_POOL_PAIRS)
-            rbb_make_pair_boxes(s + 500, r, p->boxes + (size_t)k * n_boxes,
+            rbench_make_rays(s, r, n_rays);
+        if (kind == RBENCH_POOL_PAIRS)
+            rbench_make_pair_boxes(s + 500, r, p->boxes + (size_t)k * n_boxes,
                                 n_rays);
-        else if (kind == RBB_POOL_INLINE)
-            rbb_make_boxes(s + 500, p->boxes + (size_t)k * n_boxes, n_boxes);
+        else if (kind == RBENCH_POOL_INLINE)
+            rbench_make_boxes(s + 500, p->boxes + (size_t)k * n_boxes, n_boxes);
     }
     return 0;
 }
 
-void rbb_pool_free(rbb_pool *p)
+void rbench_pool_free(rbench_pool *p)
 {
     free(p->rays);
     free(p->boxes);
