@@ -1,8 +1,8 @@
 /* warm_up.c - rb_context_warm_up: a query of every kind through the
  * public path (visibility included), so the kernels launched are the ones
- * real queries get,
- * with the same work-group size (PoCL compiles a kernel per work-group
- * size on its first launch: 0.2-0.5 s each on the development machine).
+ * real queries get, with the same work-group size (PoCL compiles a kernel
+ * per work-group size on its first launch: 0.2-0.5 s each on the
+ * development machine).
  * Each query has one ray: the launch is one work-group, the cost is the
  * compile alone. cl_testhook.h's rb_cl_kernels_unlaunched lets the test
  * see that no kernel of the program is left out. */
