@@ -135,16 +135,6 @@ static unsigned char *expected(rb_mode mode, const rb_ray *r, size_t n_boxes,
     return b;
 }
 
-static void expect_file(const char *name, const unsigned char *want,
-                        size_t n, const char *what)
-{
-    size_t got_n;
-    unsigned char *got = rbt_scratch_read(name, &got_n);
-    ck_assert_msg(got_n == n, "%s: %zu bytes, want %zu", what, got_n, n);
-    ck_assert_msg(memcmp(got, want, n) == 0, "%s: bytes differ", what);
-    free(got);
-}
-
 START_TEST(test_answers_equal_the_library)
 {
     setup();
@@ -162,7 +152,7 @@ START_TEST(test_answers_equal_the_library)
         ck_assert_msg(strstr(err, "1013/1013 rays (100%)"), "progress: %s",
                       err);
         snprintf(args, sizeof args, "%s.bin", rb_mode_name(modes[k]));
-        expect_file(args, want, n, rb_mode_name(modes[k]));
+        rbt_scratch_expect(args, want, n, rb_mode_name(modes[k]));
         free(want);
     }
     /* 6-number rays get --tmin/--tmax */
@@ -178,20 +168,20 @@ START_TEST(test_answers_equal_the_library)
                          "six.bin --mode count --tmin 0.5 --tmax 3 --quiet",
                          err, sizeof err), 0);
     ck_assert_str_eq(err, "");
-    expect_file("six.bin", want, n, "6-number rays");
+    rbt_scratch_expect("six.bin", want, n, "6-number rays");
     free(want);
     /* a binary request: its mode (any) is the job's */
     want = expected(RB_MODE_ANY, rays, NB, 0, &n);
     ck_assert_int_eq(run("intersect --rays any.rbox --scene city.npy -o "
                          "req.bin --quiet", err, sizeof err), 0);
-    expect_file("req.bin", want, n, "a binary request");
+    rbt_scratch_expect("req.bin", want, n, "a binary request");
     free(want);
     /* spheres: nearest carries kinds (version 2) */
     want = expected(RB_MODE_NEAREST, rays, 100, 1, &n);
     ck_assert_int_eq(run("intersect --rays rays8.npy --scene shapes.json -o "
                          "kinds.bin --chunk 333 --quiet", err, sizeof err),
                      0);
-    expect_file("kinds.bin", want, n, "a scene with spheres");
+    rbt_scratch_expect("kinds.bin", want, n, "a scene with spheres");
     free(want);
     rb_context *cl = rbt_context(RBT_OPENCL);
     if (cl) {
@@ -200,7 +190,7 @@ START_TEST(test_answers_equal_the_library)
         ck_assert_int_eq(run("intersect --rays rays8.npy --scene city.npy "
                              "-o cl.bin --backend opencl --quiet",
                              err, sizeof err), 0);
-        expect_file("cl.bin", want, n, "opencl");
+        rbt_scratch_expect("cl.bin", want, n, "opencl");
         free(want);
     }
     teardown();
@@ -221,10 +211,10 @@ START_TEST(test_shards)
                  order[k]);
         ck_assert_int_eq(run(args, err, sizeof err), 0);
     }
-    expect_file("sh.bin", want, n, "five shards");
+    rbt_scratch_expect("sh.bin", want, n, "five shards");
     ck_assert_int_eq(run("intersect --rays rays8.npy --scene city.npy -o "
                          "sh.bin --shard 2/5 --quiet", err, sizeof err), 0);
-    expect_file("sh.bin", want, n, "a shard run again");
+    rbt_scratch_expect("sh.bin", want, n, "a shard run again");
     free(want);
     teardown();
 }

@@ -94,16 +94,6 @@ static unsigned char *expected(size_t *n)
     return b;
 }
 
-static void expect_file(const char *name, const unsigned char *want,
-                        size_t n, const char *what)
-{
-    size_t got_n;
-    unsigned char *got = rbt_scratch_read(name, &got_n);
-    ck_assert_msg(got_n == n, "%s: %zu bytes, want %zu", what, got_n, n);
-    ck_assert_msg(memcmp(got, want, n) == 0, "%s: bytes differ", what);
-    free(got);
-}
-
 START_TEST(test_files_and_shards)
 {
     setup();
@@ -116,13 +106,13 @@ START_TEST(test_files_and_shards)
                      0);
     ck_assert_msg(strstr(err, "101/101 observers (100%)"), "progress: %s",
                   err);
-    expect_file("all.bin", want, n, "one run");
+    rbt_scratch_expect("all.bin", want, n, "one run");
     ck_assert_int_eq(run("visibility scene.npy obs.f32 tgt.npy -o npy.bin "
                          "--backend cpu --quiet",
                          err, sizeof err),
                      0);
     ck_assert_str_eq(err, "");
-    expect_file("npy.bin", want, n, ".npy scene");
+    rbt_scratch_expect("npy.bin", want, n, ".npy scene");
     /* shards, last first, into one file; then one again */
     for (int s = 3; s >= 0; s--) {
         char args[256];
@@ -130,12 +120,12 @@ START_TEST(test_files_and_shards)
                  "-o sh.bin --shard %d/4 --backend cpu --quiet", s);
         ck_assert_int_eq(run(args, err, sizeof err), 0);
     }
-    expect_file("sh.bin", want, n, "four shards");
+    rbt_scratch_expect("sh.bin", want, n, "four shards");
     ck_assert_int_eq(run("visibility scene.json obs.f32 tgt.npy -o sh.bin "
                          "--shard 2/4 --backend cpu --quiet",
                          err, sizeof err),
                      0);
-    expect_file("sh.bin", want, n, "a shard run again");
+    rbt_scratch_expect("sh.bin", want, n, "a shard run again");
     rb_context *cl = rbt_context(RBT_OPENCL);
     if (cl) {
         rb_context_destroy(cl);
@@ -143,7 +133,7 @@ START_TEST(test_files_and_shards)
                              "cl.bin --backend opencl --quiet",
                              err, sizeof err),
                          0);
-        expect_file("cl.bin", want, n, "opencl");
+        rbt_scratch_expect("cl.bin", want, n, "opencl");
         /* --devices: PoCL's two devices answer as one; a bad list is
          * refused, named */
         setenv("POCL_DEVICES", "pthread pthread", 1);
@@ -152,7 +142,7 @@ START_TEST(test_files_and_shards)
                      err, sizeof err);
         unsetenv("POCL_DEVICES");
         ck_assert_msg(rc == 0, "%s", err);
-        expect_file("multi.bin", want, n, "two opencl devices");
+        rbt_scratch_expect("multi.bin", want, n, "two opencl devices");
         ck_assert_int_eq(run("visibility scene.json obs.f32 tgt.npy -o "
                              "bad.bin --backend opencl --devices 0,0",
                              err, sizeof err),
@@ -188,7 +178,7 @@ START_TEST(test_slurm_array_script)
         ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
                       "task %d: %s", order[k], cmd);
     }
-    expect_file("vis.bin", want, n, "the Slurm array's eight tasks");
+    rbt_scratch_expect("vis.bin", want, n, "the Slurm array's eight tasks");
     free(want);
     teardown();
 }

@@ -55,6 +55,16 @@ unsigned char *rbt_scratch_read(const char *name, size_t *n)
     return b;
 }
 
+void rbt_scratch_expect(const char *name, const unsigned char *want,
+                        size_t n, const char *what)
+{
+    size_t got_n;
+    unsigned char *got = rbt_scratch_read(name, &got_n);
+    ck_assert_msg(got_n == n, "%s: %zu bytes, want %zu", what, got_n, n);
+    ck_assert_msg(memcmp(got, want, n) == 0, "%s: bytes differ", what);
+    free(got);
+}
+
 size_t rbt_scratch_npy(const char *name, const float *v, size_t rows,
                        size_t cols)
 {

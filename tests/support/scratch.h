@@ -18,6 +18,10 @@ void rbt_scratch_path(char *out, size_t cap, const char *name);
 void rbt_scratch_write(const char *name, const void *p, size_t n);
 /* The file's bytes (at most 1 MiB; the caller frees them). */
 unsigned char *rbt_scratch_read(const char *name, size_t *n);
+/* Fails the test unless the file holds exactly want[0..n); what names it
+ * in the message. */
+void rbt_scratch_expect(const char *name, const unsigned char *want,
+                        size_t n, const char *what);
 /* A .npy v1 file of rows x cols little-endian float32; returns the
  * offset of the data. */
 size_t rbt_scratch_npy(const char *name, const float *v, size_t rows,
