@@ -38,32 +38,45 @@ static int sync_close(const char *path, int fd, int rc)
     return rc;
 }
 
+/* A file's bytes, read and parsed whole (raybox-mpi reads on rank 0 and
+ * parses on every rank instead). */
+static int load_points(const char *path, const char *what, float **out,
+                       size_t *n)
+{
+    uint8_t *buf = NULL;
+    size_t len;
+    int rc = batch_read_file(path, what, &buf, &len);
+    if (!rc)
+        rc = batch_points_parse(path, what, buf, len, out, n);
+    free(buf);
+    return rc;
+}
+
+static int load_scene(rb_context *ctx, const char *path, rb_scene **out)
+{
+    uint8_t *buf = NULL;
+    size_t len;
+    int rc = batch_read_file(path, "scene", &buf, &len);
+    if (!rc)
+        rc = batch_scene_parse(ctx, path, buf, len, out);
+    free(buf);
+    return rc;
+}
+
 int cmd_visibility(int argc, char **argv)
 {
     batch_opts o;
     int rc = batch_parse(BATCH_VISIBILITY, argc, argv, 1, &o);
     if (rc)
         return rc < 0 ? 0 : 1;
-    uint8_t *buf = NULL;
-    size_t len;
     float *obs = NULL, *tgt = NULL;
     size_t n = 0, m = 0;
     rb_context *ctx = NULL;
     rb_scene *scene = NULL;
-    if ((rc = batch_read_file(o.observers, "observers", &buf, &len)) ||
-        (rc = batch_points_parse(o.observers, "observers", buf, len, &obs,
-                                 &n)))
-        goto done;
-    free(buf);
-    buf = NULL;
-    if ((rc = batch_read_file(o.targets, "targets", &buf, &len)) ||
-        (rc = batch_points_parse(o.targets, "targets", buf, len, &tgt, &m)))
-        goto done;
-    free(buf);
-    buf = NULL;
-    if ((rc = batch_context(&o, &ctx)) ||
-        (rc = batch_read_file(o.scene, "scene", &buf, &len)) ||
-        (rc = batch_scene_parse(ctx, o.scene, buf, len, &scene)))
+    if ((rc = load_points(o.observers, "observers", &obs, &n)) ||
+        (rc = load_points(o.targets, "targets", &tgt, &m)) ||
+        (rc = batch_context(&o, &ctx)) ||
+        (rc = load_scene(ctx, o.scene, &scene)))
         goto done;
     batch_layout l;
     batch_vis_layout(n, m, o.tmin, o.tmax, &l);
@@ -76,7 +89,6 @@ int cmd_visibility(int argc, char **argv)
     rc = batch_vis_run(&o, ctx, scene, obs, tgt, m, &l, first, end, &out, 1);
     rc = sync_close(o.output, fd, rc);
 done:
-    free(buf);
     free(obs);
     free(tgt);
     rb_scene_destroy(scene);
@@ -90,15 +102,12 @@ int cmd_intersect_files(int argc, char **argv)
     int rc = batch_parse(BATCH_INTERSECT, argc, argv, 1, &o);
     if (rc)
         return rc < 0 ? 0 : 1;
-    uint8_t *buf = NULL;
-    size_t len;
     rb_context *ctx = NULL;
     rb_scene *scene = NULL;
     batch_rays rays;
     if ((rc = batch_rays_open(o.rays, &rays)) ||
         (rc = batch_context(&o, &ctx)) ||
-        (rc = batch_read_file(o.scene, "scene", &buf, &len)) ||
-        (rc = batch_scene_parse(ctx, o.scene, buf, len, &scene)))
+        (rc = load_scene(ctx, o.scene, &scene)))
         goto done;
     rb_mode mode;
     if ((rc = batch_isect_mode(&o, &rays, &mode)))
@@ -115,7 +124,6 @@ int cmd_intersect_files(int argc, char **argv)
     rc = sync_close(o.output, fd, rc);
 done:
     batch_rays_close(&rays);
-    free(buf);
     rb_scene_destroy(scene);
     rb_context_destroy(ctx);
     return rc;
