@@ -550,6 +550,17 @@ static void settle(rb_cl_backend *be)
     be->nodes_valid = 0;
 }
 
+/* settle, and the run's events released unwaited: they belong to work
+ * that failed or that settle finished. */
+static void abandon(run_state *st)
+{
+    if (st->be->queue)
+        settle(st->be);
+    for (size_t i = 0; i < st->n_events; i++)
+        clReleaseEvent(st->events[i]);
+    st->n_events = 0;
+}
+
 static int allocate(run_state *st)
 {
     rb_cl_backend *be = st->be;
@@ -652,11 +663,7 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
     unwrap(&st); /* after clFinish, or settle() below */
 
     if (rc) {
-        if (be->queue)
-            settle(be);
-        for (size_t i = 0; i < st.n_events; i++)
-            clReleaseEvent(st.events[i]);
-        st.n_events = 0;
+        abandon(&st);
         if (rc != RB_EINPUT) {
             be->boxes_valid = 0;
             be->nodes_valid = 0;
@@ -818,11 +825,7 @@ int rb_cl_run_visibility(rb_backend *self, rb_context *ctx,
         rc = drain_events(&st);
     unwrap(&st); /* after clFinish, or settle() below */
     if (rc) {
-        if (be->queue)
-            settle(be);
-        for (size_t i = 0; i < st.n_events; i++)
-            clReleaseEvent(st.events[i]);
-        st.n_events = 0;
+        abandon(&st);
         be->boxes_valid = 0;
         be->nodes_valid = 0;
         if (rc == RB_EDEVMEM)
