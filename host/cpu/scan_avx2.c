@@ -183,31 +183,59 @@ static inline __m256i blend_i(__m256i a, __m256i b, __m256 mask)
                                                 _mm256_castsi256_ps(b), mask));
 }
 
-/* One pass over an input register: its magnitude bits feed both the
- * finiteness check (an integer max: NaN and inf have the largest
- * magnitudes as integers, and integer max does not lose NaNs the way
- * maxps does) and the R7 flush (magnitude below FLT_MIN's bits keeps only
- * the sign). */
+/* The fast path's input check, two integer ops an input on top of the
+ * magnitude: the largest magnitude says whether every input is finite (NaN
+ * and inf have the largest magnitudes as integers, and an integer max does
+ * not lose NaNs the way maxps does), and the smallest of magnitude - 1,
+ * unsigned, says whether some input is subnormal (zero wraps to the
+ * largest value). A block with a subnormal is left to the scalar path, so
+ * the fast path never needs the R7 flush: with no subnormal input it
+ * changes nothing. */
 typedef struct in8 {
-    __m256i max_mag; /* running max of magnitude bits */
+    __m256i max_mag;       /* running max of magnitude bits */
+    __m256i min_mag_less1; /* running unsigned min of magnitude bits - 1 */
 } in8;
 
+static inline __m256i note_normal(in8 *acc, __m256 x)
+{
+    __m256i mag = _mm256_and_si256(_mm256_castps_si256(x),
+                                   _mm256_set1_epi32(0x7fffffff));
+    acc->min_mag_less1 = _mm256_min_epu32(
+        acc->min_mag_less1, _mm256_sub_epi32(mag, _mm256_set1_epi32(1)));
+    return mag;
+}
+
+/* Notes x as an input that must be finite and not subnormal; returns x. */
 static inline __m256 take8(in8 *acc, __m256 x)
 {
-    const __m256i mag_mask = _mm256_set1_epi32(0x7fffffff);
-    const __m256i min_normal = _mm256_set1_epi32(0x00800000);
-    __m256i bits = _mm256_castps_si256(x);
-    __m256i mag = _mm256_and_si256(bits, mag_mask);
-    acc->max_mag = _mm256_max_epi32(acc->max_mag, mag);
-    __m256i tiny = _mm256_cmpgt_epi32(min_normal, mag);
-    return _mm256_castsi256_ps(
-        _mm256_andnot_si256(_mm256_and_si256(tiny, mag_mask), bits));
+    acc->max_mag = _mm256_max_epi32(acc->max_mag, note_normal(acc, x));
+    return x;
+}
+
+/* Lanes whose inputs are none subnormal: unsigned magnitude - 1 >=
+ * 0x7fffff, that is no magnitude in [1, 0x7fffff]. */
+static inline __m256 in8_no_subnormal(const in8 *acc)
+{
+    __m256i limit = _mm256_set1_epi32(0x007fffff);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(
+        _mm256_max_epu32(acc->min_mag_less1, limit), acc->min_mag_less1));
+}
+
+/* Lanes whose inputs are all finite and none subnormal. */
+static inline __m256 in8_ok(const in8 *acc)
+{
+    __m256i finite = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x7f800000),
+                                        acc->max_mag);
+    return _mm256_and_ps(in8_no_subnormal(acc), _mm256_castsi256_ps(finite));
 }
 
 /* Validates, computes and stores pairs i..i+7; returns 0 if some element
  * is invalid (nothing is stored then). */
-static inline int pairs8(const rb_ray *rays, const rb_box *boxes, size_t i,
-                         rb_hit *out, int stream)
+/* always_inline: as a call, with `stream` a run-time argument, GCC kept it
+ * out of line. */
+static inline __attribute__((always_inline)) int
+pairs8(const rb_ray *rays, const rb_box *boxes, size_t i, rb_hit *out,
+       int stream)
 {
     /* Rays first, boxes second: 16 ymm registers do not hold both
      * transposes at once. */
@@ -215,20 +243,17 @@ static inline int pairs8(const rb_ray *rays, const rb_box *boxes, size_t i,
     for (int k = 0; k < 8; k++)
         r[k] = _mm256_loadu_ps(&rays[i + k].origin[0]);
     transpose8(r); /* ox oy oz dx dy dz tmin tmax */
-    in8 acc = {_mm256_setzero_si256()};
+    in8 acc = {_mm256_setzero_si256(), _mm256_set1_epi32(-1)};
     __m256 o[3], inv[3], lo[3], hi[3];
     for (int a = 0; a < 3; a++) {
         o[a] = take8(&acc, r[a]);
         inv[a] = _mm256_div_ps(_mm256_set1_ps(1.0f), take8(&acc, r[3 + a]));
     }
     __m256 tmin = take8(&acc, r[6]);
-    /* tmax may be +inf: checked on its own (not NaN, not -inf). */
+    /* tmax may be +inf: only NaN and -inf are refused. */
     __m256 tmax = r[7];
+    (void)note_normal(&acc, tmax);
     __m256 ok = _mm256_cmp_ps(tmax, _mm256_set1_ps(-INFINITY), _CMP_GT_OQ);
-    {
-        in8 tacc = {_mm256_setzero_si256()};
-        tmax = take8(&tacc, tmax);
-    }
     ok = _mm256_and_ps(ok, _mm256_cmp_ps(tmin, tmax, _CMP_LE_OQ));
 
     for (int k = 0; k < 8; k++)
@@ -239,8 +264,7 @@ static inline int pairs8(const rb_ray *rays, const rb_box *boxes, size_t i,
         hi[a] = take8(&acc, b[3 + a]);
         ok = _mm256_and_ps(ok, _mm256_cmp_ps(lo[a], hi[a], _CMP_LE_OQ));
     }
-    ok = _mm256_and_ps(ok, _mm256_castsi256_ps(_mm256_cmpgt_epi32(
-                               _mm256_set1_epi32(0x7f800000), acc.max_mag)));
+    ok = _mm256_and_ps(ok, in8_ok(&acc));
     if (_mm256_movemask_ps(ok) != 0xff)
         return 0;
 
