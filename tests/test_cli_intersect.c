@@ -4,7 +4,8 @@
  * server's codec (rbb_result_header, rbb_result_layout), for nearest, any
  * and count, from .npy rays of 8 numbers and of 6 (with --tmin/--tmax)
  * and from a binary request, against a .npy scene and a JSON scene with
- * spheres (nearest then carries kinds, version 2); chunks smaller than
+ * spheres (nearest then carries kinds, version 2), with --normals (they
+ * follow, version 2) and without; chunks smaller than
  * the file change nothing; shards written in any order into one file
  * equal one run, a shard run again changes nothing; and bad files exit 2
  * with one line naming the file and the offending ray or byte. RAYBOX_CLI
@@ -30,18 +31,22 @@ static rb_box boxes[NB];
 static rb_ray rays[NR];
 static rb_sphere spheres[2] = {{{8, 8, 2}, 3}, {{2, 12, 1}, 1.5f}};
 
-/* A binary intersect request (version 1, 3D, RANGES) of the rays alone,
- * with the given mode and box count. */
-static void write_request(const char *name, rb_mode mode, uint64_t n_boxes)
+/* A binary intersect request (3D, RANGES) of the rays alone, with the
+ * given mode and box count: version 1, or with `normals` version 2 with
+ * the NORMALS flag (its shape counts, bytes 64-95, all 0). */
+static void write_request(const char *name, rb_mode mode, uint64_t n_boxes,
+                          int normals)
 {
-    size_t n = 64 + sizeof rays;
-    unsigned char *b = malloc(n);
-    rbb_header h = {.version = 1, .header_size = 64,
+    size_t hs = normals ? 96 : 64, n = hs + sizeof rays;
+    unsigned char *b = calloc(1, n);
+    rbb_header h = {.version = normals ? 2 : 1, .header_size = (uint16_t)hs,
                     .kind = RBB_KIND_INTERSECT, .mode = (uint8_t)mode,
-                    .dims = 3, .flags = RBB_FLAG_RANGES, .n_rays = NR,
-                    .n_boxes = n_boxes};
+                    .dims = 3,
+                    .flags = RBB_FLAG_RANGES |
+                             (normals ? RBB_FLAG_NORMALS : 0),
+                    .n_rays = NR, .n_boxes = n_boxes};
     rbb_header_encode(&h, b);
-    memcpy(b + 64, rays, sizeof rays);
+    memcpy(b + hs, rays, sizeof rays);
     rbt_scratch_write(name, b, n);
     free(b);
 }
@@ -77,7 +82,8 @@ static void setup(void)
         memcpy(six + 6 * i, &rays[i], 6 * sizeof *six);
     rbt_scratch_npy("rays6.npy", six, NR, 6);
     free(six);
-    write_request("any.rbox", RB_MODE_ANY, 0);
+    write_request("any.rbox", RB_MODE_ANY, 0, 0);
+    write_request("normals.rbox", RB_MODE_NEAREST, 0, 1);
     /* a JSON scene of the first 100 boxes and two spheres, %.9g: float32
      * round trips */
     char *json = malloc(100 * 120 + 256);
@@ -97,7 +103,7 @@ static void teardown(void)
  * the server's codec writes (without run-dependent fields): rays r, the
  * boxes (n_boxes of them) and, when with_spheres, the two spheres. */
 static unsigned char *expected(rb_mode mode, const rb_ray *r, size_t n_boxes,
-                               int with_spheres, size_t *n)
+                               int with_spheres, int normals, size_t *n)
 {
     rb_context *ctx = rbt_context(RBT_CPU);
     rb_scene *scene = NULL;
@@ -111,16 +117,19 @@ static unsigned char *expected(rb_mode mode, const rb_ray *r, size_t n_boxes,
     static rb_hit hits[NR];
     static uint8_t any[NR], kinds[NR];
     static uint32_t counts[NR];
+    static float norm[3 * NR];
     rb_results res = {.hits = hits, .any = any, .counts = counts,
-                      .kinds = with_spheres ? kinds : NULL, .capacity = NR};
+                      .kinds = with_spheres ? kinds : NULL,
+                      .normals = normals ? norm : NULL, .capacity = NR};
     rb_query q = {.mode = mode, .dims = 3, .rays = r, .n_rays = NR,
-                  .scene = scene};
+                  .scene = scene, .outputs = normals ? RB_OUTPUT_NORMAL : 0};
     ck_assert_int_eq(rb_intersect(ctx, &q, &res), RB_OK);
-    rbb_result_info info = {.version = with_spheres && mode == RB_MODE_NEAREST
-                                           ? RBB_VERSION_2 : RBB_VERSION,
+    int v2 = (with_spheres || normals) && mode == RB_MODE_NEAREST;
+    rbb_result_info info = {.version = v2 ? RBB_VERSION_2 : RBB_VERSION,
                             .mode = mode, .dims = 3, .n_rays = NR,
-                            .has_kinds = with_spheres};
-    unsigned char *b = malloc(RBB_HEADER_MAX + NR * 17);
+                            .has_kinds = with_spheres,
+                            .has_normals = normals};
+    unsigned char *b = malloc(RBB_HEADER_MAX + NR * 29);
     size_t at = rbb_result_header(&info, b);
     const void *part[RBB_PARTS_MAX];
     size_t bytes[RBB_PARTS_MAX];
@@ -143,7 +152,7 @@ START_TEST(test_answers_equal_the_library)
                                      RB_MODE_COUNT};
     for (int k = 0; k < 3; k++) {
         size_t n;
-        unsigned char *want = expected(modes[k], rays, NB, 0, &n);
+        unsigned char *want = expected(modes[k], rays, NB, 0, 0, &n);
         char args[256];
         snprintf(args, sizeof args, "intersect --rays rays8.npy --scene "
                  "city.npy -o %s.bin --mode %s --chunk 100 --backend cpu",
@@ -163,7 +172,7 @@ START_TEST(test_answers_equal_the_library)
         ranged[i].tmax = 3;
     }
     size_t n;
-    unsigned char *want = expected(RB_MODE_COUNT, ranged, NB, 0, &n);
+    unsigned char *want = expected(RB_MODE_COUNT, ranged, NB, 0, 0, &n);
     ck_assert_int_eq(run("intersect --rays rays6.npy --scene city.npy -o "
                          "six.bin --mode count --tmin 0.5 --tmax 3 --quiet",
                          err, sizeof err), 0);
@@ -171,22 +180,39 @@ START_TEST(test_answers_equal_the_library)
     rbt_scratch_expect("six.bin", want, n, "6-number rays");
     free(want);
     /* a binary request: its mode (any) is the job's */
-    want = expected(RB_MODE_ANY, rays, NB, 0, &n);
+    want = expected(RB_MODE_ANY, rays, NB, 0, 0, &n);
     ck_assert_int_eq(run("intersect --rays any.rbox --scene city.npy -o "
                          "req.bin --quiet", err, sizeof err), 0);
     rbt_scratch_expect("req.bin", want, n, "a binary request");
     free(want);
     /* spheres: nearest carries kinds (version 2) */
-    want = expected(RB_MODE_NEAREST, rays, 100, 1, &n);
+    want = expected(RB_MODE_NEAREST, rays, 100, 1, 0, &n);
     ck_assert_int_eq(run("intersect --rays rays8.npy --scene shapes.json -o "
                          "kinds.bin --chunk 333 --quiet", err, sizeof err),
                      0);
     rbt_scratch_expect("kinds.bin", want, n, "a scene with spheres");
     free(want);
+    /* --normals: kinds, then normals, in each chunk's place */
+    want = expected(RB_MODE_NEAREST, rays, 100, 1, 1, &n);
+    ck_assert_int_eq(run("intersect --rays rays8.npy --scene shapes.json -o "
+                         "normals.bin --normals --chunk 333 --quiet", err,
+                         sizeof err), 0);
+    rbt_scratch_expect("normals.bin", want, n, "normals with spheres");
+    free(want);
+    want = expected(RB_MODE_NEAREST, rays, NB, 0, 1, &n);
+    ck_assert_int_eq(run("intersect --rays rays8.npy --scene city.npy -o "
+                         "box_normals.bin --normals --quiet", err,
+                         sizeof err), 0);
+    rbt_scratch_expect("box_normals.bin", want, n, "normals of boxes");
+    ck_assert_int_eq(run("intersect --rays normals.rbox --scene city.npy -o "
+                         "req_normals.bin --quiet", err, sizeof err), 0);
+    rbt_scratch_expect("req_normals.bin", want, n, "a request's NORMALS");
+    free(want);
+
     rb_context *cl = rbt_context(RBT_OPENCL);
     if (cl) {
         rb_context_destroy(cl);
-        want = expected(RB_MODE_NEAREST, rays, NB, 0, &n);
+        want = expected(RB_MODE_NEAREST, rays, NB, 0, 0, &n);
         ck_assert_int_eq(run("intersect --rays rays8.npy --scene city.npy "
                              "-o cl.bin --backend opencl --quiet",
                              err, sizeof err), 0);
@@ -202,7 +228,7 @@ START_TEST(test_shards)
     setup();
     char err[1024];
     size_t n;
-    unsigned char *want = expected(RB_MODE_NEAREST, rays, NB, 0, &n);
+    unsigned char *want = expected(RB_MODE_NEAREST, rays, NB, 0, 0, &n);
     static const int order[5] = {3, 0, 4, 2, 1};
     for (int k = 0; k < 5; k++) {
         char args[256];
@@ -256,12 +282,20 @@ START_TEST(test_bad_files)
              "ray 5", at, at + NR * 32, at + 5 * 32 + 7);
     expect_error("intersect --rays cut.npy --scene city.npy -o x.bin", 2,
                  text);
-    write_request("boxes.rbox", RB_MODE_NEAREST, 3);
+    write_request("boxes.rbox", RB_MODE_NEAREST, 3, 0);
     expect_error("intersect --rays boxes.rbox --scene city.npy -o x.bin", 2,
                  "rays 'boxes.rbox': byte 24: the request carries elements");
-    write_request("pairs.rbox", RB_MODE_PAIRS, 0);
+    write_request("pairs.rbox", RB_MODE_PAIRS, 0, 0);
     expect_error("intersect --rays pairs.rbox --scene city.npy -o x.bin", 2,
                  "rays 'pairs.rbox': byte 9: mode pairs is not one of");
+    expect_error("intersect --rays rays8.npy --scene city.npy -o x.bin "
+                 "--normals --mode count", 2,
+                 "--normals: normals are answered in nearest mode only, not "
+                 "count");
+    write_request("any_normals.rbox", RB_MODE_ANY, 0, 1);
+    expect_error("intersect --rays any_normals.rbox --scene city.npy -o "
+                 "x.bin", 2, "any_normals.rbox: normals are answered in "
+                 "nearest mode only, not any");
     rbt_scratch_write("text.txt", "hello, world", 12);
     expect_error("intersect --rays text.txt --scene city.npy -o x.bin", 2,
                  "rays 'text.txt': neither a .npy file nor a binary request");

@@ -66,7 +66,8 @@ static const char usage_isect[] =
     "layout (docs/binary-format.md): a header (\"RBOX\", kind 129, the mode,\n"
     "the ray count at byte 16), then per ray a 16-byte hit (nearest;\n"
     "followed by a u8 kind per ray, in a 96-byte version 2 header, when\n"
-    "the scene has elements beyond boxes), a u8 (any) or a u32 (count).\n"
+    "the scene has elements beyond boxes, and by 3 f32 normals per ray\n"
+    "with --normals), a u8 (any) or a u32 (count).\n"
     "\n"
     "  RAYS   a .npy float32 (N, 6) (origin, direction) or (N, 8) (then\n"
     "         tmin, tmax), or a binary intersect request (\"RBOX\", kind 1,\n"
@@ -80,6 +81,8 @@ static const char usage_isect[] =
     "                             truncated: shards share it)\n"
     "  --mode nearest|any|count   (default: the request's, else nearest)\n"
     "  --tmin T, --tmax T         the range of 6-number rays (0, +inf)\n"
+    "  --normals                  nearest: the unit world normal at each\n"
+    "                             hit too (NaN x 3 where there is none)\n"
     "%s"
     "  --chunk N                  rays read and answered at once (1048576)\n"
     "  --backend auto|cpu|opencl  backend (default auto)\n"
@@ -152,6 +155,10 @@ int batch_parse(batch_cmd cmd, int argc, char **argv, int allow_shard,
         }
         if (!strcmp(a, "--quiet")) {
             o->quiet = 1;
+            continue;
+        }
+        if (!vis && !strcmp(a, "--normals")) {
+            o->normals = 1;
             continue;
         }
         if (!v) /* every other option takes a value */
@@ -479,9 +486,12 @@ int batch_rays_open(const char *path, batch_rays *r)
         /* pairs and all: refused when the job starts, unless --mode */
         if (!bad && h.dims != 3)
             bad = "dims is not 3 (batch jobs take 3D rays)", at = 10;
-        else if (!bad && (h.flags & ~RBB_FLAG_RANGES))
-            bad = "flags other than RANGES (camera, normals, quaternions) "
-                  "are not taken by batch jobs", at = 11;
+        else if (!bad && (h.flags & ~(RBB_FLAG_RANGES | RBB_FLAG_NORMALS)))
+            bad = "flags other than RANGES and NORMALS (camera, "
+                  "quaternions) are not taken by batch jobs", at = 11;
+        else if (!bad && (h.flags & RBB_FLAG_NORMALS) &&
+                 h.version != RBB_VERSION_2)
+            bad = "NORMALS is a version 2 flag", at = 11;
         else if (!bad && (h.n_boxes || h.n_obbs || h.n_xboxes ||
                           h.n_spheres || h.n_planes))
             bad = "the request carries elements: give the scene with "
@@ -519,6 +529,7 @@ int batch_rays_open(const char *path, batch_rays *r)
             r->mode = (rb_mode)h.mode;
             r->tmin = h.tmin;
             r->tmax = h.tmax;
+            r->normals = (h.flags & RBB_FLAG_NORMALS) != 0;
         }
     } else {
         fprintf(ERR, "%s: rays '%s': neither a .npy file nor a binary "
@@ -607,29 +618,35 @@ void batch_vis_layout(uint64_t n, uint64_t m, float tmin, float tmax,
                     .tmax = tmax};
     l->header_len = rbb_header_encode(&h, l->header);
     l->n = n;
-    l->parts = 1;
-    l->part_at[0] = l->header_len;
-    l->item_bytes[0] = (size_t)((m + 7) / 8);
-    l->size = l->header_len + n * l->item_bytes[0];
+    l->part_at[BATCH_ANSWERS] = l->header_len;
+    l->item_bytes[BATCH_ANSWERS] = (size_t)((m + 7) / 8);
+    l->size = l->header_len + n * l->item_bytes[BATCH_ANSWERS];
 }
 
-void batch_isect_layout(uint64_t n, rb_mode mode, int kinds, batch_layout *l)
+void batch_isect_layout(uint64_t n, rb_mode mode, int kinds, int normals,
+                        batch_layout *l)
 {
     memset(l, 0, sizeof *l);
     int hits = mode == RB_MODE_NEAREST;
-    rbb_result_info info = {.version = hits && kinds ? RBB_VERSION_2
-                                                     : RBB_VERSION,
+    kinds = hits && kinds;
+    normals = hits && normals;
+    rbb_result_info info = {.version = kinds || normals ? RBB_VERSION_2
+                                                        : RBB_VERSION,
                             .mode = mode, .dims = 3, .n_rays = (size_t)n,
-                            .has_kinds = hits && kinds};
+                            .has_kinds = kinds, .has_normals = normals};
     l->header_len = rbb_result_header(&info, l->header);
     l->n = n;
-    l->parts = info.has_kinds ? 2 : 1;
-    l->part_at[0] = l->header_len;
-    l->item_bytes[0] = hits ? sizeof(rb_hit)
-                       : mode == RB_MODE_ANY ? 1 : sizeof(uint32_t);
-    l->part_at[1] = l->part_at[0] + n * l->item_bytes[0];
-    l->item_bytes[1] = info.has_kinds ? 1 : 0;
-    l->size = l->part_at[1] + n * l->item_bytes[1];
+    l->item_bytes[BATCH_ANSWERS] = hits ? sizeof(rb_hit)
+                                   : mode == RB_MODE_ANY ? 1
+                                                         : sizeof(uint32_t);
+    l->item_bytes[BATCH_KINDS] = kinds ? 1 : 0;
+    l->item_bytes[BATCH_NORMALS] = normals ? 3 * sizeof(float) : 0;
+    uint64_t at = l->header_len;
+    for (int p = 0; p < BATCH_PARTS; p++) {
+        l->part_at[p] = at;
+        at += n * l->item_bytes[p];
+    }
+    l->size = at;
 }
 
 uint64_t batch_layout_at(const batch_layout *l, int part, uint64_t i)
@@ -723,7 +740,7 @@ int batch_vis_run(const batch_opts *o, rb_context *ctx, const rb_scene *scene,
                   const batch_layout *l, uint64_t first, uint64_t end,
                   batch_out *out, int show)
 {
-    size_t stride = l->item_bytes[0];
+    size_t stride = l->item_bytes[BATCH_ANSWERS];
     size_t slice = m ? (size_t)(SLICE_PAIRS / m) : (size_t)(end - first);
     if (slice < 1)
         slice = 1;
@@ -776,14 +793,21 @@ int batch_vis_run(const batch_opts *o, rb_context *ctx, const rb_scene *scene,
 }
 
 int batch_isect_mode(const batch_opts *o, const batch_rays *r,
-                     rb_mode *mode)
+                     rb_mode *mode, int *normals)
 {
     *mode = o->has_mode || !r->has_mode ? o->mode : r->mode;
+    *normals = o->normals || r->normals;
     if (*mode != RB_MODE_NEAREST && *mode != RB_MODE_ANY &&
         *mode != RB_MODE_COUNT) {
         fprintf(ERR, "%s: rays '%s': byte 9: mode %s is not one of "
                         "nearest, any or count (give --mode)\n", batch_prog,
                 r->path, rb_mode_name(*mode));
+        return 2;
+    }
+    if (*normals && *mode != RB_MODE_NEAREST) {
+        fprintf(ERR, "%s: %s: normals are answered in nearest mode only, "
+                        "not %s\n", batch_prog,
+                o->normals ? "--normals" : r->path, rb_mode_name(*mode));
         return 2;
     }
     return 0;
@@ -802,7 +826,8 @@ int batch_isect_run(const batch_opts *o, rb_context *ctx,
                     batch_out *out, int show)
 {
     rb_mode mode;
-    if (batch_isect_mode(o, r, &mode))
+    int normals;
+    if (batch_isect_mode(o, r, &mode, &normals))
         return 2;
     float tmin = o->has_tmin || !r->has_mode ? o->tmin : r->tmin;
     float tmax = o->has_tmax || !r->has_mode ? o->tmax : r->tmax;
@@ -811,11 +836,16 @@ int batch_isect_run(const batch_opts *o, rb_context *ctx,
         chunk = (size_t)(end - first) ? (size_t)(end - first) : 1;
     float *raw = r->floats == 6 ? malloc(chunk * 6 * sizeof(float)) : NULL;
     rb_ray *rays = malloc(chunk * sizeof *rays);
-    void *res = malloc(chunk * l->item_bytes[0]);
-    uint8_t *kinds = l->parts > 1 ? malloc(chunk) : NULL;
+    void *res = malloc(chunk * l->item_bytes[BATCH_ANSWERS]);
+    /* the parts after the answers, when the layout has them */
+    void *extra[BATCH_PARTS] = {res};
+    int missing = !res;
+    for (int part = BATCH_KINDS; part < BATCH_PARTS; part++)
+        if (l->item_bytes[part] &&
+            !(extra[part] = malloc(chunk * l->item_bytes[part])))
+            missing = 1;
     int rc = 0;
-    if ((r->floats == 6 && !raw) || !rays || !res ||
-        (l->parts > 1 && !kinds)) {
+    if ((r->floats == 6 && !raw) || !rays || missing) {
         fprintf(ERR, "%s: out of memory for chunks of %zu rays\n",
                 batch_prog, chunk);
         rc = 1;
@@ -829,8 +859,10 @@ int batch_isect_run(const batch_opts *o, rb_context *ctx,
         if ((rc = rays_read(r, i, k, tmin, tmax, raw, rays)))
             break;
         rb_query q = {.mode = mode, .dims = 3, .rays = rays, .n_rays = k,
-                      .scene = scene};
-        rb_results out_r = {.capacity = k, .kinds = kinds};
+                      .scene = scene,
+                      .outputs = normals ? RB_OUTPUT_NORMAL : 0};
+        rb_results out_r = {.capacity = k, .kinds = extra[BATCH_KINDS],
+                            .normals = extra[BATCH_NORMALS]};
         if (mode == RB_MODE_NEAREST)
             out_r.hits = res;
         else if (mode == RB_MODE_ANY)
@@ -851,19 +883,21 @@ int batch_isect_run(const batch_opts *o, rb_context *ctx,
                 fprintf(ERR, "%s: %s\n", batch_prog, e->message);
             }
             rc = st == RB_EINPUT ? 2 : 1;
-        } else if (out->write_at(out->user, res, k * l->item_bytes[0],
-                                 batch_layout_at(l, 0, i)) ||
-                   (kinds && out->write_at(out->user, kinds, k,
-                                           batch_layout_at(l, 1, i)))) {
-            rc = write_failed(out);
-        } else if (i + k < end) {
-            progress_line(&p, i + k - first, i + k - first, 0);
+        } else {
+            for (int part = 0; part < BATCH_PARTS && !rc; part++)
+                if (l->item_bytes[part] &&
+                    out->write_at(out->user, extra[part],
+                                  k * l->item_bytes[part],
+                                  batch_layout_at(l, part, i)))
+                    rc = write_failed(out);
         }
+        if (!rc && i + k < end)
+            progress_line(&p, i + k - first, i + k - first, 0);
     }
     free(raw);
     free(rays);
-    free(res);
-    free(kinds);
+    for (int part = 0; part < BATCH_PARTS; part++)
+        free(extra[part]);
     if (!rc)
         progress_line(&p, end - first, end - first, 1);
     return rc;

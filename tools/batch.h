@@ -47,6 +47,7 @@ typedef struct batch_opts {
     int has_tmin, has_tmax;
     rb_mode mode; /* intersect: nearest, any or count */
     int has_mode;
+    int normals;  /* intersect: --normals (nearest answers carry them) */
     unsigned shard, shards;
     int has_shard;
     size_t chunk; /* intersect: rays read and answered at once */
@@ -96,6 +97,7 @@ typedef struct batch_rays {
     int has_mode;     /* a binary request: its mode, tmin, tmax */
     rb_mode mode;
     float tmin, tmax;
+    int normals;      /* a binary request with the NORMALS flag */
 } batch_rays;
 
 /* Opens and checks the file's header and size. */
@@ -105,13 +107,17 @@ void batch_rays_close(batch_rays *r);
 /* ------------------------------------------------------------------------
  * The answer file.
  */
+enum { BATCH_ANSWERS, BATCH_KINDS, BATCH_NORMALS, BATCH_PARTS };
+
 typedef struct batch_layout {
     uint8_t header[RBB_HEADER_MAX];
     size_t header_len;
     uint64_t n;          /* items: observers or rays */
-    int parts;           /* arrays after the header, 1 or 2 */
-    uint64_t part_at[2]; /* byte where each starts */
-    size_t item_bytes[2];
+    /* Arrays after the header: BATCH_ANSWERS, then in a version 2 nearest
+     * answer BATCH_KINDS and BATCH_NORMALS when present (item_bytes 0:
+     * absent). */
+    uint64_t part_at[BATCH_PARTS]; /* byte where each starts */
+    size_t item_bytes[BATCH_PARTS];
     uint64_t size;       /* the whole file */
 } batch_layout;
 
@@ -119,9 +125,9 @@ typedef struct batch_layout {
 void batch_vis_layout(uint64_t n, uint64_t m, float tmin, float tmax,
                       batch_layout *l);
 /* Intersect: kind 129 with the mode's records (nearest: 16-byte rb_hit,
- * then, with kinds, a u8 kind per ray in a version 2 answer; any: u8;
- * count: u32). */
-void batch_isect_layout(uint64_t n, rb_mode mode, int kinds,
+ * then, in a version 2 answer, with kinds a u8 kind per ray and with
+ * normals 3 f32 per ray; any: u8; count: u32). */
+void batch_isect_layout(uint64_t n, rb_mode mode, int kinds, int normals,
                         batch_layout *l);
 /* Byte of item i's record in part p. */
 uint64_t batch_layout_at(const batch_layout *l, int part, uint64_t i);
@@ -157,9 +163,11 @@ int batch_isect_run(const batch_opts *o, rb_context *ctx,
                     batch_out *out, int progress);
 
 /* The mode of an intersect job: the option's, else the binary request's,
- * else nearest; 2 (printed) when it is not nearest, any or count. */
+ * else nearest; 2 (printed) when it is not nearest, any or count. Normals
+ * (--normals or the request's NORMALS flag): *normals 1, and 2 (printed)
+ * unless the mode is nearest. */
 int batch_isect_mode(const batch_opts *o, const batch_rays *r,
-                     rb_mode *mode);
+                     rb_mode *mode, int *normals);
 /* Whether a scene has elements beyond boxes (nearest answers then carry
  * kinds). */
 int batch_scene_has_kinds(const rb_scene *scene);

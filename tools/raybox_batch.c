@@ -110,10 +110,12 @@ int cmd_intersect_files(int argc, char **argv)
         (rc = load_scene(ctx, o.scene, &scene)))
         goto done;
     rb_mode mode;
-    if ((rc = batch_isect_mode(&o, &rays, &mode)))
+    int normals;
+    if ((rc = batch_isect_mode(&o, &rays, &mode, &normals)))
         goto done;
     batch_layout l;
-    batch_isect_layout(rays.n, mode, batch_scene_has_kinds(scene), &l);
+    batch_isect_layout(rays.n, mode, batch_scene_has_kinds(scene), normals,
+                       &l);
     uint64_t first, end;
     int fd;
     if ((rc = open_shard(&o, &l, &first, &end, &fd)))

@@ -281,9 +281,10 @@ static int run_intersect(const batch_opts *o, rb_context *ctx)
     rb_scene *scene = NULL;
     batch_rays rays;
     rb_mode mode = RB_MODE_NEAREST;
+    int normals = 0;
     int rc = batch_rays_open(o->rays, &rays);
     if (!rc)
-        rc = batch_isect_mode(o, &rays, &mode);
+        rc = batch_isect_mode(o, &rays, &mode, &normals);
     /* every rank joins the broadcast, whatever it found */
     int got = bcast_file(o->scene, "scene", &buf, &len);
     if (!rc)
@@ -294,7 +295,8 @@ static int run_intersect(const batch_opts *o, rb_context *ctx)
     if ((rc = worst(rc)))
         goto done;
     batch_layout l;
-    batch_isect_layout(rays.n, mode, batch_scene_has_kinds(scene), &l);
+    batch_isect_layout(rays.n, mode, batch_scene_has_kinds(scene), normals,
+                       &l);
     uint64_t first, end;
     batch_slice(l.n, (unsigned)rank, (unsigned)size, &first, &end);
     mpi_out mo;
