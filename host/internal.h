@@ -232,6 +232,9 @@ typedef struct rb_shapeset {
     struct rb_bvh *tree;
     rb_boxset bounds;
     float widen, reach;
+    /* The tree's box slots are already widened for origins with |o|_inf
+     * up to cover. */
+    float cover;
 } rb_shapeset;
 
 static inline size_t rb_shapeset_size(const rb_shapeset *s)
@@ -271,15 +274,26 @@ void rb_shapeset_free(const rb_allocator *alloc, rb_shapeset *set);
 int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set);
 void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set);
 /* Walks of set->tree, answers as the scans over the lboxes and balls
- * would give them. nearest improves (*best_t, *best_id) by (t_enter, id)
- * and sets *best_j to the winner's shape index; all inserts into list
- * (*stored entries, cap) and returns the hits it found. */
-void rb_shape_walk_nearest(const rb_shapeset *set, const rb_ray_raw *w,
-                           float *best_t, uint32_t *best_id, size_t *best_j);
-int rb_shape_walk_any(const rb_shapeset *set, const rb_ray_raw *w);
-uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_ray_raw *w);
-uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_ray_raw *w,
-                           rb_list_hit *list, uint32_t *stored, uint32_t cap);
+ * would give them. v is rb_shapeset_view(set), prepared once by the
+ * caller; walkers the table of rb_bvh_walk_pick() (bvh/bvh.h). nearest
+ * improves (*best_t, *best_id) by (t_enter, id) and sets *best_j to the
+ * winner's shape index; all inserts into list (*stored entries, cap) and
+ * returns the hits it found. */
+struct rb_bvh_walkers;
+void rb_shape_walk_nearest(const rb_shapeset *set, const rb_shape_view *v,
+                           const struct rb_bvh_walkers *walkers,
+                           const rb_ray_raw *w, float *best_t,
+                           uint32_t *best_id, uint32_t *best_j);
+int rb_shape_walk_any(const rb_shapeset *set, const rb_shape_view *v,
+                      const struct rb_bvh_walkers *walkers,
+                      const rb_ray_raw *w);
+uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_shape_view *v,
+                             const struct rb_bvh_walkers *walkers,
+                             const rb_ray_raw *w);
+uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_shape_view *v,
+                           const struct rb_bvh_walkers *walkers,
+                           const rb_ray_raw *w, rb_list_hit *list,
+                           uint32_t *stored, uint32_t cap);
 rb_kind rb_shapeset_kind(const rb_shapeset *s, size_t j);
 /* Why element i of that kind is invalid: field and reason; 0 if valid. */
 int rb_describe_shape(const rb_shapes *in, rb_element_kind kind, size_t i,
