@@ -128,6 +128,44 @@ static double lbox_bounds(const rb_lbox *s, double lo[3], double hi[3],
     return norm_m * norm_inv;
 }
 
+/* Copies the bounded shapes into set->leaves in the order of the tree's
+ * box slots and points each slot there (see internal.h). */
+static int order_leaves(rb_context *ctx, rb_shapeset *set, rb_bvh *tree)
+{
+    size_t n_lbox = set->n_obb + set->n_xbox, n = n_lbox + set->n_ball;
+    struct rb_shape_leaves *l = &set->leaves;
+    l->lbox = n_lbox ? rb_alloc(ctx, n_lbox * sizeof *l->lbox, 64) : NULL;
+    l->ball = set->n_ball ? rb_alloc(ctx, set->n_ball * sizeof *l->ball, 64)
+                          : NULL;
+    l->ids = rb_alloc(ctx, n * sizeof *l->ids, 64);
+    if ((n_lbox && !l->lbox) || (set->n_ball && !l->ball) || !l->ids) {
+        rb_free(ctx, l->lbox);
+        rb_free(ctx, l->ball);
+        rb_free(ctx, l->ids);
+        memset(l, 0, sizeof *l);
+        return RB_ENOMEM;
+    }
+    size_t next_lbox = 0, next_ball = n_lbox;
+    for (size_t i = 0; i < tree->n_nodes; i++) {
+        rb_bvh_node *nd = &tree->nodes[i];
+        for (unsigned k = 0; k < RB_BVH_WIDTH; k++) {
+            if (!((nd->boxes >> k) & 1))
+                continue;
+            size_t j = nd->child[k], p;
+            if (j < n_lbox) {
+                p = next_lbox++;
+                l->lbox[p] = set->lbox[j];
+            } else {
+                p = next_ball++;
+                l->ball[p - n_lbox] = set->ball[j - n_lbox];
+            }
+            l->ids[p] = rb_shapeset_id(set, j);
+            nd->child[k] = (uint32_t)p;
+        }
+    }
+    return RB_OK;
+}
+
 /* Widens every box slot of the tree by delta on each side, rounding
  * outwards, and refits the inner slots over them (see the top). */
 static void widen_slots(rb_bvh *tree, double delta)
@@ -187,9 +225,11 @@ int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
     int rc = rb_boxset_build(ctx, &set->bounds, &cap, boxes, 3, n);
     rb_free(ctx, boxes);
     if (rc == RB_OK &&
-        rb_bvh_build(ctx->pool, &ctx->alloc, &set->bounds, tree) != RB_OK)
+        (rb_bvh_build(ctx->pool, &ctx->alloc, &set->bounds, tree) != RB_OK ||
+         order_leaves(ctx, set, tree) != RB_OK))
         rc = rb_fail(ctx, RB_ENOMEM, "no memory for a shape hierarchy");
     if (rc) {
+        rb_bvh_free(tree);
         rb_free(ctx, set->bounds.data);
         set->bounds.data = NULL;
         rb_free(ctx, tree);
@@ -211,11 +251,16 @@ void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set)
         rb_free_with(alloc, set->tree);
     }
     rb_free_with(alloc, set->bounds.data);
+    rb_free_with(alloc, set->leaves.lbox);
+    rb_free_with(alloc, set->leaves.ball);
+    rb_free_with(alloc, set->leaves.ids);
     set->tree = NULL;
     set->bounds.data = NULL;
+    memset(&set->leaves, 0, sizeof set->leaves);
 }
 
 /* ---- the walk ------------------------------------------------------- */
+/* v is the tree's view (rb_shapeset_tree_view): box slots index it. */
 
 /* A ray from beyond `cover` (see the top): the tree walked here with the
  * ray's own widening on top of the built one. */

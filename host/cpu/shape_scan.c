@@ -21,6 +21,7 @@
  * cpu_backend.c; the records count because the walk reads them in tree
  * order, scattered). */
 #define ORDER_MIN_BYTES ((size_t)4 << 20)
+#define PREFETCH 8 /* rays fetched ahead in walk order */
 
 typedef struct shape_run {
     rb_mode mode;
@@ -28,6 +29,7 @@ typedef struct shape_run {
     size_t n_rays;
     const rb_shapeset *set;
     rb_shape_view view;
+    rb_shape_view tree_view; /* the tree's records (internal.h) */
     const rb_bvh_walkers *walk;
     const uint32_t *order; /* NULL: input order */
     uint32_t max_hits;
@@ -55,17 +57,18 @@ static void nearest(const shape_run *run, size_t i, const rb_ray_raw *w)
     rb_hit *out = &run->res->hits[i];
     float best_t = out->hit ? out->t_enter : INFINITY;
     uint32_t best_id = out->hit ? (uint32_t)out->box : UINT32_MAX;
-    uint32_t best_j = UINT32_MAX;
+    uint32_t best_p = UINT32_MAX; /* in tree_view */
     if (s->tree)
-        rb_shape_walk_nearest(s, &run->view, run->walk, w, &best_t, &best_id,
-                              &best_j);
+        rb_shape_walk_nearest(s, &run->tree_view, run->walk, w, &best_t,
+                              &best_id, &best_p);
     rb_u32 j = UINT32_MAX;
     rb_shape_scan_nearest(&run->view, first_scanned(run),
                       (rb_u32)rb_shapeset_size(s), w, &best_t, &best_id, &j);
-    if (j != UINT32_MAX)
-        best_j = j;
-    if (best_j != UINT32_MAX) {
-        rb_shape_full(&run->view, (rb_u32)best_j, w, out);
+    if (j != UINT32_MAX) {
+        rb_shape_full(&run->view, j, w, out);
+        out->box = (int32_t)best_id;
+    } else if (best_p != UINT32_MAX) {
+        rb_shape_full(&run->tree_view, best_p, w, out);
         out->box = (int32_t)best_id;
     }
 }
@@ -79,13 +82,14 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
     case RB_MODE_ANY:
         if (!res->any[i] && s->tree)
             res->any[i] =
-                (uint8_t)rb_shape_walk_any(s, &run->view, run->walk, w);
+                (uint8_t)rb_shape_walk_any(s, &run->tree_view, run->walk, w);
         if (!res->any[i])
             res->any[i] = (uint8_t)rb_shape_scan_any(&run->view, first, n, w);
         break;
     case RB_MODE_COUNT:
         if (s->tree)
-            res->counts[i] += rb_shape_walk_count(s, &run->view, run->walk, w);
+            res->counts[i] +=
+                rb_shape_walk_count(s, &run->tree_view, run->walk, w);
         res->counts[i] += rb_shape_scan_count(&run->view, first, n, w);
         break;
     case RB_MODE_ALL: {
@@ -94,8 +98,8 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
                                                           : run->max_hits;
         if (s->tree)
             res->counts[i] +=
-                rb_shape_walk_all(s, &run->view, run->walk, w, list, &stored,
-                                  run->max_hits);
+                rb_shape_walk_all(s, &run->tree_view, run->walk, w, list,
+                                  &stored, run->max_hits);
         res->counts[i] += rb_shape_scan_all(&run->view, first, n, w, list,
                                         &stored, run->max_hits);
         break;
@@ -120,6 +124,19 @@ static void shape_task(void *arg, size_t task, unsigned worker)
                                                      : run->n_rays;
     for (size_t k = begin; k < end; k++) {
         size_t i = run->order ? run->order[k] : k;
+        if (run->order && k + PREFETCH < end) {
+            /* In walk order, rays and answers are scattered: fetch them a
+             * few rays ahead (measured: the ray loads took ~14% of an
+             * obb or sphere walk without). */
+            size_t ahead = run->order[k + PREFETCH];
+            __builtin_prefetch(&run->rays[ahead]);
+            if (run->mode == RB_MODE_NEAREST)
+                __builtin_prefetch(&run->res->hits[ahead], 1);
+            else if (run->mode == RB_MODE_ANY)
+                __builtin_prefetch(&run->res->any[ahead], 1);
+            else
+                __builtin_prefetch(&run->res->counts[ahead], 1);
+        }
         rb_ray_raw w = raw_of(&run->rays[i]);
         switch (run->mode) {
         case RB_MODE_PAIRS: {
@@ -145,6 +162,7 @@ int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
     size_t n_rays = job->n_rays;
     shape_run run = {.mode = mode, .rays = job->rays, .n_rays = n_rays,
                      .set = set, .view = rb_shapeset_view(set),
+                     .tree_view = rb_shapeset_tree_view(set),
                      .walk = rb_bvh_walk_pick(),
                      .max_hits = job->max_hits, .res = res, .job = job};
     atomic_init(&run.stopped, 0);
