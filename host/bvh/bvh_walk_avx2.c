@@ -51,15 +51,18 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
         _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
     __m256 xp = _mm256_min_ps(_mm256_mul_ps(x, pad), _mm256_set1_ps(limit));
     __m256 finite = _mm256_cmp_ps(e, inf, _CMP_LT_OQ);
-    unsigned maybe = (unsigned)_mm256_movemask_ps(
-        _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
-    _mm256_storeu_ps(e_out, e);
     if (!exact) { /* a shape tree: every slot is conservative */
+        unsigned maybe = (unsigned)_mm256_movemask_ps(
+            _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
+        _mm256_storeu_ps(e_out, e);
         *boxes_hit = 0;
         return maybe;
     }
     unsigned hit = (unsigned)_mm256_movemask_ps(
         _mm256_and_ps(_mm256_cmp_ps(e, xe, _CMP_LE_OQ), finite));
+    unsigned maybe = (unsigned)_mm256_movemask_ps(
+        _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
+    _mm256_storeu_ps(e_out, e);
     _mm256_storeu_ps(x_out, xe);
     *boxes_hit = hit & n->boxes;
     return maybe & ~n->boxes;
