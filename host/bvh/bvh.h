@@ -140,7 +140,7 @@ typedef struct rb_bvh_walkers {
      * the slots must already hold widened bounds. Answers as the scans of
      * kernels/exact.h over the same shapes give them. nearest improves
      * (*best_t, *best_id) by (t_enter, id) and sets *best_j to the
-     * winner's shape index; all inserts into list (*stored of cap) and
+     * winner's index in v; all inserts into list (*stored of cap) and
      * returns the hits it found. */
     void (*shape_nearest)(const rb_bvh *bvh, const rb_ray_prep *r,
                           const rb_shape_view *v, const rb_ray_raw *w,

@@ -32,7 +32,9 @@
  * node test (bvh_walk.inc, AVX2 where the processor has it) with the
  * plain slab test. A ray from farther away (rare: it would need
  * |o|_inf > 2R) walks the tree here with its own delta added on top at
- * every slot, scalar, which only widens further.
+ * every slot, scalar, which only widens further. A box slot's child is
+ * not the shape index but the index of the shape's copy in set->leaves,
+ * laid out in slot order so that a node's candidates share cache lines.
  *
  * The bound above needs the products of the tests to stay normal floats:
  * squares below ~1e-38 lose their relative precision (a sphere's a = d.d
