@@ -232,6 +232,18 @@ typedef struct rb_shapeset {
     struct rb_bvh *tree;
     rb_boxset bounds;
     float widen, reach;
+    /* The tree's box slots are already widened for origins with |o|_inf
+     * up to cover. */
+    float cover;
+    /* The bounded shapes again, in the order of the tree's slots (lboxes
+     * first, then balls), with their ids: a box slot's child indexes
+     * these, so a node's candidates lie side by side in memory. Owned
+     * with the tree; NULL without one. */
+    struct rb_shape_leaves {
+        rb_lbox *lbox;
+        rb_ball *ball;
+        uint32_t *ids;
+    } leaves;
 } rb_shapeset;
 
 static inline size_t rb_shapeset_size(const rb_shapeset *s)
@@ -258,6 +270,21 @@ static inline rb_shape_view rb_shapeset_view(const rb_shapeset *s)
     return v;
 }
 
+/* The tree's records (s->leaves) as the shape pass reads them; the
+ * bounded shapes only. */
+static inline rb_shape_view rb_shapeset_tree_view(const rb_shapeset *s)
+{
+    rb_shape_view v = {s->leaves.lbox,
+                       s->leaves.ball,
+                       NULL,
+                       s->leaves.ids,
+                       (rb_u32)(s->n_obb + s->n_xbox),
+                       (rb_u32)s->n_ball,
+                       0,
+                       0};
+    return v;
+}
+
 size_t rb_shapes_count(const rb_shapes *s);
 /* Validates (R6, R11: an invalid element returns RB_EINPUT and ctx->err
  * names it) and prepares every element of *in into *set, allocated with
@@ -271,15 +298,26 @@ void rb_shapeset_free(const rb_allocator *alloc, rb_shapeset *set);
 int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set);
 void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set);
 /* Walks of set->tree, answers as the scans over the lboxes and balls
- * would give them. nearest improves (*best_t, *best_id) by (t_enter, id)
- * and sets *best_j to the winner's shape index; all inserts into list
- * (*stored entries, cap) and returns the hits it found. */
-void rb_shape_walk_nearest(const rb_shapeset *set, const rb_ray_raw *w,
-                           float *best_t, uint32_t *best_id, size_t *best_j);
-int rb_shape_walk_any(const rb_shapeset *set, const rb_ray_raw *w);
-uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_ray_raw *w);
-uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_ray_raw *w,
-                           rb_list_hit *list, uint32_t *stored, uint32_t cap);
+ * would give them. v is rb_shapeset_tree_view(set), prepared once by the
+ * caller; walkers the table of rb_bvh_walk_pick() (bvh/bvh.h). nearest
+ * improves (*best_t, *best_id) by (t_enter, id) and sets *best_j to the
+ * winner's index in v; all inserts into list (*stored entries, cap) and
+ * returns the hits it found. */
+struct rb_bvh_walkers;
+void rb_shape_walk_nearest(const rb_shapeset *set, const rb_shape_view *v,
+                           const struct rb_bvh_walkers *walkers,
+                           const rb_ray_raw *w, float *best_t,
+                           uint32_t *best_id, uint32_t *best_j);
+int rb_shape_walk_any(const rb_shapeset *set, const rb_shape_view *v,
+                      const struct rb_bvh_walkers *walkers,
+                      const rb_ray_raw *w);
+uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_shape_view *v,
+                             const struct rb_bvh_walkers *walkers,
+                             const rb_ray_raw *w);
+uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_shape_view *v,
+                           const struct rb_bvh_walkers *walkers,
+                           const rb_ray_raw *w, rb_list_hit *list,
+                           uint32_t *stored, uint32_t cap);
 rb_kind rb_shapeset_kind(const rb_shapeset *s, size_t j);
 /* Why element i of that kind is invalid: field and reason; 0 if valid. */
 int rb_describe_shape(const rb_shapes *in, rb_element_kind kind, size_t i,

@@ -315,6 +315,7 @@ static int clone_shapes(const rb_scene *from, rb_scene *to)
     b->half = NULL;
     b->tree = NULL;
     b->bounds.data = NULL;
+    memset(&b->leaves, 0, sizeof b->leaves);
     to->shape_ids = to->box_ids = to->id_index = NULL;
     to->id_kind = NULL;
     size_t n_lbox = a->n_obb + a->n_xbox, n = rb_shapeset_size(a);
@@ -337,7 +338,13 @@ static int clone_shapes(const rb_scene *from, rb_scene *to)
         } else {
             b->tree = tree;
             bad = dup_array(to, &b->bounds.data, a->bounds.data,
-                            6 * a->bounds.stride * sizeof(float));
+                            6 * a->bounds.stride * sizeof(float)) ||
+                  dup_array(to, &b->leaves.lbox, a->leaves.lbox,
+                            n_lbox * sizeof *a->leaves.lbox) ||
+                  dup_array(to, &b->leaves.ball, a->leaves.ball,
+                            a->n_ball * sizeof *a->leaves.ball) ||
+                  dup_array(to, &b->leaves.ids, a->leaves.ids,
+                            (n_lbox + a->n_ball) * sizeof *a->leaves.ids);
         }
     }
     if (bad) {
@@ -856,6 +863,7 @@ static int append_all(rb_context *ctx, rb_scene *scene, const void *boxes,
     if (new_shapes) {
         g.shapes.tree = NULL;
         g.shapes.bounds.data = NULL;
+        memset(&g.shapes.leaves, 0, sizeof g.shapes.leaves);
         build_shape_tree(ctx, scene, &g.shapes);
         rb_shapeset_free(&scene->alloc, &scene->shapes);
         rb_free_with(&scene->alloc, scene->shape_ids);
@@ -917,7 +925,10 @@ static uint64_t shape_bytes(const rb_scene *scene)
         b += scene->n_ids * (sizeof(uint8_t) + sizeof(uint32_t));
     if (s->tree)
         b += sizeof *s->tree + rb_bvh_bytes(s->tree) +
-             6 * s->bounds.stride * sizeof(float);
+             6 * s->bounds.stride * sizeof(float) +
+             (s->n_obb + s->n_xbox) * sizeof(rb_lbox) +
+             s->n_ball * sizeof(rb_ball) +
+             (s->n_obb + s->n_xbox + s->n_ball) * sizeof(uint32_t);
     return b;
 }
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "internal.h" /* ctx->walk_order */
 #include "testutil.h"
 
 typedef struct scene {
@@ -295,6 +296,11 @@ static size_t scale(void)
     return k >= 1 ? (size_t)k : 1;
 }
 
+/* Set by test_walk_variants: compare_paths also runs the walk in ray
+ * order (ray_order.h, forced on small trees) and the portable scalar
+ * walk (RAYBOX_SIMD=scalar), against the same brute force. */
+static int variants;
+
 static void compare_paths(uint64_t seed, size_t per_kind, float span,
                           float size, float far, int rays_kind, size_t n,
                           const char *what)
@@ -307,12 +313,34 @@ static void compare_paths(uint64_t seed, size_t per_kind, float span,
     make_rays(&g, &s, rays_kind, span, far, rays, n);
     rb_context *brute = context(RB_HIERARCHY_OFF);
     rb_context *tree = context(RB_HIERARCHY_ALWAYS);
+    rb_context *ordered = NULL, *scalar = NULL;
+    if (variants) {
+        ordered = context(RB_HIERARCHY_ALWAYS);
+        ordered->walk_order = RB_WALK_ORDER_ALWAYS;
+        ck_assert_int_eq(setenv("RAYBOX_SIMD", "scalar", 1), 0);
+        scalar = context(RB_HIERARCHY_ALWAYS);
+    }
     static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
                                     RB_MODE_COUNT, RB_MODE_ALL};
     uint64_t hits = 0;
     for (int m = 0; m < 4; m++) {
         answer x, y;
         run(brute, &s, modes[m], rays, n, &x);
+        if (variants) {
+            char label[128];
+            /* The shape pass picks its walk per query: scalar while the
+             * variable is set, the best one otherwise. */
+            run(scalar, &s, modes[m], rays, n, &y);
+            snprintf(label, sizeof label, "%s (scalar walk)", what);
+            same(modes[m], &x, &y, n, label);
+            answer_free(&y);
+            ck_assert_int_eq(unsetenv("RAYBOX_SIMD"), 0);
+            run(ordered, &s, modes[m], rays, n, &y);
+            snprintf(label, sizeof label, "%s (ray order)", what);
+            same(modes[m], &x, &y, n, label);
+            answer_free(&y);
+            ck_assert_int_eq(setenv("RAYBOX_SIMD", "scalar", 1), 0);
+        }
         run(tree, &s, modes[m], rays, n, &y);
         same(modes[m], &x, &y, n, what);
         if (modes[m] == RB_MODE_COUNT)
@@ -326,6 +354,10 @@ static void compare_paths(uint64_t seed, size_t per_kind, float span,
                   (unsigned long long)hits, n);
     rb_context_destroy(brute);
     rb_context_destroy(tree);
+    rb_context_destroy(ordered);
+    rb_context_destroy(scalar);
+    if (variants)
+        ck_assert_int_eq(unsetenv("RAYBOX_SIMD"), 0);
     free(rays);
     scene_free(&s);
 }
@@ -434,6 +466,17 @@ START_TEST(test_far_origins)
 }
 END_TEST
 
+/* The walk in ray order and the scalar walk; near and far origins (the
+ * tree's own widening, and the extra widening of far rays). */
+START_TEST(test_walk_variants)
+{
+    variants = 1;
+    compare_paths(14, 200, 20, 3, 25, RAYS_EDGES, 12000, "variants near");
+    compare_paths(15, 200, 10, 2, 1e3f, RAYS_EDGES, 12000, "variants far");
+    variants = 0;
+}
+END_TEST
+
 /* The same scene scaled to huge and to tiny coordinates. */
 START_TEST(test_scales)
 {
@@ -455,6 +498,7 @@ int main(void)
     tcase_add_test(tc, test_tangent_rays);
     tcase_add_test(tc, test_far_origins);
     tcase_add_test(tc, test_scales);
+    tcase_add_test(tc, test_walk_variants);
     suite_add_tcase(s, tc);
     tc = tcase_create("opencl");
     tcase_set_timeout(tc, 600);

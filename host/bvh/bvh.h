@@ -134,6 +134,24 @@ typedef struct rb_bvh_walkers {
      * sorted. Returns the number of hits (may exceed cap). */
     uint32_t (*all)(const rb_bvh *bvh, const rb_ray_prep *r,
                     rb_list_hit *list, uint32_t cap);
+    /* The same walk over a shape tree (bvh_shapes.c): a box slot is a
+     * candidate, shape child[slot] of v, tested exactly (rb_shape_hit on
+     * the raw ray w) when the slot's plain conservative test passes, so
+     * the slots must already hold widened bounds. Answers as the scans of
+     * kernels/exact.h over the same shapes give them. nearest improves
+     * (*best_t, *best_id) by (t_enter, id) and sets *best_j to the
+     * winner's index in v; all inserts into list (*stored of cap) and
+     * returns the hits it found. */
+    void (*shape_nearest)(const rb_bvh *bvh, const rb_ray_prep *r,
+                          const rb_shape_view *v, const rb_ray_raw *w,
+                          float *best_t, uint32_t *best_id, uint32_t *best_j);
+    int (*shape_any)(const rb_bvh *bvh, const rb_ray_prep *r,
+                     const rb_shape_view *v, const rb_ray_raw *w);
+    uint32_t (*shape_count)(const rb_bvh *bvh, const rb_ray_prep *r,
+                            const rb_shape_view *v, const rb_ray_raw *w);
+    uint32_t (*shape_all)(const rb_bvh *bvh, const rb_ray_prep *r,
+                          const rb_shape_view *v, const rb_ray_raw *w,
+                          rb_list_hit *list, uint32_t *stored, uint32_t cap);
 } rb_bvh_walkers;
 
 extern const rb_bvh_walkers rb_bvh_walk_scalar;

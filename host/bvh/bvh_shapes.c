@@ -24,6 +24,18 @@
  * (RB_BVH_PAD_UP/DOWN) for their own rounding. A ray far from the scene
  * gets a wide margin and prunes less; the answers never change.
  *
+ * Widened once, at build time. delta grows with |o|, so the tree's box
+ * slots hold the world boxes widened by delta for every origin within
+ * `cover` (= 2R: every ray from inside the scene's box and some way
+ * around it), each bound rounded outwards in double, and inner slots are
+ * refitted over them. A ray from there takes the box walk's own loop and
+ * node test (bvh_walk.inc, AVX2 where the processor has it) with the
+ * plain slab test. A ray from farther away (rare: it would need
+ * |o|_inf > 2R) walks the tree here with its own delta added on top at
+ * every slot, scalar, which only widens further. A box slot's child is
+ * not the shape index but the index of the shape's copy in set->leaves,
+ * laid out in slot order so that a node's candidates share cache lines.
+ *
  * The bound above needs the products of the tests to stay normal floats:
  * squares below ~1e-38 lose their relative precision (a sphere's a = d.d
  * with |d| ~ 1e-20 is a subnormal good to ~1e-5), and above ~1e38 they
@@ -118,6 +130,62 @@ static double lbox_bounds(const rb_lbox *s, double lo[3], double hi[3],
     return norm_m * norm_inv;
 }
 
+/* Copies the bounded shapes into set->leaves in the order of the tree's
+ * box slots and points each slot there (see internal.h). */
+static int order_leaves(rb_context *ctx, rb_shapeset *set, rb_bvh *tree)
+{
+    size_t n_lbox = set->n_obb + set->n_xbox, n = n_lbox + set->n_ball;
+    struct rb_shape_leaves *l = &set->leaves;
+    l->lbox = n_lbox ? rb_alloc(ctx, n_lbox * sizeof *l->lbox, 64) : NULL;
+    l->ball = set->n_ball ? rb_alloc(ctx, set->n_ball * sizeof *l->ball, 64)
+                          : NULL;
+    l->ids = rb_alloc(ctx, n * sizeof *l->ids, 64);
+    if ((n_lbox && !l->lbox) || (set->n_ball && !l->ball) || !l->ids) {
+        rb_free(ctx, l->lbox);
+        rb_free(ctx, l->ball);
+        rb_free(ctx, l->ids);
+        memset(l, 0, sizeof *l);
+        return RB_ENOMEM;
+    }
+    size_t next_lbox = 0, next_ball = n_lbox;
+    for (size_t i = 0; i < tree->n_nodes; i++) {
+        rb_bvh_node *nd = &tree->nodes[i];
+        for (unsigned k = 0; k < RB_BVH_WIDTH; k++) {
+            if (!((nd->boxes >> k) & 1))
+                continue;
+            size_t j = nd->child[k], p;
+            if (j < n_lbox) {
+                p = next_lbox++;
+                l->lbox[p] = set->lbox[j];
+            } else {
+                p = next_ball++;
+                l->ball[p - n_lbox] = set->ball[j - n_lbox];
+            }
+            l->ids[p] = rb_shapeset_id(set, j);
+            nd->child[k] = (uint32_t)p;
+        }
+    }
+    return RB_OK;
+}
+
+/* Widens every box slot of the tree by delta on each side, rounding
+ * outwards, and refits the inner slots over them (see the top). */
+static void widen_slots(rb_bvh *tree, double delta)
+{
+    for (size_t i = 0; i < tree->n_nodes; i++) {
+        rb_bvh_node *n = &tree->nodes[i];
+        for (unsigned k = 0; k < RB_BVH_WIDTH; k++) {
+            if (!((n->boxes >> k) & 1))
+                continue;
+            for (int a = 0; a < 3; a++) {
+                n->lo[a][k] = round_down((double)n->lo[a][k] - delta);
+                n->hi[a][k] = round_up((double)n->hi[a][k] + delta);
+            }
+        }
+    }
+    rb_bvh_refit(tree);
+}
+
 int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
 {
     size_t n_lbox = set->n_obb + set->n_xbox, n = n_lbox + set->n_ball;
@@ -159,9 +227,11 @@ int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
     int rc = rb_boxset_build(ctx, &set->bounds, &cap, boxes, 3, n);
     rb_free(ctx, boxes);
     if (rc == RB_OK &&
-        rb_bvh_build(ctx->pool, &ctx->alloc, &set->bounds, tree) != RB_OK)
+        (rb_bvh_build(ctx->pool, &ctx->alloc, &set->bounds, tree) != RB_OK ||
+         order_leaves(ctx, set, tree) != RB_OK))
         rc = rb_fail(ctx, RB_ENOMEM, "no memory for a shape hierarchy");
     if (rc) {
+        rb_bvh_free(tree);
         rb_free(ctx, set->bounds.data);
         set->bounds.data = NULL;
         rb_free(ctx, tree);
@@ -170,6 +240,9 @@ int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
     set->tree = tree;
     set->widen = (float)(WIDEN_ULPS * (double)FLT_EPSILON / 2 * kappa);
     set->reach = (float)(2 * reach);
+    set->cover = set->reach;
+    widen_slots(tree, (double)set->widen * ((double)set->cover + set->reach) +
+                          WIDEN_FLOOR);
     return RB_OK;
 }
 
@@ -180,15 +253,22 @@ void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set)
         rb_free_with(alloc, set->tree);
     }
     rb_free_with(alloc, set->bounds.data);
+    rb_free_with(alloc, set->leaves.lbox);
+    rb_free_with(alloc, set->leaves.ball);
+    rb_free_with(alloc, set->leaves.ids);
     set->tree = NULL;
     set->bounds.data = NULL;
+    memset(&set->leaves, 0, sizeof set->leaves);
 }
 
 /* ---- the walk ------------------------------------------------------- */
+/* v is the tree's view (rb_shapeset_tree_view): box slots index it. */
 
+/* A ray from beyond `cover` (see the top): the tree walked here with the
+ * ray's own widening on top of the built one. */
 typedef struct sray {
     rb_ray_prep p;  /* the world ray for the node tests */
-    float delta;    /* the widening of every slot for this ray */
+    float delta;    /* the extra widening of every slot for this ray */
 } sray;
 
 /* The slots of node n that may hold a hit within [tmin, limit], widened
@@ -219,7 +299,7 @@ typedef struct swalk {
     /* nearest */
     float best_t;
     uint32_t best_id;
-    size_t best_j;
+    uint32_t best_j;
     /* any */
     int found;
     /* count, all */
@@ -229,13 +309,13 @@ typedef struct swalk {
 } swalk;
 
 /* Shape j (an lbox or a ball) against the ray; 1 when the walk can stop. */
-static int take(const rb_shapeset *set, const rb_shape_view *v, size_t j,
-                const rb_ray_raw *w, swalk *s)
+static int take(const rb_shape_view *v, rb_u32 j, const rb_ray_raw *w,
+                swalk *s)
 {
     float te, tx;
-    if (!rb_shape_hit(v, (rb_u32)j, w, &te, &tx))
+    if (!rb_shape_hit(v, j, w, &te, &tx))
         return 0;
-    uint32_t id = rb_shapeset_id(set, j);
+    uint32_t id = rb_shape_id(v, j);
     switch (s->mode) {
     case RB_MODE_NEAREST:
         if (te < s->best_t || (te == s->best_t && id < s->best_id)) {
@@ -269,25 +349,40 @@ static float max_abs3(const float *v)
     return fabsf(v[2]) > m ? fabsf(v[2]) : m;
 }
 
-static void walk(const rb_shapeset *set, const rb_ray_raw *w, swalk *s)
+/* Where a ray goes: the shared walk over the tree as built (FAST), the
+ * tree with the ray's own extra widening (WIDE), or every shape (SCAN,
+ * outside the bound's assumptions, see the top). */
+enum { ROUTE_FAST, ROUTE_WIDE, ROUTE_SCAN };
+
+static int route(const rb_shapeset *set, const rb_ray_raw *w)
+{
+    float o = max_abs3(w->o), d = max_abs3(w->d);
+    if (!(o <= TREE_REACH && d <= TREE_REACH && d >= RAY_DIR_MIN))
+        return ROUTE_SCAN;
+    return o <= set->cover ? ROUTE_FAST : ROUTE_WIDE;
+}
+
+static rb_ray_prep prep_of(const rb_ray_raw *w)
+{
+    return rb_prep_ray(w->o[0], w->o[1], w->o[2], w->d[0], w->d[1], w->d[2],
+                       w->tmin, w->tmax);
+}
+
+/* The WIDE and SCAN routes. */
+static void walk(const rb_shapeset *set, const rb_shape_view *v,
+                 const rb_ray_raw *w, int how, swalk *s)
 {
     const rb_bvh *tree = set->tree;
-    if (!tree || !tree->n_nodes)
-        return;
-    rb_shape_view v = rb_shapeset_view(set); /* once a walk, not a test */
-    float o = max_abs3(w->o), d = max_abs3(w->d);
-    if (!(o <= TREE_REACH && d <= TREE_REACH && d >= RAY_DIR_MIN)) {
-        /* Outside the bound's assumptions (see the top): every shape. */
-        size_t n = set->n_obb + set->n_xbox + set->n_ball;
-        for (size_t j = 0; j < n; j++)
-            if (take(set, &v, j, w, s))
+    if (how == ROUTE_SCAN) {
+        rb_u32 n = v->n_lbox + v->n_ball;
+        for (rb_u32 j = 0; j < n; j++)
+            if (take(v, j, w, s))
                 return;
         return;
     }
     sray r;
-    r.p = rb_prep_ray(w->o[0], w->o[1], w->o[2], w->d[0], w->d[1], w->d[2],
-                      w->tmin, w->tmax);
-    r.delta = set->widen * (o + set->reach) + WIDEN_FLOOR;
+    r.p = prep_of(w);
+    r.delta = set->widen * (max_abs3(w->o) + set->reach) + WIDEN_FLOOR;
     sentry stack[RB_BVH_STACK];
     int sp = 0;
     stack[sp].node = 0;
@@ -306,7 +401,7 @@ static void walk(const rb_shapeset *set, const rb_ray_raw *w, swalk *s)
         while (leaves) {
             unsigned k = (unsigned)__builtin_ctz(leaves);
             leaves &= leaves - 1;
-            if (take(set, &v, n->child[k], w, s))
+            if (take(v, n->child[k], w, s))
                 return;
         }
         /* Far children first onto the stack, so the nearest is next. */
@@ -327,37 +422,79 @@ static void walk(const rb_shapeset *set, const rb_ray_raw *w, swalk *s)
     }
 }
 
-void rb_shape_walk_nearest(const rb_shapeset *set, const rb_ray_raw *w,
-                           float *best_t, uint32_t *best_id, size_t *best_j)
+static int empty(const rb_shapeset *set)
 {
+    return !set->tree || !set->tree->n_nodes;
+}
+
+void rb_shape_walk_nearest(const rb_shapeset *set, const rb_shape_view *v,
+                           const struct rb_bvh_walkers *walkers,
+                           const rb_ray_raw *w, float *best_t,
+                           uint32_t *best_id, uint32_t *best_j)
+{
+    if (empty(set))
+        return;
+    int how = route(set, w);
+    if (how == ROUTE_FAST) {
+        rb_ray_prep p = prep_of(w);
+        walkers->shape_nearest(set->tree, &p, v, w, best_t, best_id, best_j);
+        return;
+    }
     swalk s = {.mode = RB_MODE_NEAREST, .best_t = *best_t,
                .best_id = *best_id, .best_j = *best_j};
-    walk(set, w, &s);
+    walk(set, v, w, how, &s);
     *best_t = s.best_t;
     *best_id = s.best_id;
     *best_j = s.best_j;
 }
 
-int rb_shape_walk_any(const rb_shapeset *set, const rb_ray_raw *w)
+int rb_shape_walk_any(const rb_shapeset *set, const rb_shape_view *v,
+                      const struct rb_bvh_walkers *walkers,
+                      const rb_ray_raw *w)
 {
+    if (empty(set))
+        return 0;
+    int how = route(set, w);
+    if (how == ROUTE_FAST) {
+        rb_ray_prep p = prep_of(w);
+        return walkers->shape_any(set->tree, &p, v, w);
+    }
     swalk s = {.mode = RB_MODE_ANY};
-    walk(set, w, &s);
+    walk(set, v, w, how, &s);
     return s.found;
 }
 
-uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_ray_raw *w)
+uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_shape_view *v,
+                             const struct rb_bvh_walkers *walkers,
+                             const rb_ray_raw *w)
 {
+    if (empty(set))
+        return 0;
+    int how = route(set, w);
+    if (how == ROUTE_FAST) {
+        rb_ray_prep p = prep_of(w);
+        return walkers->shape_count(set->tree, &p, v, w);
+    }
     swalk s = {.mode = RB_MODE_COUNT};
-    walk(set, w, &s);
+    walk(set, v, w, how, &s);
     return s.count;
 }
 
-uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_ray_raw *w,
-                           rb_list_hit *list, uint32_t *stored, uint32_t cap)
+uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_shape_view *v,
+                           const struct rb_bvh_walkers *walkers,
+                           const rb_ray_raw *w, rb_list_hit *list,
+                           uint32_t *stored, uint32_t cap)
 {
+    if (empty(set))
+        return 0;
+    int how = route(set, w);
+    if (how == ROUTE_FAST) {
+        rb_ray_prep p = prep_of(w);
+        return walkers->shape_all(set->tree, &p, v, w, list, stored, cap);
+    }
     swalk s = {.mode = RB_MODE_ALL, .list = list, .cap = cap,
                .stored = *stored};
-    walk(set, w, &s);
+    walk(set, v, w, how, &s);
     *stored = s.stored;
     return s.count;
 }

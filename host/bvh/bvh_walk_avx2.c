@@ -31,7 +31,7 @@ static inline void wray_init(wray *w, const rb_ray_prep *r)
 static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
                                  float limit, float e_out[RB_BVH_WIDTH],
                                  float x_out[RB_BVH_WIDTH],
-                                 unsigned *boxes_hit)
+                                 unsigned *boxes_hit, const int exact)
 {
     const __m256 inf = _mm256_set1_ps(INFINITY);
     __m256 e = w->tmin, x = inf;
@@ -51,13 +51,20 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
         _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
     __m256 xp = _mm256_min_ps(_mm256_mul_ps(x, pad), _mm256_set1_ps(limit));
     __m256 finite = _mm256_cmp_ps(e, inf, _CMP_LT_OQ);
-    unsigned exact = (unsigned)_mm256_movemask_ps(
+    if (!exact) { /* a shape tree: every slot is conservative */
+        unsigned maybe = (unsigned)_mm256_movemask_ps(
+            _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
+        _mm256_storeu_ps(e_out, e);
+        *boxes_hit = 0;
+        return maybe;
+    }
+    unsigned hit = (unsigned)_mm256_movemask_ps(
         _mm256_and_ps(_mm256_cmp_ps(e, xe, _CMP_LE_OQ), finite));
     unsigned maybe = (unsigned)_mm256_movemask_ps(
         _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
     _mm256_storeu_ps(e_out, e);
     _mm256_storeu_ps(x_out, xe);
-    *boxes_hit = exact & n->boxes;
+    *boxes_hit = hit & n->boxes;
     return maybe & ~n->boxes;
 }
 

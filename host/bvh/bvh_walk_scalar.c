@@ -23,17 +23,17 @@ static inline void wray_init(wray *w, const rb_ray_prep *r)
 static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
                                  float limit, float e_out[RB_BVH_WIDTH],
                                  float x_out[RB_BVH_WIDTH],
-                                 unsigned *boxes_hit)
+                                 unsigned *boxes_hit, const int exact)
 {
-    unsigned exact = 0, maybe = 0;
+    unsigned hit = 0, maybe = 0;
     for (int k = 0; k < RB_BVH_WIDTH; k++) {
         float lo[3] = {n->lo[0][k], n->lo[1][k], n->lo[2][k]};
         float hi[3] = {n->hi[0][k], n->hi[1][k], n->hi[2][k]};
-        if ((n->boxes >> k) & 1) {
+        if (exact && ((n->boxes >> k) & 1)) {
             /* A box: the reference formula itself. */
-            exact |= (unsigned)rb_slab_hit(&w->r, lo, hi, &e_out[k],
-                                           &x_out[k])
-                     << k;
+            hit |= (unsigned)rb_slab_hit(&w->r, lo, hi, &e_out[k],
+                                         &x_out[k])
+                   << k;
             continue;
         }
         float e = w->r.tmin, x = INFINITY;
@@ -47,7 +47,7 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
         e_out[k] = e;
         maybe |= (unsigned)rb_slab_accept(e, x) << k;
     }
-    *boxes_hit = exact;
+    *boxes_hit = hit;
     return maybe;
 }
 

@@ -4,15 +4,24 @@
  * with kernels/exact.h's shape pass (the same code the OpenCL kernels
  * run), or against the bounded ones through their hierarchy
  * (bvh/bvh_shapes.c), combined with the answers the box pass left in the
- * outputs.
+ * outputs. Big batches over a big tree walk in the Morton order of
+ * ray_order.h, as the box walk does (cpu_backend.c says why).
  */
 #include <math.h>
 #include <stdatomic.h>
 
+#include "../bvh/bvh.h"
 #include "../internal.h"
 #include "../threadpool.h"
+#include "ray_order.h"
 
 #define RAYS_PER_TASK 256
+/* The rays are sorted from RB_ORDER_MIN_RAYS on over a tree whose nodes
+ * and shape records take this many bytes (the box walk's threshold,
+ * cpu_backend.c; the records count because the walk reads them in tree
+ * order, scattered). */
+#define ORDER_MIN_BYTES ((size_t)4 << 20)
+#define PREFETCH 8 /* rays fetched ahead in walk order */
 
 typedef struct shape_run {
     rb_mode mode;
@@ -20,6 +29,9 @@ typedef struct shape_run {
     size_t n_rays;
     const rb_shapeset *set;
     rb_shape_view view;
+    rb_shape_view tree_view; /* the tree's records (internal.h) */
+    const rb_bvh_walkers *walk;
+    const uint32_t *order; /* NULL: input order */
     uint32_t max_hits;
     rb_results *res;
     const rb_job *job;
@@ -45,16 +57,18 @@ static void nearest(const shape_run *run, size_t i, const rb_ray_raw *w)
     rb_hit *out = &run->res->hits[i];
     float best_t = out->hit ? out->t_enter : INFINITY;
     uint32_t best_id = out->hit ? (uint32_t)out->box : UINT32_MAX;
-    size_t best_j = SIZE_MAX;
+    uint32_t best_p = UINT32_MAX; /* in tree_view */
     if (s->tree)
-        rb_shape_walk_nearest(s, w, &best_t, &best_id, &best_j);
+        rb_shape_walk_nearest(s, &run->tree_view, run->walk, w, &best_t,
+                              &best_id, &best_p);
     rb_u32 j = UINT32_MAX;
     rb_shape_scan_nearest(&run->view, first_scanned(run),
                       (rb_u32)rb_shapeset_size(s), w, &best_t, &best_id, &j);
-    if (j != UINT32_MAX)
-        best_j = j;
-    if (best_j != SIZE_MAX) {
-        rb_shape_full(&run->view, (rb_u32)best_j, w, out);
+    if (j != UINT32_MAX) {
+        rb_shape_full(&run->view, j, w, out);
+        out->box = (int32_t)best_id;
+    } else if (best_p != UINT32_MAX) {
+        rb_shape_full(&run->tree_view, best_p, w, out);
         out->box = (int32_t)best_id;
     }
 }
@@ -67,13 +81,15 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
     switch (run->mode) {
     case RB_MODE_ANY:
         if (!res->any[i] && s->tree)
-            res->any[i] = (uint8_t)rb_shape_walk_any(s, w);
+            res->any[i] =
+                (uint8_t)rb_shape_walk_any(s, &run->tree_view, run->walk, w);
         if (!res->any[i])
             res->any[i] = (uint8_t)rb_shape_scan_any(&run->view, first, n, w);
         break;
     case RB_MODE_COUNT:
         if (s->tree)
-            res->counts[i] += rb_shape_walk_count(s, w);
+            res->counts[i] +=
+                rb_shape_walk_count(s, &run->tree_view, run->walk, w);
         res->counts[i] += rb_shape_scan_count(&run->view, first, n, w);
         break;
     case RB_MODE_ALL: {
@@ -82,7 +98,8 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
                                                           : run->max_hits;
         if (s->tree)
             res->counts[i] +=
-                rb_shape_walk_all(s, w, list, &stored, run->max_hits);
+                rb_shape_walk_all(s, &run->tree_view, run->walk, w, list,
+                                  &stored, run->max_hits);
         res->counts[i] += rb_shape_scan_all(&run->view, first, n, w, list,
                                         &stored, run->max_hits);
         break;
@@ -105,7 +122,21 @@ static void shape_task(void *arg, size_t task, unsigned worker)
     size_t begin = task * RAYS_PER_TASK;
     size_t end = begin + RAYS_PER_TASK < run->n_rays ? begin + RAYS_PER_TASK
                                                      : run->n_rays;
-    for (size_t i = begin; i < end; i++) {
+    for (size_t k = begin; k < end; k++) {
+        size_t i = run->order ? run->order[k] : k;
+        if (run->order && k + PREFETCH < end) {
+            /* In walk order, rays and answers are scattered: fetch them a
+             * few rays ahead (measured: the ray loads took ~14% of an
+             * obb or sphere walk without). */
+            size_t ahead = run->order[k + PREFETCH];
+            __builtin_prefetch(&run->rays[ahead]);
+            if (run->mode == RB_MODE_NEAREST)
+                __builtin_prefetch(&run->res->hits[ahead], 1);
+            else if (run->mode == RB_MODE_ANY)
+                __builtin_prefetch(&run->res->any[ahead], 1);
+            else
+                __builtin_prefetch(&run->res->counts[ahead], 1);
+        }
         rb_ray_raw w = raw_of(&run->rays[i]);
         switch (run->mode) {
         case RB_MODE_PAIRS: {
@@ -131,8 +162,33 @@ int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
     size_t n_rays = job->n_rays;
     shape_run run = {.mode = mode, .rays = job->rays, .n_rays = n_rays,
                      .set = set, .view = rb_shapeset_view(set),
+                     .tree_view = rb_shapeset_tree_view(set),
+                     .walk = rb_bvh_walk_pick(),
                      .max_hits = job->max_hits, .res = res, .job = job};
     atomic_init(&run.stopped, 0);
+    uint32_t *order = NULL;
+    if (set->tree && set->tree->n_nodes && mode != RB_MODE_PAIRS &&
+        n_rays >= RB_ORDER_MIN_RAYS) {
+        size_t bytes = set->tree->n_nodes * sizeof(rb_bvh_node) +
+                       set->n_obb * sizeof(rb_lbox) +
+                       set->n_xbox * sizeof(rb_lbox) +
+                       set->n_ball * sizeof(rb_ball);
+        if (bytes >= ORDER_MIN_BYTES ||
+            ctx->walk_order == RB_WALK_ORDER_ALWAYS) {
+            /* Without memory for the order, rays go in input order. */
+            order = rb_alloc(ctx, n_rays * sizeof *order, 64);
+            uint64_t *keys = rb_alloc(ctx, 2 * n_rays * sizeof *keys, 64);
+            if (order && keys) {
+                float lo[3], hi[3];
+                rb_bvh_bounds(set->tree, lo, hi);
+                int far = mode == RB_MODE_COUNT || mode == RB_MODE_ALL;
+                rb_ray_order(ctx->pool, job->rays, 3, n_rays, lo, hi, far,
+                             keys, order);
+                run.order = order;
+            }
+            rb_free(ctx, keys);
+        }
+    }
     size_t tasks = (n_rays + RAYS_PER_TASK - 1) / RAYS_PER_TASK;
     uint64_t tests = (uint64_t)n_rays *
                      (mode == RB_MODE_PAIRS ? 1
@@ -144,6 +200,7 @@ int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
     } else {
         rb_pool_run(ctx->pool, tasks, shape_task, &run);
     }
+    rb_free(ctx, order);
     if (atomic_load(&run.stopped))
         return rb_fail(ctx, RB_ECANCELED, "the query was stopped");
     return RB_OK;
