@@ -20,6 +20,7 @@
 
 #include "../bvh/bvh.h"
 #include "../threadpool.h"
+#include "cpu_visibility.h"
 #include "ray_order.h"
 #include "scan.h"
 
@@ -321,6 +322,15 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     return RB_OK;
 }
 
+static int cpu_run_visibility(rb_backend *self, rb_context *ctx,
+                              const rb_vis_job *job, uint8_t *bits,
+                              rb_run_info *info)
+{
+    cpu_backend *be = (cpu_backend *)self;
+    return rb_cpu_visibility(ctx, be->walk, be->workers, be->cpu_name, job,
+                             bits, info);
+}
+
 static void cpu_describe(const rb_backend *self, rb_backend_info *out)
 {
     const cpu_backend *be = (const cpu_backend *)self;
@@ -347,6 +357,7 @@ static const struct rb_backend_ops cpu_ops = {
     .name = "cpu",
     .bvh = 1,
     .run = cpu_run_job,
+    .run_visibility = cpu_run_visibility,
     .describe = cpu_describe,
     .destroy = cpu_destroy,
 };
