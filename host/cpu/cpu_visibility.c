@@ -17,8 +17,11 @@
  *
  * Each segment is exact.h's rb_segment_prep (the rule of the explicit
  * segments and of kernels/visibility.cl) walked by the table's `any`: the
- * bit is the one `any` gives for the explicit segment. Nothing here
- * changes the arithmetic; only the order the walks run in.
+ * bit is the one `any` gives for the explicit segment; before each walk
+ * the boxes that stopped the task's last few segments are tested
+ * (blockers.h), which answers most segments of a city without a walk.
+ * Nothing here changes the arithmetic; only the order the walks run in
+ * and which hit box is found first.
  *
  * Bits: a task that covers a whole row is the only writer of its bytes.
  * With few observers a row is split into several tasks, whose targets
@@ -29,6 +32,7 @@
 
 #include "../bvh/bvh.h"
 #include "../threadpool.h"
+#include "blockers.h"
 #include "cpu_visibility.h"
 #include "ray_order.h"
 
@@ -36,8 +40,6 @@
  * and the fewest targets a task gets then (a walk takes ~0.3-1 us). */
 #define TASKS_PER_WORKER 8
 #define MIN_BLOCK 256
-/* Boxes that stopped recent segments, tested before a walk. */
-#define BLOCKERS 4
 
 typedef struct vis_run {
     const rb_vis_job *job;
@@ -49,44 +51,6 @@ typedef struct vis_run {
     uint8_t *bits;
     atomic_int stopped;
 } vis_run;
-
-/* Whether box i of the boxset is hit: rb_slab_hit on its flushed
- * corners, the every-box scans' test (SPEC R9: the walk's too). */
-static int box_hit(const rb_boxset *b, uint32_t i, const rb_ray_prep *p)
-{
-    float lo[3], hi[3], te, tx;
-    for (int a = 0; a < 3; a++) {
-        lo[a] = rb_boxset_lo(b, a)[i];
-        hi[a] = rb_boxset_hi(b, a)[i];
-    }
-    return rb_slab_hit(p, lo, hi, &te, &tx);
-}
-
-/* `any` for the segment p: first the boxes that stopped the last few
- * walks of this task (cache[0..*cached), the latest first), then the
- * walk, whose box joins them. A box the exact test hits makes `any` 1
- * whichever path finds it, so the answer is the walk's. */
-static int blocked(const rb_vis_job *job, const rb_bvh_walkers *walk,
-                   const rb_ray_prep *p, uint32_t cache[BLOCKERS],
-                   unsigned *cached)
-{
-    for (unsigned c = 0; c < *cached; c++)
-        if (box_hit(job->boxes, cache[c], p)) {
-            uint32_t hit = cache[c];
-            for (; c > 0; c--)
-                cache[c] = cache[c - 1];
-            cache[0] = hit;
-            return 1;
-        }
-    uint32_t hit = walk->any_box(job->bvh, p);
-    if (hit == UINT32_MAX)
-        return 0;
-    unsigned c = *cached < BLOCKERS ? (*cached)++ : BLOCKERS - 1;
-    for (; c > 0; c--)
-        cache[c] = cache[c - 1];
-    cache[0] = hit;
-    return 1;
-}
 
 static void vis_task(void *arg, size_t task, unsigned worker)
 {
@@ -106,12 +70,11 @@ static void vis_task(void *arg, size_t task, unsigned worker)
     const float *o = job->observers + 3 * (size_t)run->obs_order[row];
     uint8_t *bits = run->bits + (size_t)run->obs_order[row] * run->stride;
     int shared = run->blocks_per_row > 1;
-    uint32_t cache[BLOCKERS];
-    unsigned cached = 0;
+    rb_blockers recent = {.n = 0};
     for (size_t k = begin; k < end; k++) {
         rb_ray_prep p = rb_segment_prep(o, run->tgt_sorted + 3 * k,
                                         job->tmin, job->tmax);
-        if (blocked(job, run->walk, &p, cache, &cached))
+        if (rb_blockers_any(&recent, job->boxes, job->bvh, run->walk, &p))
             continue;
         uint32_t j = run->tgt_order[k];
         uint8_t bit = (uint8_t)(1u << (j % 8));
