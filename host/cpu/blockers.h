@@ -6,7 +6,8 @@
  * exact box test costs a few nanoseconds against a walk's microsecond.
  *
  * The answer is the walk's: a box that rb_slab_hit hits on its flushed
- * corners (the every-box scans' test, which the walk equals: SPEC R9)
+ * corners (a box slot holds them exactly, bvh.h; the every-box scans'
+ * test, which the walk equals: SPEC R9)
  * makes `any` 1 whichever path finds it, and a ray no listed box stops
  * is walked as before. Used by one thread at a time (a task's own list),
  * zero-initialised.
@@ -26,7 +27,7 @@
 #define RB_BLOCKERS_RATE 4
 
 typedef struct rb_blocker {
-    float lo[3], hi[3]; /* its flushed corners, copied from the boxset */
+    float lo[3], hi[3]; /* its box slot's bounds: the flushed corners */
 } rb_blocker;
 
 typedef struct rb_blockers {
@@ -36,9 +37,8 @@ typedef struct rb_blockers {
     int off;              /* given up: plain walks */
 } rb_blockers;
 
-/* `any` of p over bvh, whose boxes `boxes` holds. */
-static inline int rb_blockers_any(rb_blockers *l, const rb_boxset *boxes,
-                                  const rb_bvh *bvh,
+/* `any` of p over bvh. */
+static inline int rb_blockers_any(rb_blockers *l, const rb_bvh *bvh,
                                   const rb_bvh_walkers *walk,
                                   const rb_ray_prep *p)
 {
@@ -60,12 +60,14 @@ static inline int rb_blockers_any(rb_blockers *l, const rb_boxset *boxes,
         c--;
         b = l->box[c];
     } else {
-        uint32_t i = walk->any_box(bvh, p);
-        if (i == UINT32_MAX)
+        uint32_t at = walk->any_box(bvh, p);
+        if (at == UINT32_MAX)
             return 0;
+        /* the node was just read: its slot, not the boxset, is cached */
+        const rb_bvh_node *n = &bvh->nodes[at / RB_BVH_WIDTH];
         for (int a = 0; a < 3; a++) {
-            b.lo[a] = rb_boxset_lo(boxes, a)[i];
-            b.hi[a] = rb_boxset_hi(boxes, a)[i];
+            b.lo[a] = n->lo[a][at % RB_BVH_WIDTH];
+            b.hi[a] = n->hi[a][at % RB_BVH_WIDTH];
         }
         c = l->n < RB_BLOCKERS ? l->n++ : RB_BLOCKERS - 1;
     }

@@ -20,6 +20,7 @@
 
 #include "../bvh/bvh.h"
 #include "../threadpool.h"
+#include "blockers.h"
 #include "cpu_visibility.h"
 #include "ray_order.h"
 #include "scan.h"
@@ -163,7 +164,9 @@ static void scan_group(cpu_run *run, worker_scratch *w, size_t begin,
     }
 }
 
-/* Walks rays [begin, end) of the run's order through the hierarchy. */
+/* Walks rays [begin, end) of the run's order through the hierarchy;
+ * `any` first tests the boxes that stopped the range's last few rays
+ * (blockers.h: neighbours in walk order often share them). */
 static void walk_range(cpu_run *run, size_t begin, size_t end)
 {
     const rb_job *job = run->job;
@@ -171,6 +174,7 @@ static void walk_range(cpu_run *run, size_t begin, size_t end)
     const rb_bvh_walkers *walk = run->be->walk;
     rb_results *res = run->res;
     size_t ray_size = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
+    rb_blockers recent = {.n = 0};
     for (size_t j = begin; j < end; j++) {
         size_t i = run->order ? run->order[j] : j;
         if (run->order && j + WALK_PREFETCH < end) {
@@ -197,7 +201,7 @@ static void walk_range(cpu_run *run, size_t begin, size_t end)
             walk->nearest(bvh, &p, &res->hits[i]);
             break;
         case RB_MODE_ANY:
-            res->any[i] = (uint8_t)walk->any(bvh, &p);
+            res->any[i] = (uint8_t)rb_blockers_any(&recent, bvh, walk, &p);
             break;
         case RB_MODE_COUNT:
             res->counts[i] = walk->count(bvh, &p);

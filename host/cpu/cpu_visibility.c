@@ -74,7 +74,7 @@ static void vis_task(void *arg, size_t task, unsigned worker)
     for (size_t k = begin; k < end; k++) {
         rb_ray_prep p = rb_segment_prep(o, run->tgt_sorted + 3 * k,
                                         job->tmin, job->tmax);
-        if (rb_blockers_any(&recent, job->boxes, job->bvh, run->walk, &p))
+        if (rb_blockers_any(&recent, job->bvh, run->walk, &p))
             continue;
         uint32_t j = run->tgt_order[k];
         uint8_t bit = (uint8_t)(1u << (j % 8));
