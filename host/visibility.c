@@ -3,8 +3,9 @@
  * a scene.
  *
  * A backend that makes the segments itself (run_visibility: the OpenCL
- * backend, kernels/visibility.cl) gets the points and the scene and
- * writes the bit matrix; only O(observers + targets) travels. Otherwise,
+ * backend, kernels/visibility.cl; the CPU backend over a hierarchy,
+ * host/cpu/cpu_visibility.c) gets the points and the scene and writes
+ * the bit matrix; only O(observers + targets) travels. Otherwise,
  * and when it declines (shapes other than boxes, points it cannot treat
  * exactly) or its device fails, the explicit segments: a tile is a run of
  * consecutive pairs in row-major order (observer i, then target j), made

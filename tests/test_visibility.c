@@ -212,7 +212,8 @@ START_TEST(test_hierarchy_scene_shapes)
 END_TEST
 
 /* A city (a grid of buildings), street-level points, and more pairs than
- * one tile holds (600 x 500 = 300,000 > 262,144). */
+ * one tile holds (600 x 500 = 300,000 > 262,144); then one and three
+ * observers against the same targets. */
 START_TEST(test_city_across_tiles)
 {
     enum { G = 40, N = 600, M = 500 };
@@ -236,6 +237,11 @@ START_TEST(test_city_across_tiles)
     rb_scene *scene = NULL;
     ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, G * G, &scene), RB_OK);
     check_scene(scene, obs, N, tgt, M, 0, 1, 1, "city");
+    /* Fewer observers than the CPU has tasks: its rows are split, and
+     * tasks share the bytes of a row (host/cpu/cpu_visibility.c). */
+    check_scene(scene, obs, 3, tgt, M, 0, 1, 1, "city, three observers");
+    check_scene(scene, obs, 1, tgt, M, 1e-4f, 0.9999f, 1,
+                "city, one observer");
     rb_scene_destroy(scene);
     rb_context_destroy(ctx);
     free(boxes);

@@ -615,7 +615,8 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
  * FILE --ratios --compare BASELINE` (rows.h): raybox against the fastest
  * Embree configuration (sort charged) per figure, memory against Embree's
  * smallest, OpenCL against the CPU backend per mode, and on the city
- * rb_visibility against explicit segments. Larger is better in each. */
+ * rb_visibility against explicit segments and against the fastest
+ * Embree any. Larger is better in each. */
 
 static rbench_where ratio_where(const rb_backend_info *info, const char *backend,
                              const char *test, const char *shape,
@@ -709,6 +710,10 @@ static int write_rows(const char *path, const rb_backend_info *info,
         if (los->vis_mb > 0)
             rbench_add_ratio(&rows, &w, "memory_vs_explicit",
                           los->explicit_mb / los->vis_mb);
+        if (los->vis_ms > 0 && em.n_em)
+            rbench_add_ratio(&rows, &w, "speed_vs_fastest_embree",
+                          config_ms(fastest(&em, 1, 0, 1), 1, 0, 1) /
+                              los->vis_ms);
     }
     int rc = rbench_write_file(&rows, path, rbench_write_json);
     if (rc)
@@ -831,12 +836,14 @@ static int bench_los(rb_context *ctx, const run_options *o, size_t nb,
             out->vis_same = bit == !res.any[k];
         }
         /* What each way holds besides the scene: the explicit rays and
-         * their answers, against the points, one tile of rays and
-         * answers (256K x 33 B) and the bits. */
+         * their answers, against the points, the CPU path's orders (4 B
+         * a point), sorted copy of the targets (12 B) and sort scratch
+         * (48 B a point of the larger side: a ray and two keys), and the
+         * bits (host/cpu/cpu_visibility.c). */
+        size_t most = n_obs > n_tgt ? n_obs : n_tgt;
         out->explicit_mb = (double)segs * (sizeof(rb_ray) + 1) / 1e6;
-        out->vis_mb = ((double)(n_obs + n_tgt) * 12 +
-                       (double)(segs < 262144 ? segs : 262144) *
-                           (sizeof(rb_ray) + 1) +
+        out->vis_mb = ((double)(n_obs + n_tgt) * (12 + 4) +
+                       (double)n_tgt * 12 + (double)most * 48 +
                        (double)bytes) / 1e6;
         free(obs);
         free(tgt);
@@ -890,6 +897,13 @@ static void print_los(const los_result *l)
            l->vis_ms > 0 ? l->any_ms / l->vis_ms : 0,
            l->vis_same ? "the same" : "DIFFER", l->vis_mb, l->explicit_mb);
     print_embree(&l->em, segs, 0, l->any_ms, l->any_ms, l->build_ms, 0);
+    if (l->em.n_em && l->vis_ms > 0) {
+        const em_config *b = fastest(&l->em, 1, 0, 1);
+        char name[96];
+        printf("  %-24s %12.2fx the fastest Embree any (%s)\n",
+               "rb_visibility", config_ms(b, 1, 0, 1) / l->vis_ms,
+               config_name(b, name, sizeof name));
+    }
 }
 
 /* --sort: the rays in raybox's walk order for nearest and any (origins

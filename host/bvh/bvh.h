@@ -129,6 +129,10 @@ typedef struct rb_bvh_walkers {
      * rb_slab_full; out->box is the original index, or a miss. */
     void (*nearest)(const rb_bvh *bvh, const rb_ray_prep *r, rb_hit *out);
     int (*any)(const rb_bvh *bvh, const rb_ray_prep *r);
+    /* any's walk, returning the slot of the box it stopped at (one the
+     * ray hits: rb_slab_hit accepts its bounds), as node * RB_BVH_WIDTH +
+     * slot like `where`, or UINT32_MAX for none. */
+    uint32_t (*any_box)(const rb_bvh *bvh, const rb_ray_prep *r);
     uint32_t (*count)(const rb_bvh *bvh, const rb_ray_prep *r);
     /* Every hit; the cap least by (t_enter, original index) go to list,
      * sorted. Returns the number of hits (may exceed cap). */

@@ -20,6 +20,8 @@
 
 #include "../bvh/bvh.h"
 #include "../threadpool.h"
+#include "blockers.h"
+#include "cpu_visibility.h"
 #include "ray_order.h"
 #include "scan.h"
 
@@ -162,7 +164,9 @@ static void scan_group(cpu_run *run, worker_scratch *w, size_t begin,
     }
 }
 
-/* Walks rays [begin, end) of the run's order through the hierarchy. */
+/* Walks rays [begin, end) of the run's order through the hierarchy;
+ * `any` first tests the boxes that stopped the range's last few rays
+ * (blockers.h: neighbours in walk order often share them). */
 static void walk_range(cpu_run *run, size_t begin, size_t end)
 {
     const rb_job *job = run->job;
@@ -170,6 +174,7 @@ static void walk_range(cpu_run *run, size_t begin, size_t end)
     const rb_bvh_walkers *walk = run->be->walk;
     rb_results *res = run->res;
     size_t ray_size = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
+    rb_blockers recent = {.n = 0};
     for (size_t j = begin; j < end; j++) {
         size_t i = run->order ? run->order[j] : j;
         if (run->order && j + WALK_PREFETCH < end) {
@@ -196,7 +201,7 @@ static void walk_range(cpu_run *run, size_t begin, size_t end)
             walk->nearest(bvh, &p, &res->hits[i]);
             break;
         case RB_MODE_ANY:
-            res->any[i] = (uint8_t)walk->any(bvh, &p);
+            res->any[i] = (uint8_t)rb_blockers_any(&recent, bvh, walk, &p);
             break;
         case RB_MODE_COUNT:
             res->counts[i] = walk->count(bvh, &p);
@@ -321,6 +326,15 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     return RB_OK;
 }
 
+static int cpu_run_visibility(rb_backend *self, rb_context *ctx,
+                              const rb_vis_job *job, uint8_t *bits,
+                              rb_run_info *info)
+{
+    cpu_backend *be = (cpu_backend *)self;
+    return rb_cpu_visibility(ctx, be->walk, be->workers, be->cpu_name, job,
+                             bits, info);
+}
+
 static void cpu_describe(const rb_backend *self, rb_backend_info *out)
 {
     const cpu_backend *be = (const cpu_backend *)self;
@@ -347,6 +361,7 @@ static const struct rb_backend_ops cpu_ops = {
     .name = "cpu",
     .bvh = 1,
     .run = cpu_run_job,
+    .run_visibility = cpu_run_visibility,
     .describe = cpu_describe,
     .destroy = cpu_destroy,
 };
