@@ -141,6 +141,12 @@
       "runs 64 of its rays; when that trial's time x rays / 64 / --threads "  \
       "is over N x --max-query-ms it is answered 413 with the estimate, "    \
       "without running; 0 = no trial")                                        \
+    X(inline_max_tests, "inline-max-tests", "RAYBOX_INLINE_MAX_TESTS", U64,  \
+      "65536", 0, 262143, "CPU backend: a query of at most N ray-element "    \
+      "tests (rays x elements; pairs: rays) that is not merged is answered "  \
+      "on the I/O thread that read it, with a context of its own, instead "   \
+      "of being handed to a worker and back; larger ones always go to the "   \
+      "workers; 0 = every query goes to a worker")                            \
     X(merge, "merge", "RAYBOX_MERGE", STR, "auto", 0, 0,                       \
       "on, off or auto (on for OpenCL, off for the CPU backend): small "      \
       "queries queued on the same scene version, mode and outputs run as "    \
