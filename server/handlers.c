@@ -253,9 +253,11 @@ static enum MHD_Result intersect(rbd_request *r)
         r->job.weight = r->rays;
     }
     /* Below the line a query costs less than its hand-off to a worker;
-     * above it, it would hold the I/O thread's other connections. */
+     * above it, it would hold the I/O thread's other connections. Every
+     * ray counts (its answer is made and rendered), elements or not. */
+    uint64_t cost = b->mode == RB_MODE_PAIRS || !r->boxes ? r->rays : tests;
     rb_context *here;
-    if (!r->job.merge && tests <= r->srv->cfg.inline_max_tests &&
+    if (!r->job.merge && cost <= r->srv->cfg.inline_max_tests &&
         (here = server_inline_context(r->srv))) {
         r->job.run = job_intersect;
         r->job.done = NULL;

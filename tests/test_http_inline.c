@@ -173,8 +173,8 @@ START_TEST(test_inline_same_as_worker)
 }
 END_TEST
 
-/* Past --inline-max-tests (rays x elements) a query goes to a worker;
- * at it, it is answered inline. */
+/* Past --inline-max-tests (rays x elements, or rays when there are no
+ * elements) a query goes to a worker; at it, it is answered inline. */
 START_TEST(test_threshold)
 {
     static const char *const args[] = {"--inline-max-tests", "1000",
@@ -199,7 +199,18 @@ START_TEST(test_threshold)
                       over ? "past" : "at",
                       metric_of(&s, "raybox_inline_answers_total"));
     }
-    ck_assert(metric_of(&s, "raybox_queries_total") == 2);
+    /* No elements: the rays count (each has its answer), 1001 > 1000. */
+    rbt_query q;
+    rbt_query_random(&q, &rng, RB_MODE_NEAREST, 3, 1001, 0, 0, 0);
+    rbt_expect e;
+    rbt_expect_run(ctx, &q, NULL, 0, &e);
+    rbt_resp r;
+    ask(&s, "/v1/intersect", &q, 1, 1, 1, &e, &r);
+    rbt_resp_free(&r);
+    rbt_expect_free(&e);
+    rbt_query_free(&q);
+    ck_assert(metric_of(&s, "raybox_inline_answers_total") == 1);
+    ck_assert(metric_of(&s, "raybox_queries_total") == 3);
     rbt_fixture_stop(&s, ctx);
 }
 END_TEST
