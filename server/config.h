@@ -57,9 +57,9 @@
       "HTTP I/O threads (libmicrohttpd thread pool)")                          \
     X(poll, "poll", "RAYBOX_POLL", BOOL, "0", 0, 1,                            \
       "I/O threads wait in poll(2) instead of epoll: no epoll_ctl on every "   \
-      "suspend and resume, 10-15% more small requests a second with a few "    \
-      "busy connections, but each wait scans all of a thread's connections, " \
-      "so keep epoll for many")                                                \
+      "suspend and resume of a query handed to a worker (10-15% more such "    \
+      "small requests a second with a few busy connections), but each wait "  \
+      "scans all of a thread's connections, so keep epoll for many")          \
     X(queue_depth, "queue-depth", "RAYBOX_QUEUE_DEPTH", U64, "256", 1,         \
       1048576, "requests that may wait for a worker; beyond, 503 at once")     \
     X(retry_after, "retry-after", "RAYBOX_RETRY_AFTER", U64, "1", 0, 3600,     \
