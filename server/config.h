@@ -144,10 +144,9 @@
     X(inline_max_tests, "inline-max-tests", "RAYBOX_INLINE_MAX_TESTS", U64,  \
       "65536", 0, 262143, "CPU backend: a query of at most N ray-element "    \
       "tests (rays x elements, or rays when more; pairs: rays) that is not "  \
-      "merged is answered "                                                   \
-      "on the I/O thread that read it, with a context of its own, instead "   \
-      "of being handed to a worker and back; larger ones always go to the "   \
-      "workers; 0 = every query goes to a worker")                            \
+      "merged is answered on the I/O thread that read it, with a context of " \
+      "its own, instead of being handed to a worker and back; larger ones "   \
+      "always go to the workers; 0 = every query goes to a worker")           \
     X(merge, "merge", "RAYBOX_MERGE", STR, "auto", 0, 0,                       \
       "on, off or auto (on for OpenCL, off for the CPU backend): small "      \
       "queries queued on the same scene version, mode and outputs run as "    \
