@@ -62,6 +62,8 @@ void access_log_request(const rbd_log_request *r)
                 (unsigned long long)r->bytes_in,
                 (unsigned long long)r->bytes_out, r->queue_ms, r->run_ms,
                 r->duration_ms);
+    if (r->inlined)
+        sbuf_add(&b, ",\"inline\":true");
     if (r->error) {
         sbuf_add(&b, ",\"error\":");
         sbuf_json_str(&b, r->error);

@@ -19,6 +19,7 @@ typedef struct rbd_log_request {
     uint64_t rays, boxes;
     uint64_t bytes_in, bytes_out;
     double queue_ms, run_ms, duration_ms;
+    int inlined;         /* answered on the I/O thread: "inline":true */
     const char *scene;   /* NULL or the scene id */
     const char *error;   /* NULL or the problem's detail */
 } rbd_log_request;

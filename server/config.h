@@ -57,9 +57,9 @@
       "HTTP I/O threads (libmicrohttpd thread pool)")                          \
     X(poll, "poll", "RAYBOX_POLL", BOOL, "0", 0, 1,                            \
       "I/O threads wait in poll(2) instead of epoll: no epoll_ctl on every "   \
-      "suspend and resume, 10-15% more small requests a second with a few "    \
-      "busy connections, but each wait scans all of a thread's connections, " \
-      "so keep epoll for many")                                                \
+      "suspend and resume of a query handed to a worker (10-15% more such "    \
+      "small requests a second with a few busy connections), but each wait "  \
+      "scans all of a thread's connections, so keep epoll for many")          \
     X(queue_depth, "queue-depth", "RAYBOX_QUEUE_DEPTH", U64, "256", 1,         \
       1048576, "requests that may wait for a worker; beyond, 503 at once")     \
     X(retry_after, "retry-after", "RAYBOX_RETRY_AFTER", U64, "1", 0, 3600,     \
@@ -141,6 +141,12 @@
       "runs 64 of its rays; when that trial's time x rays / 64 / --threads "  \
       "is over N x --max-query-ms it is answered 413 with the estimate, "    \
       "without running; 0 = no trial")                                        \
+    X(inline_max_tests, "inline-max-tests", "RAYBOX_INLINE_MAX_TESTS", U64,  \
+      "65536", 0, 262143, "CPU backend: a query of at most N ray-element "    \
+      "tests (rays x elements, or rays when more; pairs: rays) that is not "  \
+      "merged is answered on the I/O thread that read it, with a context of " \
+      "its own, instead of being handed to a worker and back; larger ones "   \
+      "always go to the workers; 0 = every query goes to a worker")           \
     X(merge, "merge", "RAYBOX_MERGE", STR, "auto", 0, 0,                       \
       "on, off or auto (on for OpenCL, off for the CPU backend): small "      \
       "queries queued on the same scene version, mode and outputs run as "    \

@@ -3,9 +3,10 @@
  * queue. Each worker owns one rb_context (an rb_context is used by one
  * thread at a time), created at start-up with the configured backend.
  *
- * HTTP I/O threads never run a job: they submit it, and the worker calls
- * job->done() when it is finished (or aborted at shutdown); done() resumes
- * the suspended connection, whose handler then queues the response.
+ * HTTP I/O threads submit a job, and the worker calls job->done() when
+ * it is finished (or aborted at shutdown); done() resumes the suspended
+ * connection, whose handler then queues the response. (Small CPU queries
+ * never come here: the I/O thread runs them itself, handlers.c.)
  *
  * A queued job starts at once when no worker is running a light job, and
  * otherwise within about 2 ms: a running worker takes it next, or an idle

@@ -1,7 +1,8 @@
 /*
  * handlers.c - what each route does once its request is complete, on the
  * I/O thread: small answers (health, devices, metrics, scene listings,
- * DELETE) at once, queries and scene changes as jobs for the workers.
+ * DELETE) at once, small CPU queries at once too (--inline-max-tests),
+ * other queries and scene changes as jobs for the workers.
  */
 #include <stdio.h>
 #include <string.h>
@@ -158,6 +159,25 @@ int request_take_memory(rbd_request *r, uint64_t bytes, const char *what,
     return -1;
 }
 
+/* A query answered here, on the I/O thread (--inline-max-tests): the
+ * job a worker would run, with this thread's own context, then its reply
+ * queued at once - no suspend, no worker wake-up, no resume, which cost
+ * a small query two thread wake-ups. Everything else is as on a worker:
+ * the memory was taken and the scene version pinned before, and the
+ * query's stop checks (--max-query-ms from t_started, the drain, a gone
+ * client) are the same. */
+static enum MHD_Result answer_inline(rbd_request *r, rb_context *ctx)
+{
+    rbd_job *job = &r->job;
+    job->t_queued = job->t_started = rbd_now_ms();
+    job->run(job, ctx);
+    job->t_finished = rbd_now_ms();
+    r->inlined = 1;
+    atomic_fetch_add_explicit(&r->srv->metrics.inline_answers, 1,
+                              memory_order_relaxed);
+    return respond_reply(r);
+}
+
 /* Both intersect routes: the scene, if any, is taken now, at the version
  * current when the query starts; the query keeps that version. */
 static enum MHD_Result intersect(rbd_request *r)
@@ -231,6 +251,17 @@ static enum MHD_Result intersect(rbd_request *r)
         r->rays && r->rays <= r->srv->cfg.merge_max_rays) {
         r->job.merge = &rbd_intersect_merge;
         r->job.weight = r->rays;
+    }
+    /* Below the line a query costs less than its hand-off to a worker;
+     * above it, it would hold the I/O thread's other connections. Every
+     * ray counts (its answer is made and rendered), elements or not. */
+    uint64_t cost = b->mode == RB_MODE_PAIRS || !r->boxes ? r->rays : tests;
+    rb_context *here;
+    if (!r->job.merge && cost <= r->srv->cfg.inline_max_tests &&
+        (here = server_inline_context(r->srv))) {
+        r->job.run = job_intersect;
+        r->job.done = NULL;
+        return answer_inline(r, here);
     }
     return submit(r, job_intersect);
 }

@@ -573,6 +573,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             .queue_ms = queued ? r->job.t_started - r->job.t_queued : 0,
             .run_ms = queued ? r->job.t_finished - r->job.t_started : 0,
             .duration_ms = end - r->t_start,
+            .inlined = r->inlined,
             .scene = r->scene_id[0] ? r->scene_id : NULL,
             .error = r->error[0] ? r->error : NULL,
         };

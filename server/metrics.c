@@ -189,6 +189,10 @@ void metrics_render(const rbd_metrics *m, const rbd_gauges *g, sbuf *o)
     counter(o, "raybox_query_launch_requests_total",
             "intersect requests those calls ran",
             load(&m->launch_requests));
+    counter(o, "raybox_inline_answers_total",
+            "intersect requests answered on the I/O thread that read them, "
+            "not handed to a worker (--inline-max-tests)",
+            load(&m->inline_answers));
     counter(o, "raybox_merged_launches_total",
             "calls that ran two or more requests merged (--merge)",
             g->merged_launches);

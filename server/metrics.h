@@ -46,6 +46,8 @@ typedef struct rbd_metrics {
     /* rb_intersect calls of intersect requests, and the requests they
      * ran (more than the calls when requests were merged). */
     _Atomic uint64_t launches, launch_requests;
+    /* Queries answered on the I/O thread (--inline-max-tests). */
+    _Atomic uint64_t inline_answers;
 } rbd_metrics;
 
 /* Point-in-time values the renderer asks the rest of the server for. */

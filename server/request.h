@@ -8,7 +8,9 @@
  * the body on the I/O thread, then either answered at once or turned into
  * a job: the connection is suspended, a worker runs the job and fills
  * `reply`, resumes the connection, and the handler (I/O thread again)
- * queues the response built from `reply`. Freed in MHD's completion
+ * queues the response built from `reply` (a small CPU query's job runs
+ * on the I/O thread itself, which then queues the response at once:
+ * handlers.c, --inline-max-tests). Freed in MHD's completion
  * callback, whatever happened.
  */
 #ifndef RBD_REQUEST_H
@@ -108,6 +110,8 @@ typedef struct rbd_request {
     _Atomic int stop_why;        /* 0, or 1 + the rbd_stop_reason that
                                     stopped the query */
     rbd_reply reply;
+
+    int inlined;                 /* answered on the I/O thread */
 
     /* for the log line */
     uint64_t rays, boxes, bytes_out;

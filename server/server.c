@@ -325,6 +325,73 @@ static void context_options(const rbd_config *c, rb_context_options *o)
     }
 }
 
+/* --inline-max-tests: a one-thread CPU context for each I/O thread, made
+ * now so that a failure is a start-up error and no client's query pays
+ * for it. One thread: an inline query is below the line at which the
+ * library would spread it (RB_SMALL_JOB_TESTS), and the library answers
+ * the same bits whatever its threads. */
+static int inline_contexts_create(rbd_server *s,
+                                  const rb_context_options *copt, char *why,
+                                  size_t why_len)
+{
+    if (!s->cfg.inline_max_tests ||
+        strcmp(executor_backend(s->ex)->backend, "cpu") != 0)
+        return 0;
+    unsigned n = (unsigned)s->cfg.io_threads;
+    s->inline_ctx = calloc(n, sizeof *s->inline_ctx);
+    if (!s->inline_ctx) {
+        snprintf(why, why_len, "out of memory");
+        return -1;
+    }
+    rb_context_options o = *copt;
+    o.backend = RB_BACKEND_CPU;
+    o.threads = 1;
+    o.devices = NULL;
+    o.device_index = -1;
+    o.device_name = NULL;
+    for (; s->inline_n < n; s->inline_n++) {
+        char err[512] = "";
+        int rc = rb_context_create(&o, &s->inline_ctx[s->inline_n], err,
+                                   sizeof err);
+        if (rc == RB_OK)
+            rc = rb_context_warm_up(s->inline_ctx[s->inline_n]);
+        if (rc) {
+            snprintf(why, why_len, "no CPU context for --inline-max-tests: "
+                     "%s (%s)", err[0] ? err : rb_status_str(rc),
+                     rb_status_name(rc));
+            rb_context_destroy(s->inline_ctx[s->inline_n]);
+            s->inline_ctx[s->inline_n] = NULL;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static void inline_contexts_destroy(rbd_server *s)
+{
+    for (unsigned i = 0; i < s->inline_n; i++)
+        rb_context_destroy(s->inline_ctx[i]);
+    free(s->inline_ctx);
+    s->inline_ctx = NULL;
+    s->inline_n = 0;
+}
+
+/* The context each I/O thread took, and from which server. */
+static _Thread_local const rbd_server *inline_owner;
+static _Thread_local rb_context *inline_mine;
+
+rb_context *server_inline_context(rbd_server *s)
+{
+    if (inline_owner == s)
+        return inline_mine;
+    if (!s->inline_n)
+        return NULL;
+    unsigned k = atomic_fetch_add(&s->inline_taken, 1);
+    inline_owner = s;
+    inline_mine = k < s->inline_n ? s->inline_ctx[k] : NULL;
+    return inline_mine;
+}
+
 /* The accept thread ran out of descriptors or memory: clients wait in
  * the backlog meanwhile. Said at most once a second. */
 static void accept_failed(void *cls, int err)
@@ -530,6 +597,8 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
     if (s->merging)
         executor_set_merge(s->ex, s->cfg.merge_max_rays,
                            s->cfg.merge_wait_us);
+    if (inline_contexts_create(s, &eo.ctx, why, why_len))
+        goto fail;
     if (s->cfg.data_dir[0] &&
         disk_open(s->cfg.data_dir, s->cfg.data_merge_bytes, &s->disk, why,
                   why_len))
@@ -585,6 +654,7 @@ fail:
     s->deadlines = NULL;
     executor_close(s->ex);
     executor_destroy(s->ex);
+    inline_contexts_destroy(s);
     store_destroy(s->store);
     disk_close(s->disk);
     free(s->devices_json);
@@ -661,6 +731,7 @@ void server_stop(rbd_server *s)
     log_event("info", "stopped", fields);
 
     executor_destroy(s->ex);
+    inline_contexts_destroy(s); /* no I/O thread is left to use them */
     store_destroy(s->store);
     disk_close(s->disk);
     free(s->devices_json);

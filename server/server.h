@@ -31,6 +31,12 @@ typedef struct rbd_server {
     uint16_t port;
     rbd_executor *ex;
     int merging;                /* --merge in force (executor_set_merge) */
+    /* --inline-max-tests: one CPU context for each I/O thread, made at
+     * start, each taken by the first thread that answers a query inline
+     * (server_inline_context); none when off or not on the CPU backend. */
+    rb_context **inline_ctx;
+    unsigned inline_n;
+    _Atomic unsigned inline_taken;
     scene_store *store;
     rbd_budget budget;          /* --max-memory (mem_budget.h) */
     struct scene_disk *disk;    /* --data-dir; NULL: scenes in memory only */
@@ -84,6 +90,13 @@ typedef enum rbd_stop_reason {
     RBD_STOP_DRAIN = 1,    /* the drain timeout is near */
     RBD_STOP_CLIENT = 2    /* its client closed the connection */
 } rbd_stop_reason;
+
+/* The calling I/O thread's own context for queries answered inline
+ * (handlers.c), taken on its first call; NULL when --inline-max-tests is
+ * off, the backend is not the CPU, or every context is taken by other
+ * threads (the query then goes to a worker). I/O threads only: the
+ * context is used by its thread alone. */
+rb_context *server_inline_context(rbd_server *s);
 
 /* The metrics page's point-in-time values. */
 void server_gauges(rbd_server *s, rbd_gauges *g);
