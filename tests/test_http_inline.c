@@ -215,24 +215,6 @@ START_TEST(test_threshold)
 }
 END_TEST
 
-/* 200K rays that each hit 20K identical boxes (4e9 tests: seconds, far
- * more under the sanitizers), as test_http_limits's. */
-static char *heavy_body(size_t *len)
-{
-    enum { RAYS = 200000, BOXES = 20000 };
-    size_t cap = (size_t)RAYS * 24 + (size_t)BOXES * 16 + 64, n = 0;
-    char *b = malloc(cap);
-    n += (size_t)sprintf(b + n, "{\"mode\":\"count\",\"rays\":[");
-    for (int i = 0; i < RAYS; i++)
-        n += (size_t)sprintf(b + n, "%s[-10,0.5,0.5,1,0,0]", i ? "," : "");
-    n += (size_t)sprintf(b + n, "],\"boxes\":[");
-    for (int i = 0; i < BOXES; i++)
-        n += (size_t)sprintf(b + n, "%s[0,0,0,1,1,1]", i ? "," : "");
-    n += (size_t)sprintf(b + n, "]}");
-    *len = n;
-    return b;
-}
-
 typedef struct heavy_call {
     const char *url;
     const void *body;
@@ -263,7 +245,7 @@ START_TEST(test_burst_beside_heavy)
     rbt_fixture_start(&s, args, &ctx);
     rbt_rng rng = {9};
     size_t len;
-    char *body = heavy_body(&len);
+    char *body = rbt_heavy_count_body(&len);
     char url[256];
     snprintf(url, sizeof url, "%s/v1/intersect", s.base);
     heavy_call h = {.url = url, .body = body, .len = len};

@@ -193,24 +193,6 @@ START_TEST(test_per_address_limit)
 }
 END_TEST
 
-/* A query of 200K rays that each hit 20K identical boxes (4e9 tests,
- * seconds on this machine, far more under the sanitizers). */
-static char *heavy_body(size_t *len)
-{
-    enum { RAYS = 200000, BOXES = 20000 };
-    size_t cap = (size_t)RAYS * 24 + (size_t)BOXES * 16 + 64, n = 0;
-    char *b = malloc(cap);
-    n += (size_t)sprintf(b + n, "{\"mode\":\"count\",\"rays\":[");
-    for (int i = 0; i < RAYS; i++)
-        n += (size_t)sprintf(b + n, "%s[-10,0.5,0.5,1,0,0]", i ? "," : "");
-    n += (size_t)sprintf(b + n, "],\"boxes\":[");
-    for (int i = 0; i < BOXES; i++)
-        n += (size_t)sprintf(b + n, "%s[0,0,0,1,1,1]", i ? "," : "");
-    n += (size_t)sprintf(b + n, "]}");
-    *len = n;
-    return b;
-}
-
 static double stopped_count(const rbt_server *s, const char *reason)
 {
     rbt_resp m;
@@ -234,7 +216,7 @@ START_TEST(test_query_deadline)
     rbt_server s;
     rbt_server_start(&s, args);
     size_t len;
-    char *body = heavy_body(&len);
+    char *body = rbt_heavy_count_body(&len);
     char url[128];
     snprintf(url, sizeof url, "%s/v1/intersect", s.base);
     rbt_resp r;
@@ -307,7 +289,7 @@ START_TEST(test_query_estimate)
     rbt_resp_free(&r);
     ck_assert(metric_of(&s, "raybox_queries_refused_estimate_total") == 0);
 
-    body = heavy_body(&len);
+    body = rbt_heavy_count_body(&len);
     double t0 = now_ms();
     rbt_http(NULL, "POST", url, "application/json", body, len, NULL, NULL,
              &r);
@@ -340,7 +322,7 @@ START_TEST(test_client_gone)
     rbt_server s;
     rbt_server_start(&s, args);
     size_t len;
-    char *body = heavy_body(&len);
+    char *body = rbt_heavy_count_body(&len);
     int fd = connect_port(s.port);
     char head[256];
     int n = snprintf(head, sizeof head,
@@ -419,7 +401,7 @@ START_TEST(test_drain_stops_long_query)
     rbt_server s;
     rbt_server_start(&s, args);
     size_t len;
-    char *body = heavy_body(&len);
+    char *body = rbt_heavy_count_body(&len);
     int fd = connect_port(s.port);
     char head[256];
     int n = snprintf(head, sizeof head,

@@ -85,4 +85,9 @@ int rbt_metrics_with(const char *url, const char *text, rbt_resp *out);
 /* A file's contents (malloc'ed, NUL-terminated). */
 char *rbt_read_file(const char *path, size_t *len);
 
+/* The JSON body of a heavy count query: 200K rays that each hit 20K
+ * identical boxes (4e9 tests: seconds on the development machine, far
+ * more under the sanitizers). malloc'ed; *len its length. */
+char *rbt_heavy_count_body(size_t *len);
+
 #endif
