@@ -32,7 +32,9 @@
  * Line of sight (--los, default 200000,2000,2000): a city of BOXES
  * buildings on a street grid, OBSERVERS and TARGETS at street level, and
  * the OBSERVERS x TARGETS segments (o = observer, d = target - observer,
- * t in [0, 1], observer-major) through `any` / rtcOccluded1.
+ * t in [0, 1], observer-major) through `any` / rtcOccluded1, Embree's
+ * segments in input order and in the walk order over the city's bounds
+ * (its sort charged as above).
  *
  * OpenCL: a second context on the first OpenCL device (PoCL on a machine
  * without a GPU) queries the same scene objects in all four modes after
