@@ -392,6 +392,22 @@ rb_context *server_inline_context(rbd_server *s)
     return inline_mine;
 }
 
+/* What a server holds besides its daemon, listener and deadlines, freed
+ * at stop and on a failed start alike (the workers closed first). */
+static void release_parts(rbd_server *s)
+{
+    executor_destroy(s->ex);
+    inline_contexts_destroy(s);
+    store_destroy(s->store);
+    disk_close(s->disk);
+    free(s->devices_json);
+    s->ex = NULL;
+    s->store = NULL;
+    s->disk = NULL;
+    s->devices_json = NULL;
+    access_free(s);
+}
+
 /* The accept thread ran out of descriptors or memory: clients wait in
  * the backlog meanwhile. Said at most once a second. */
 static void accept_failed(void *cls, int err)
@@ -653,16 +669,7 @@ fail:
     deadlines_destroy(s->deadlines);
     s->deadlines = NULL;
     executor_close(s->ex);
-    executor_destroy(s->ex);
-    inline_contexts_destroy(s);
-    store_destroy(s->store);
-    disk_close(s->disk);
-    free(s->devices_json);
-    s->ex = NULL;
-    s->store = NULL;
-    s->disk = NULL;
-    s->devices_json = NULL;
-    access_free(s);
+    release_parts(s);
     return -1;
 }
 
@@ -730,12 +737,7 @@ void server_stop(rbd_server *s)
     snprintf(fields, sizeof fields, "\"connections_closed\":%u", left);
     log_event("info", "stopped", fields);
 
-    executor_destroy(s->ex);
-    inline_contexts_destroy(s); /* no I/O thread is left to use them */
-    store_destroy(s->store);
-    disk_close(s->disk);
-    free(s->devices_json);
-    access_free(s);
+    release_parts(s); /* no I/O thread is left to use its context */
     rbc_block_cache_limit(0); /* frees what it kept */
 }
 
