@@ -32,15 +32,6 @@ static double now_ms(void)
     return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
 }
 
-static double metric_of(const rbt_server *s, const char *name)
-{
-    rbt_resp m;
-    ck_assert_int_eq(rbt_get(NULL, s, "/metrics", &m), 0);
-    double v = rbt_metric(m.body, name);
-    rbt_resp_free(&m);
-    return v;
-}
-
 /* POSTs the scene of q's boxes to s; its id into id. */
 static void post_scene(const rbt_server *s, const rbt_query *q, char *id,
                        size_t cap)
@@ -105,6 +96,22 @@ static int same_answer(const rbt_resp *a, const rbt_resp *b, int binary)
     return same;
 }
 
+/* A random nearest query of that many rays and boxes, its JSON answer
+ * checked against ctx's. */
+static void ask_nearest(const rbt_server *s, rb_context *ctx, rbt_rng *rng,
+                        size_t rays, size_t boxes)
+{
+    rbt_query q;
+    rbt_query_random(&q, rng, RB_MODE_NEAREST, 3, rays, boxes, 0, 0);
+    rbt_expect e;
+    rbt_expect_run(ctx, &q, NULL, 0, &e);
+    rbt_resp r;
+    ask(s, "/v1/intersect", &q, 1, 1, 1, &e, &r);
+    rbt_resp_free(&r);
+    rbt_expect_free(&e);
+    rbt_query_free(&q);
+}
+
 START_TEST(test_inline_same_as_worker)
 {
     static const char *const inl[] = {"--workers", "1", "--quiet", NULL};
@@ -160,11 +167,11 @@ START_TEST(test_inline_same_as_worker)
         rbt_expect_free(&e);
         rbt_query_free(&q);
     }
-    ck_assert(metric_of(&si, "raybox_inline_answers_total") == sent);
-    ck_assert(metric_of(&sw, "raybox_inline_answers_total") == 0);
+    ck_assert(rbt_server_metric(&si, "raybox_inline_answers_total") == sent);
+    ck_assert(rbt_server_metric(&sw, "raybox_inline_answers_total") == 0);
     /* Inline answers are queries like the others in the metrics. */
-    ck_assert(metric_of(&si, "raybox_queries_total") == sent);
-    ck_assert(metric_of(&sw, "raybox_queries_total") == sent);
+    ck_assert(rbt_server_metric(&si, "raybox_queries_total") == sent);
+    ck_assert(rbt_server_metric(&sw, "raybox_queries_total") == sent);
     ck_assert_int_eq(rbt_server_stop(&sw), 0);
     unlink(sw.log_path);
     rb_scene_destroy(mirror);
@@ -184,33 +191,17 @@ START_TEST(test_threshold)
     rbt_fixture_start(&s, args, &ctx);
     rbt_rng rng = {5};
     for (int over = 0; over < 2; over++) {
-        rbt_query q;
         /* 10 x 100 = 1000 tests, then 10 x 101. */
-        rbt_query_random(&q, &rng, RB_MODE_NEAREST, 3, 10, 100 + over, 0, 0);
-        rbt_expect e;
-        rbt_expect_run(ctx, &q, NULL, 0, &e);
-        rbt_resp r;
-        ask(&s, "/v1/intersect", &q, 1, 1, 1, &e, &r);
-        rbt_resp_free(&r);
-        rbt_expect_free(&e);
-        rbt_query_free(&q);
-        ck_assert_msg(metric_of(&s, "raybox_inline_answers_total") == 1,
+        ask_nearest(&s, ctx, &rng, 10, 100 + (size_t)over);
+        ck_assert_msg(rbt_server_metric(&s, "raybox_inline_answers_total") == 1,
                       "%s the threshold: %g inline answers",
                       over ? "past" : "at",
-                      metric_of(&s, "raybox_inline_answers_total"));
+                      rbt_server_metric(&s, "raybox_inline_answers_total"));
     }
     /* No elements: the rays count (each has its answer), 1001 > 1000. */
-    rbt_query q;
-    rbt_query_random(&q, &rng, RB_MODE_NEAREST, 3, 1001, 0, 0, 0);
-    rbt_expect e;
-    rbt_expect_run(ctx, &q, NULL, 0, &e);
-    rbt_resp r;
-    ask(&s, "/v1/intersect", &q, 1, 1, 1, &e, &r);
-    rbt_resp_free(&r);
-    rbt_expect_free(&e);
-    rbt_query_free(&q);
-    ck_assert(metric_of(&s, "raybox_inline_answers_total") == 1);
-    ck_assert(metric_of(&s, "raybox_queries_total") == 3);
+    ask_nearest(&s, ctx, &rng, 1001, 0);
+    ck_assert(rbt_server_metric(&s, "raybox_inline_answers_total") == 1);
+    ck_assert(rbt_server_metric(&s, "raybox_queries_total") == 3);
     rbt_fixture_stop(&s, ctx);
 }
 END_TEST
@@ -245,15 +236,15 @@ START_TEST(test_burst_beside_heavy)
     rbt_fixture_start(&s, args, &ctx);
     rbt_rng rng = {9};
     size_t len;
-    char *body = rbt_heavy_count_body(&len);
+    char *body = rbt_count_body(RBT_HEAVY_RAYS, RBT_HEAVY_BOXES, &len);
     char url[256];
     snprintf(url, sizeof url, "%s/v1/intersect", s.base);
     heavy_call h = {.url = url, .body = body, .len = len};
     ck_assert_int_eq(pthread_create(&h.thread, NULL, heavy_main, &h), 0);
     double t0 = now_ms();
-    while (metric_of(&s, "raybox_jobs_running") < 1 && now_ms() - t0 < 20000)
+    while (rbt_server_metric(&s, "raybox_jobs_running") < 1 && now_ms() - t0 < 20000)
         nanosleep(&(struct timespec){0, 5000000}, NULL);
-    ck_assert_msg(metric_of(&s, "raybox_jobs_running") == 1,
+    ck_assert_msg(rbt_server_metric(&s, "raybox_jobs_running") == 1,
                   "the heavy query never ran");
 
     rbt_query q;
@@ -279,10 +270,10 @@ START_TEST(test_burst_beside_heavy)
     }
     /* A loose bound for a loaded sanitizer build. */
     ck_assert_msg(slowest < 1000, "a small query took %.0f ms", slowest);
-    ck_assert_msg(metric_of(&s, "raybox_jobs_running") == 1 &&
-                      metric_of(&s, "raybox_queries_total") == BURST,
+    ck_assert_msg(rbt_server_metric(&s, "raybox_jobs_running") == 1 &&
+                      rbt_server_metric(&s, "raybox_queries_total") == BURST,
                   "the heavy query ended before the burst did");
-    ck_assert(metric_of(&s, "raybox_inline_answers_total") == BURST);
+    ck_assert(rbt_server_metric(&s, "raybox_inline_answers_total") == BURST);
     curl_easy_cleanup(c);
     free(qbody);
     rbt_expect_free(&e);
@@ -336,7 +327,7 @@ START_TEST(test_guards)
         rbt_resp_free(&r);
         rbt_expect_free(&e);
         rbt_query_free(&q);
-        ck_assert(metric_of(&s, "raybox_inline_answers_total") == (k ? 0 : 1));
+        ck_assert(rbt_server_metric(&s, "raybox_inline_answers_total") == (k ? 0 : 1));
         char *log = NULL;
         double t0 = now_ms();
         do {

@@ -216,7 +216,7 @@ START_TEST(test_query_deadline)
     rbt_server s;
     rbt_server_start(&s, args);
     size_t len;
-    char *body = rbt_heavy_count_body(&len);
+    char *body = rbt_count_body(RBT_HEAVY_RAYS, RBT_HEAVY_BOXES, &len);
     char url[128];
     snprintf(url, sizeof url, "%s/v1/intersect", s.base);
     rbt_resp r;
@@ -239,31 +239,6 @@ START_TEST(test_query_deadline)
 }
 END_TEST
 
-/* A count query of n rays over m identical boxes, every ray through all. */
-static char *count_body(int rays, int boxes, size_t *len)
-{
-    size_t cap = (size_t)rays * 24 + (size_t)boxes * 16 + 64, n = 0;
-    char *b = malloc(cap);
-    n += (size_t)sprintf(b + n, "{\"mode\":\"count\",\"rays\":[");
-    for (int i = 0; i < rays; i++)
-        n += (size_t)sprintf(b + n, "%s[-10,0.5,0.5,1,0,0]", i ? "," : "");
-    n += (size_t)sprintf(b + n, "],\"boxes\":[");
-    for (int i = 0; i < boxes; i++)
-        n += (size_t)sprintf(b + n, "%s[0,0,0,1,1,1]", i ? "," : "");
-    n += (size_t)sprintf(b + n, "]}");
-    *len = n;
-    return b;
-}
-
-static double metric_of(const rbt_server *s, const char *name)
-{
-    rbt_resp m;
-    ck_assert_int_eq(rbt_get(NULL, s, "/metrics", &m), 0);
-    double v = rbt_metric(m.body, name);
-    rbt_resp_free(&m);
-    return v;
-}
-
 /* The up-front estimate of --max-query-ms: the heavy query (4e9 tests,
  * seconds of work) is answered 413 with its estimate before it runs,
  * well within its limit of time after its body is in; a query of 1e7
@@ -278,7 +253,7 @@ START_TEST(test_query_estimate)
     char url[128];
     snprintf(url, sizeof url, "%s/v1/intersect", s.base);
     size_t len;
-    char *body = count_body(5000, 2000, &len);
+    char *body = rbt_count_body(5000, 2000, &len);
     rbt_resp r;
     rbt_http(NULL, "POST", url, "application/json", body, len, NULL, NULL,
              &r);
@@ -287,9 +262,9 @@ START_TEST(test_query_estimate)
                   r.body);
     ck_assert_ptr_nonnull(strstr(r.body, "\"hits\":[2000,2000,"));
     rbt_resp_free(&r);
-    ck_assert(metric_of(&s, "raybox_queries_refused_estimate_total") == 0);
+    ck_assert(rbt_server_metric(&s, "raybox_queries_refused_estimate_total") == 0);
 
-    body = rbt_heavy_count_body(&len);
+    body = rbt_count_body(RBT_HEAVY_RAYS, RBT_HEAVY_BOXES, &len);
     double t0 = now_ms();
     rbt_http(NULL, "POST", url, "application/json", body, len, NULL, NULL,
              &r);
@@ -306,7 +281,7 @@ START_TEST(test_query_estimate)
     /* Parsing its 4 MB of JSON is most of it; no query ran into its
      * deadline. */
     ck_assert_msg(took < 3000, "answered after %.0f ms", took);
-    ck_assert(metric_of(&s, "raybox_queries_refused_estimate_total") == 1);
+    ck_assert(rbt_server_metric(&s, "raybox_queries_refused_estimate_total") == 1);
     ck_assert(stopped_count(&s, "deadline") == 0);
     ck_assert_int_eq(rbt_server_stop_within(&s, 5000), 0);
 }
@@ -322,7 +297,7 @@ START_TEST(test_client_gone)
     rbt_server s;
     rbt_server_start(&s, args);
     size_t len;
-    char *body = rbt_heavy_count_body(&len);
+    char *body = rbt_count_body(RBT_HEAVY_RAYS, RBT_HEAVY_BOXES, &len);
     int fd = connect_port(s.port);
     char head[256];
     int n = snprintf(head, sizeof head,
@@ -401,7 +376,7 @@ START_TEST(test_drain_stops_long_query)
     rbt_server s;
     rbt_server_start(&s, args);
     size_t len;
-    char *body = rbt_heavy_count_body(&len);
+    char *body = rbt_count_body(RBT_HEAVY_RAYS, RBT_HEAVY_BOXES, &len);
     int fd = connect_port(s.port);
     char head[256];
     int n = snprintf(head, sizeof head,

@@ -448,19 +448,27 @@ double rbt_metric(const char *page, const char *name)
     return -1;
 }
 
-char *rbt_heavy_count_body(size_t *len)
+char *rbt_count_body(int rays, int boxes, size_t *len)
 {
-    enum { RAYS = 200000, BOXES = 20000 };
-    size_t cap = (size_t)RAYS * 24 + (size_t)BOXES * 16 + 64, n = 0;
+    size_t cap = (size_t)rays * 24 + (size_t)boxes * 16 + 64, n = 0;
     char *b = malloc(cap);
     ck_assert_ptr_nonnull(b);
     n += (size_t)sprintf(b + n, "{\"mode\":\"count\",\"rays\":[");
-    for (int i = 0; i < RAYS; i++)
+    for (int i = 0; i < rays; i++)
         n += (size_t)sprintf(b + n, "%s[-10,0.5,0.5,1,0,0]", i ? "," : "");
     n += (size_t)sprintf(b + n, "],\"boxes\":[");
-    for (int i = 0; i < BOXES; i++)
+    for (int i = 0; i < boxes; i++)
         n += (size_t)sprintf(b + n, "%s[0,0,0,1,1,1]", i ? "," : "");
     n += (size_t)sprintf(b + n, "]}");
     *len = n;
     return b;
+}
+
+double rbt_server_metric(const rbt_server *s, const char *name)
+{
+    rbt_resp m;
+    ck_assert_int_eq(rbt_get(NULL, s, "/metrics", &m), 0);
+    double v = rbt_metric(m.body, name);
+    rbt_resp_free(&m);
+    return v;
 }

@@ -85,9 +85,14 @@ int rbt_metrics_with(const char *url, const char *text, rbt_resp *out);
 /* A file's contents (malloc'ed, NUL-terminated). */
 char *rbt_read_file(const char *path, size_t *len);
 
-/* The JSON body of a heavy count query: 200K rays that each hit 20K
- * identical boxes (4e9 tests: seconds on the development machine, far
- * more under the sanitizers). malloc'ed; *len its length. */
-char *rbt_heavy_count_body(size_t *len);
+/* The JSON body of a count query of `rays` rays that each hit all of
+ * `boxes` identical boxes. malloc'ed; *len its length. The heavy one:
+ * RBT_HEAVY_RAYS x RBT_HEAVY_BOXES (4e9 tests: seconds on the
+ * development machine, far more under the sanitizers). */
+enum { RBT_HEAVY_RAYS = 200000, RBT_HEAVY_BOXES = 20000 };
+char *rbt_count_body(int rays, int boxes, size_t *len);
+
+/* rbt_metric of s's /metrics page (-1 if absent). */
+double rbt_server_metric(const rbt_server *s, const char *name);
 
 #endif
