@@ -219,6 +219,7 @@ typedef struct answer {
     uint32_t *counts;
     rb_list_hit *list;
     float *normals;
+    rb_run_info info;
 } answer;
 
 enum { MAX_HITS = 6 };
@@ -251,6 +252,7 @@ static void run_on(rb_context *ctx, const scene *s, const rb_scene *on,
     int rc = rb_intersect(ctx, &q, &r);
     ck_assert_msg(rc == RB_OK, "rb_intersect: %s",
                   rb_context_error(ctx)->message);
+    a->info = r.info;
 }
 
 static void run(rb_context *ctx, const scene *s, rb_mode mode,
@@ -529,6 +531,11 @@ static void compare_cl_walk(uint64_t seed, size_t per_kind, float span,
     rb_context *brute = context(RB_HIERARCHY_OFF);
     rb_context *tree = context(RB_HIERARCHY_ALWAYS);
     rb_context *cl = cl_context_with(RB_HIERARCHY_ALWAYS);
+    /* The stack the test asked for is the one the program was built
+     * with (else the short-stack run would test nothing new). */
+    const char *stack = getenv("RAYBOX_CL_BVH_STACK");
+    if (stack)
+        ck_assert_uint_eq(rb_cl_bvh_stack(cl), (unsigned)atoi(stack));
     static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
                                     RB_MODE_COUNT, RB_MODE_ALL};
     uint64_t hits = 0;
@@ -693,6 +700,87 @@ START_TEST(test_cl_walk_scene_versions)
 }
 END_TEST
 
+/* A failing OpenCL call anywhere in a shape walk query (cl_testhook.h's
+ * fault injection): the query falls back to the CPU with the brute
+ * force's answers, and the next query walks on the device again (the
+ * tree uploaded afresh where the failure hit its upload). Then a budget
+ * too small for the tree: brute force on the device, same answers. */
+START_TEST(test_cl_walk_failures)
+{
+    enum { PER_KIND = 100, N = 300 };
+    rbt_rng g = {41};
+    scene s;
+    make_scene(&g, PER_KIND, 20, 3, &s);
+    rb_ray *rays = malloc(N * sizeof *rays);
+    make_rays(&g, &s, RAYS_EDGES, 20, 25, rays, N);
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *cl = rbt_context_limited(RBT_OPENCL, 0, 0, 1);
+    rb_shapes sh = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns, s.planes,
+                    s.np};
+    rb_scene *sc = NULL;
+    ck_assert_int_eq(rb_scene_create_shapes(cl, 3, s.boxes, s.nb, &sh, &sc),
+                     RB_OK);
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    for (int m = 0; m < 4; m++) {
+        answer want, got;
+        run(brute, &s, modes[m], rays, N, &want);
+        run_on(cl, &s, sc, modes[m], rays, N, &got);
+        answer_free(&got);
+        unsigned long long c0 = rb_cl_calls(cl), w0 = rb_cl_shape_walks(cl);
+        run_on(cl, &s, sc, modes[m], rays, N, &got);
+        answer_free(&got);
+        unsigned long long calls = rb_cl_calls(cl) - c0;
+        ck_assert_uint_eq(rb_cl_shape_walks(cl) - w0, 1);
+        ck_assert_uint_ge(calls, 5);
+        for (unsigned long long n = 0; n < calls; n++) {
+            rb_cl_fail_after(cl, (long)n);
+            run_on(cl, &s, sc, modes[m], rays, N, &got);
+            ck_assert_msg(got.info.fell_back == 1 &&
+                              strcmp(got.info.backend, "cpu") == 0,
+                          "%s call %llu: no fallback", rb_mode_name(modes[m]),
+                          n);
+            same(modes[m], &want, &got, N, "after a failed call");
+            answer_free(&got);
+            w0 = rb_cl_shape_walks(cl);
+            run_on(cl, &s, sc, modes[m], rays, N, &got);
+            ck_assert_msg(!got.info.fell_back &&
+                              rb_cl_shape_walks(cl) - w0 == 1,
+                          "%s after call %llu: fell_back %d",
+                          rb_mode_name(modes[m]), n, got.info.fell_back);
+            same(modes[m], &want, &got, N, "the walk after a failure");
+            answer_free(&got);
+        }
+        answer_free(&want);
+    }
+    rb_scene_destroy(sc);
+    /* The tree over the budget: the device's brute force answers. */
+    rb_context *small = rbt_context_limited(RBT_OPENCL, 0, 12 << 10, 0);
+    ck_assert_int_eq(
+        rb_scene_create_shapes(small, 3, s.boxes, s.nb, &sh, &sc), RB_OK);
+    rb_scene_stats st;
+    rb_scene_stats_get(sc, &st);
+    ck_assert_uint_gt(st.shape_nodes * sizeof(rb_bvh_node), 12 << 10);
+    for (int m = 0; m < 4; m++) {
+        answer want, got;
+        run(brute, &s, modes[m], rays, N, &want);
+        unsigned long long w0 = rb_cl_shape_walks(small);
+        run_on(small, &s, sc, modes[m], rays, N, &got);
+        ck_assert_uint_eq(rb_cl_shape_walks(small), w0);
+        ck_assert_int_eq(got.info.fell_back, 0);
+        same(modes[m], &want, &got, N, "the tree over the budget");
+        answer_free(&want);
+        answer_free(&got);
+    }
+    rb_scene_destroy(sc);
+    rb_context_destroy(small);
+    rb_context_destroy(brute);
+    rb_context_destroy(cl);
+    free(rays);
+    scene_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shape_paths");
@@ -717,6 +805,7 @@ int main(void)
     tcase_add_test(tc, test_cl_walk_near);
     tcase_add_test(tc, test_cl_walk_far_and_scales);
     tcase_add_test(tc, test_cl_walk_scene_versions);
+    tcase_add_test(tc, test_cl_walk_failures);
     suite_add_tcase(s, tc);
     return rbt_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }
