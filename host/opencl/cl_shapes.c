@@ -472,6 +472,15 @@ int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
     rb_cl_backend *be = (rb_cl_backend *)self;
     if (!job->n_rays)
         return RB_OK;
+    /* pairs of shapes run no box pass first, which would have made the
+     * queue again after a failure dropped it (cl_run.c, settle) */
+    if (!be->queue) {
+        int rc = RB_CL_NEW(&be->env, be->queue, clCreateCommandQueue,
+                           be->context, be->dev.id,
+                           CL_QUEUE_PROFILING_ENABLE);
+        if (rc)
+            return rc;
+    }
     if (job->mode != RB_MODE_PAIRS && set->tree && set->tree->n_nodes) {
         size_t chunk = walk_chunk(be, job, set);
         if (chunk)
