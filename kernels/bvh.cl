@@ -60,6 +60,13 @@
  * the tiled variant (GPUs) tests two halves of float4, which keeps loads
  * 16 bytes wide without asking a GPU for eight-wide registers.
  *
+ * Shape trees (host/bvh/bvh_shapes.c) are walked by the same loop from
+ * kernels/shapes.cl: rb_walk_tree with `shapes` set gives their box
+ * slots (widened world boxes) the conservative test and hands the slots
+ * that pass to rb_take_shapes, the exact shape tests on the leaf records
+ * (the CPU's leaf hook, bvh_walk.inc). The stack, its resume and the
+ * visit order are the box walk's.
+ *
  * Kernel arguments: exact.h's enum rb_walk_arg, the same for the four
  * (a mode's unused outputs are null); bad is R6 as in brute.cl (rb_ray_ok,
  * the lowest bad element with atomic_min). order (may be NULL) is a
