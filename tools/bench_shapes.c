@@ -33,8 +33,9 @@
  * per obb/xbox, RTC_GEOMETRY_TYPE_SPHERE_POINT), the same with boxes as
  * 12 triangles too, and user geometry running raybox's exact tests,
  * each at every build quality of --embree-quality (default medium,high;
- * scene flags none), keeping the fastest per figure. Times are medians of --repeat runs (default 3).
- * The fastest Embree setup of each figure is the yardstick of the ratio.
+ * scene flags none), keeping the fastest per figure. Times are medians
+ * of --repeat runs (default 3). The fastest Embree setup of each figure
+ * is the yardstick of the ratio.
  *
  * Cross-checks: user geometry must give raybox's answers exactly (nearest
  * ids, any flags); native primitives follow other rules (a ray that
