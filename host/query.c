@@ -127,8 +127,9 @@ static int shape_tree_pays(const rb_context *ctx, size_t n_rays,
 #define SCENE_MIN_SHAPES 64
 
 /* The shapes a query on a scene tests: the scene's, walked through their
- * hierarchy or (in *view, without it) one by one, as for inline shapes
- * (no walk where the backend runs the shape pass itself). NULL: none. */
+ * hierarchy (on the CPU or, where the backend runs the shape pass itself,
+ * on its device) or (in *view, without it) one by one, as for inline
+ * shapes. NULL: none. */
 static const rb_shapeset *scene_shapes(const rb_context *ctx,
                                        const rb_scene *scene,
                                        rb_shapeset *view)
@@ -140,7 +141,7 @@ static const rb_shapeset *scene_shapes(const rb_context *ctx,
     int walk = ctx->bvh_use == RB_BVH_USE_ALWAYS ||
                (ctx->bvh_use == RB_BVH_USE_AUTO &&
                 bounded >= SCENE_MIN_SHAPES);
-    if (!s->tree || (walk && !ctx->active->ops->run_shapes))
+    if (!s->tree || walk)
         return s;
     *view = *s;
     view->tree = NULL;
@@ -275,15 +276,15 @@ static int run_boxes(rb_context *ctx, const rb_job *job, rb_results *r,
     return rc;
 }
 
-/* The shape pass on backend b (the CPU's when b has none, or when b has
- * the hierarchy the CPU walks: OpenCL's pass is brute force). When the
- * device fails and fallback is on, both passes run again on the CPU: the
- * failed pass may have combined part of the answers already. */
+/* The shape pass on backend b (the CPU's when b has none; OpenCL's walks
+ * set->tree where there is one, cl_shapes.c). When the device fails and
+ * fallback is on, both passes run again on the CPU: the failed pass may
+ * have combined part of the answers already. */
 static int run_shapes(rb_context *ctx, rb_backend *b, const rb_query *q,
                       const rb_job *job, const rb_shapeset *set,
                       int shape_pairs, rb_bad_input *bad, rb_results *r)
 {
-    if (!b->ops->run_shapes || set->tree)
+    if (!b->ops->run_shapes)
         return rb_shapes_run(ctx, job, set, r);
     int rc = b->ops->run_shapes(b, ctx, job, set, r);
     if (!is_device_failure(rc) || !ctx->opt.cpu_fallback)
@@ -397,7 +398,7 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         if (rc)
             return rc;
         /* Without memory for it, every shape is tested: same answers. */
-        if (!shape_pairs && !ctx->active->ops->run_shapes &&
+        if (!shape_pairs &&
             shape_tree_pays(ctx, q->n_rays, set.n_obb + set.n_xbox + set.n_ball))
             rb_shape_tree_build(ctx, &set);
         rb_clear_error(ctx);

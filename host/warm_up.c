@@ -13,6 +13,9 @@
 
 /* A scene this large walks its hierarchy (query.c's SCENE_MIN_BOXES). */
 #define WARM_SCENE_BOXES 512
+/* And this many spheres its shape hierarchy (query.c's SCENE_MIN_SHAPES),
+ * on the device (kernels/shapes.cl's rb_shape_walk_*). */
+#define WARM_SCENE_SPHERES 64
 
 static int run(rb_context *ctx, rb_mode mode, const rb_ray *ray,
                const rb_box *boxes, size_t n_boxes, const rb_scene *scene,
@@ -70,10 +73,18 @@ int rb_context_warm_up(rb_context *ctx)
     }
     const rb_sphere sphere = {{0.5f, 0.5f, 0}, 0.25f};
     const rb_shapes shapes = {.spheres = &sphere, .n_spheres = 1};
-    rb_scene *scene = NULL, *small = NULL;
+    rb_sphere balls[WARM_SCENE_SPHERES];
+    for (size_t i = 0; i < WARM_SCENE_SPHERES; i++)
+        balls[i] = (rb_sphere){{(float)(i % 8) / 8, (float)(i / 8) / 8, 0.5f},
+                               0.05f};
+    const rb_shapes many = {.spheres = balls,
+                            .n_spheres = WARM_SCENE_SPHERES};
+    rb_scene *scene = NULL, *small = NULL, *balls_scene = NULL;
     int rc = rb_scene_create(ctx, 3, boxes, WARM_SCENE_BOXES, &scene);
     if (!rc)
         rc = rb_scene_create(ctx, 3, boxes, 2, &small);
+    if (!rc)
+        rc = rb_scene_create_shapes(ctx, 3, boxes, 2, &many, &balls_scene);
     /* pairs: one box, then one shape, for the one ray */
     if (!rc)
         rc = run(ctx, RB_MODE_PAIRS, &ray, boxes, 1, NULL, NULL);
@@ -86,11 +97,14 @@ int rb_context_warm_up(rb_context *ctx)
             rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
         if (!rc)
             rc = run(ctx, every_box[m], &ray, NULL, 0, NULL, &shapes);
+        if (!rc)
+            rc = run(ctx, every_box[m], &ray, NULL, 0, balls_scene, NULL);
     }
     if (!rc)
         rc = run_visibility(ctx, scene);
     if (!rc)
         rc = run_visibility(ctx, small);
+    rb_scene_destroy(balls_scene);
     rb_scene_destroy(small);
     rb_scene_destroy(scene);
     return rc;

@@ -60,6 +60,13 @@
  * the tiled variant (GPUs) tests two halves of float4, which keeps loads
  * 16 bytes wide without asking a GPU for eight-wide registers.
  *
+ * Shape trees (host/bvh/bvh_shapes.c) are walked by the same loop from
+ * kernels/shapes.cl: rb_walk_tree with `shapes` set gives their box
+ * slots (widened world boxes) the conservative test and hands the slots
+ * that pass to rb_take_shapes, the exact shape tests on the leaf records
+ * (the CPU's leaf hook, bvh_walk.inc). The stack, its resume and the
+ * visit order are the box walk's.
+ *
  * Kernel arguments: exact.h's enum rb_walk_arg, the same for the four
  * (a mode's unused outputs are null); bad is R6 as in brute.cl (rb_ray_ok,
  * the lowest bad element with atomic_min). order (may be NULL) is a
@@ -119,10 +126,12 @@ static inline uint rb_mask8(int8 m)
 /* Node n: e[k] and x[k] are slot k's t_enter and t_exit as rb_slab_hit
  * computes them (before + 0.0f); *boxes_hit gets the box slots hit, the
  * return value the subtree slots that may hold a hit within
- * [tmin, limit]. */
+ * [tmin, limit]. In a shape tree (shapes, a constant) the box slots get
+ * the conservative test of subtree slots instead: they hold widened world
+ * boxes, and the exact shape test decides (shapes.cl). */
 static inline uint rb_node_test(const rb_wray *w, __global const float *n,
                                 float limit, float e_out[8], float x_out[8],
-                                uint *boxes_hit)
+                                uint *boxes_hit, const int shapes)
 {
     float8 e = (float8)(w->r.tmin), x = (float8)(INFINITY);
     for (int a = 0; a < 3; a++) {
@@ -144,14 +153,14 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
     vstore8(e, 0, e_out);
     vstore8(xe, 0, x_out);
     uint boxes = as_uint(n[RB_NODE_BOXES]);
-    *boxes_hit = exact & boxes;
+    *boxes_hit = (shapes ? maybe : exact) & boxes;
     return maybe & ~boxes;
 }
 #else
 /* The same test on two halves of four slots. */
 static inline uint rb_node_test(const rb_wray *w, __global const float *n,
                                 float limit, float e_out[8], float x_out[8],
-                                uint *boxes_hit)
+                                uint *boxes_hit, const int shapes)
 {
     uint exact = 0, maybe = 0;
     for (int h = 0; h < 2; h++) {
@@ -179,7 +188,7 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
         vstore4(xe, h, x_out);
     }
     uint boxes = as_uint(n[RB_NODE_BOXES]);
-    *boxes_hit = exact & boxes;
+    *boxes_hit = (shapes ? maybe : exact) & boxes;
     return maybe & ~boxes;
 }
 #endif /* RB_WIDE */
@@ -209,7 +218,8 @@ static inline void rb_prefetch_node(__global const float *n)
 /* What a walk has found so far. */
 typedef struct rb_walk {
     float best_t;    /* nearest: least entry so far (+inf: none) */
-    uint best_i;     /* its original index */
+    uint best_i;     /* its original index (shape trees: its id) */
+    uint best_j;     /* shape trees: the winner's leaf (0xffffffff: none) */
     uint best_node;  /* where its corners are */
     uint best_slot;
     int found;       /* nearest: a best exists; any: a hit */
@@ -350,7 +360,7 @@ static inline void rb_wresume(const rb_wray *w, __global const float *nodes,
         float ev[8], xv[8];
         uint hits;
         uint m = rb_node_test(w, nodes + (size_t)node * RB_NODE_WORDS, limit,
-                              ev, xv, &hits);
+                              ev, xv, &hits, 0);
         __global const uint *child = words + (size_t)node * RB_NODE_WORDS +
                                      RB_NODE_CHILD;
         uint c = rb_path_get(pos, d);
@@ -400,11 +410,54 @@ static inline int rb_wpop(const rb_wray *w, __global const float *nodes,
     }
 }
 
+/* The candidate slots `hits` of a shape tree's node (child: its child
+ * words) against the raw ray sw with exact.h's rb_shape_hit on the leaves
+ * sv, as the CPU's leaf hook (bvh_walk.inc, take_shapes) does. Returns 1
+ * when the walk can stop (any). */
+static inline int rb_take_shapes(const int mode, uint hits,
+                                 __global const uint *child,
+                                 const rb_shape_view *sv,
+                                 const rb_ray_raw *sw, rb_walk *s,
+                                 __global rb_list_hit *list, uint cap)
+{
+    while (hits) {
+        uint k = rb_ctz(hits);
+        hits &= hits - 1;
+        uint j = child[k];
+        float te, tx;
+        if (!rb_shape_hit(sv, j, sw, &te, &tx))
+            continue;
+        if (mode == RB_WALK_NEAREST) {
+            uint id = rb_shape_id(sv, j);
+            if (te < s->best_t || (te == s->best_t && id < s->best_i)) {
+                s->best_t = te;
+                s->best_i = id;
+                s->best_j = j;
+            }
+        } else if (mode == RB_WALK_ANY) {
+            s->found = 1;
+            return 1;
+        } else if (mode == RB_WALK_COUNT) {
+            s->count++;
+        } else {
+            s->count++;
+            rb_list_insert(list, &s->stored, cap, (int)rb_shape_id(sv, j), te,
+                           tx);
+        }
+    }
+    return 0;
+}
+
 /* One ray through the tree. mode is a constant at every call site, so
- * each kernel gets its own loop. */
+ * each kernel gets its own loop; so is shapes: 0 for a box tree (sv and
+ * sw unused), 1 for a shape tree, whose box slots are candidates for
+ * rb_take_shapes on the leaves sv (the leaf hook; the loop, the short
+ * stack and its resume are the same). */
 static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
                                 const int mode, rb_walk *s,
-                                __global rb_list_hit *list, uint cap)
+                                __global rb_list_hit *list, uint cap,
+                                const int shapes, const rb_shape_view *sv,
+                                const rb_ray_raw *sw)
 {
     __global const uint *words = (__global const uint *)nodes;
     rb_wstack st;
@@ -430,7 +483,7 @@ static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
             float limit = w->r.tmax;
             if (mode == RB_WALK_NEAREST && s->best_t < limit)
                 limit = s->best_t;
-            uint m = rb_node_test(w, n, limit, ev, xv, &hits);
+            uint m = rb_node_test(w, n, limit, ev, xv, &hits, shapes);
             leaf = cur;
             if (m) {
                 /* (any stops so early that fetching costs more, as on
@@ -457,6 +510,11 @@ static inline void rb_walk_tree(const rb_wray *w, __global const float *nodes,
         /* Box loop: the hit boxes of node `leaf`. */
         __global const uint *child = words + (size_t)leaf * RB_NODE_WORDS +
                                      RB_NODE_CHILD;
+        if (shapes) {
+            if (rb_take_shapes(mode, hits, child, sv, sw, s, list, cap))
+                return;
+            continue;
+        }
         switch (mode) {
         case RB_WALK_NEAREST:
             while (hits) {
@@ -497,6 +555,7 @@ static inline rb_walk rb_walk_init(void)
     rb_walk s;
     s.best_t = INFINITY;
     s.best_i = 0xffffffffu;
+    s.best_j = 0xffffffffu;
     s.best_node = 0;
     s.best_slot = 0;
     s.found = 0;
@@ -538,7 +597,7 @@ static inline void rb_bvh_kernel(const int mode, __global const float *rays,
 {
     RB_BVH_PROLOGUE();
     if (mode == RB_WALK_NEAREST) {
-        rb_walk_tree(&w, nodes, RB_WALK_NEAREST, &s, 0, 0);
+        rb_walk_tree(&w, nodes, RB_WALK_NEAREST, &s, 0, 0, 0, 0, 0);
         rb_hit h;
         if (s.found) {
             __global const float *n =
@@ -555,14 +614,14 @@ static inline void rb_bvh_kernel(const int mode, __global const float *rays,
         }
         hits[i] = h;
     } else if (mode == RB_WALK_ANY) {
-        rb_walk_tree(&w, nodes, RB_WALK_ANY, &s, 0, 0);
+        rb_walk_tree(&w, nodes, RB_WALK_ANY, &s, 0, 0, 0, 0, 0);
         any_hit[i] = (uchar)s.found;
     } else if (mode == RB_WALK_COUNT) {
-        rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0);
+        rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0, 0, 0, 0);
         counts[i] = s.count;
     } else {
         rb_walk_tree(&w, nodes, RB_WALK_ALL, &s, lists + i * max_hits,
-                     max_hits);
+                     max_hits, 0, 0, 0);
         counts[i] = s.count;
     }
 }

@@ -686,6 +686,35 @@ static inline rb_u32 rb_shape_scan_all(const rb_shape_view *v, rb_u32 j0,
     return n;
 }
 
+/* ---- the shape hierarchy's routes (R16) ------------------------------ */
+/* Which rays walk the shape tree as built (host/bvh/bvh_shapes.c says
+ * why): the tree is built only when every coordinate is within
+ * RB_SHAPE_TREE_REACH of the origin; a ray whose origin or direction is
+ * beyond it, or whose direction is below RB_SHAPE_DIR_MIN, is tested
+ * against every shape (SCAN); of the others, one whose origin is within
+ * the tree's cover takes the tree's slots as they are (FAST), one from
+ * farther away needs its own widening on top (WIDE). w is the flushed
+ * ray; the CPU walk and kernels/shapes.cl both route by this. */
+#define RB_SHAPE_TREE_REACH 0x1p31f
+#define RB_SHAPE_DIR_MIN 0x1p-60f
+enum { RB_SHAPE_ROUTE_FAST, RB_SHAPE_ROUTE_WIDE, RB_SHAPE_ROUTE_SCAN };
+
+static inline float rb_max_abs3(const float *v)
+{
+    float m = RB_FABS(v[0]);
+    m = RB_FABS(v[1]) > m ? RB_FABS(v[1]) : m;
+    return RB_FABS(v[2]) > m ? RB_FABS(v[2]) : m;
+}
+
+static inline int rb_shape_route(const rb_ray_raw *w, float cover)
+{
+    float o = rb_max_abs3(w->o), d = rb_max_abs3(w->d);
+    if (!(o <= RB_SHAPE_TREE_REACH && d <= RB_SHAPE_TREE_REACH &&
+          d >= RB_SHAPE_DIR_MIN))
+        return RB_SHAPE_ROUTE_SCAN;
+    return o <= cover ? RB_SHAPE_ROUTE_FAST : RB_SHAPE_ROUTE_WIDE;
+}
+
 /* Kernel arguments by position, named once: the kernels' parameter lists
  * follow these orders and the host (host/opencl/cl_run.c, cl_shapes.c)
  * sets arguments by these names. */
@@ -768,6 +797,33 @@ enum rb_shape_arg {
     RB_SHARG_LISTS,
     RB_SHARG_MAX_HITS,
     RB_SHARG_COUNT
+};
+
+/* shapes.cl, rb_shape_walk_*: the shape tree's walk. Leaves are the
+ * tree's records (rb_shapeset.leaves, a box slot's child indexes them)
+ * with their ids; planes are the set's half-spaces with theirs (null:
+ * first id + p). Every ray tests every plane. */
+enum rb_shape_walk_arg {
+    RB_SWARG_RAYS,      /* rb_ray records of the chunk */
+    RB_SWARG_N_RAYS,
+    RB_SWARG_NODES,     /* the tree's rb_bvh_node array */
+    RB_SWARG_ORDER,     /* null: item k answers ray k */
+    RB_SWARG_COVER,     /* rb_shapeset.cover (rb_shape_route) */
+    RB_SWARG_LBOX,      /* leaves */
+    RB_SWARG_N_LBOX,
+    RB_SWARG_BALL,
+    RB_SWARG_N_BALL,
+    RB_SWARG_LEAF_IDS,
+    RB_SWARG_HALF,      /* planes */
+    RB_SWARG_N_HALF,
+    RB_SWARG_HALF_IDS,  /* null: ids are HALF_FIRST + p */
+    RB_SWARG_HALF_FIRST,
+    RB_SWARG_HITS,      /* nearest: in (the box pass's) and out */
+    RB_SWARG_ANY,
+    RB_SWARG_COUNTS,
+    RB_SWARG_LISTS,
+    RB_SWARG_MAX_HITS,
+    RB_SWARG_COUNT
 };
 
 /* visibility.cl, rb_vis_brute and rb_vis_bvh: one work-item per byte of

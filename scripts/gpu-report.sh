@@ -10,7 +10,9 @@
 # --max-stack bytes, on fewer than --min-warps warps per SM (by
 # registers) on the first architecture of --archs (the target; the
 # others' occupancy is shown, marked "low"), and when a compile gives no
-# report for every kernel.
+# report for every kernel. The kernels of $known are over those limits
+# and known to be (docs/gpu.md): they are marked KNOWN and fail only when
+# they pass their own ceiling (registers, stack frame) or spill.
 #
 #   scripts/gpu-report.sh [--max-stack BYTES] [--min-warps N]
 #                         [--archs sm_90,sm_80] [--stack N] BUILD_DIR
@@ -23,6 +25,10 @@
 # compiles PTX for a newer GPU). __OPENCL_VERSION__ is defined as an
 # OpenCL driver would. docs/gpu.md explains the figures.
 set -eu
+# kernel:registers:stack-bytes ceilings of the kernels known to be over
+# the limits: the shape tree's walk (kernels/shapes.cl, bvh.cl's loop with
+# the exact shape tests inlined), measured when it came (docs/gpu.md).
+known="rb_shape_walk_nearest:128:584 rb_shape_walk_any:128:584 rb_shape_walk_count:128:584 rb_shape_walk_all:128:584"
 max_stack=512
 min_warps=32
 archs=sm_90,sm_80
@@ -86,7 +92,14 @@ for div in exact double; do
         target=0
         [ "$arch" = "${archs%%,*}" ] && target=1
         awk -v arch="$arch" -v div="$div" -v max_stack="$max_stack" -v target="$target" \
-            -v min_warps="$min_warps" -v want="$n_kernels" -v q="'" '
+            -v min_warps="$min_warps" -v want="$n_kernels" -v q="'" \
+            -v known="$known" '
+            BEGIN {
+                nk = split(known, kl, " ")
+                for (i = 1; i <= nk; i++) {
+                    split(kl[i], f, ":"); kr[f[1]] = f[2]; ks[f[1]] = f[3]
+                }
+            }
             /Compiling entry function/ { split($0, p, q); k = p[2]; next }
             /bytes stack frame/ && k != "" { st[k] = $1; ss[k] = $5; sl[k] = $9; next }
             /Used [0-9]+ registers/ && k != "" {
@@ -102,6 +115,14 @@ for div in exact double; do
                     w = int(65536 / per_warp); if (w > 64) w = 64
                     note = ""
                     if (ss[k] + sl[k] > 0) note = note " SPILLS"
+                    if (k in kr) {
+                        if (regs > kr[k] || st[k] > ks[k])
+                            note = note " OVER ITS CEILING " kr[k] "/" ks[k]
+                        if (note != "") bad = 1
+                        else note = " KNOWN (over the limits, ceiling " kr[k] " regs / " ks[k] " B)"
+                        printf "%-6s %-7s %-18s %5d %7d %7d %7d %6d %6d/64%s\n", arch, div, k, regs, st[k], ss[k], sl[k], sm[k] + 0, w, note
+                        continue
+                    }
                     if (st[k] > max_stack) note = note " STACK>" max_stack
                     if (note != "") bad = 1
                     if (w < min_warps) {
@@ -120,4 +141,4 @@ if [ "$fail" -ne 0 ]; then
     echo "gpu-report.sh: FAILED (see the marked kernels above)" >&2
     exit 1
 fi
-echo "gpu-report.sh: every kernel within the limits"
+echo "gpu-report.sh: every kernel within the limits (the KNOWN ones within their ceilings)"

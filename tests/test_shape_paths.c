@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "internal.h" /* ctx->walk_order */
+#include "opencl/cl_testhook.h"
 #include "testutil.h"
 
 typedef struct scene {
@@ -196,14 +197,20 @@ static rb_context *context(int hierarchy)
 
 /* The OpenCL backend without the CPU fallback: a failed launch fails the
  * test instead of hiding behind the CPU's answers. */
-static rb_context *cl_context(void)
+static rb_context *cl_context_with(int hierarchy)
 {
     rb_context_options o;
     rb_context_options_init(&o);
     o.backend = RB_BACKEND_OPENCL;
     o.cpu_fallback = 0;
-    o.hierarchy = RB_HIERARCHY_OFF;
+    o.hierarchy = hierarchy;
     return rbt_context_opts(RBT_OPENCL, &o);
+}
+
+/* Brute force on the device (kernels/shapes.cl's rb_shapes_*). */
+static rb_context *cl_context(void)
+{
+    return cl_context_with(RB_HIERARCHY_OFF);
 }
 
 typedef struct answer {
@@ -212,12 +219,14 @@ typedef struct answer {
     uint32_t *counts;
     rb_list_hit *list;
     float *normals;
+    rb_run_info info;
 } answer;
 
 enum { MAX_HITS = 6 };
 
-static void run(rb_context *ctx, const scene *s, rb_mode mode,
-                const rb_ray *rays, size_t n, answer *a)
+/* The query on scene `on` (NULL: s's elements inline). */
+static void run_on(rb_context *ctx, const scene *s, const rb_scene *on,
+                   rb_mode mode, const rb_ray *rays, size_t n, answer *a)
 {
     memset(a, 0, sizeof *a);
     a->hits = calloc(n, sizeof *a->hits);
@@ -231,12 +240,25 @@ static void run(rb_context *ctx, const scene *s, rb_mode mode,
                   .outputs = RB_OUTPUT_NORMAL,
                   .shapes = {s->obbs, s->no, s->xboxes, s->nx, s->spheres,
                              s->ns, s->planes, s->np}};
+    if (on) {
+        memset(&q.shapes, 0, sizeof q.shapes);
+        q.boxes = NULL;
+        q.n_boxes = 0;
+        q.scene = on;
+    }
     rb_results r = {.hits = a->hits, .any = a->any, .counts = a->counts,
                     .list = a->list, .kinds = a->kinds, .normals = a->normals,
                     .capacity = n};
     int rc = rb_intersect(ctx, &q, &r);
     ck_assert_msg(rc == RB_OK, "rb_intersect: %s",
                   rb_context_error(ctx)->message);
+    a->info = r.info;
+}
+
+static void run(rb_context *ctx, const scene *s, rb_mode mode,
+                const rb_ray *rays, size_t n, answer *a)
+{
+    run_on(ctx, s, NULL, mode, rays, n, a);
 }
 
 static void answer_free(answer *a)
@@ -488,6 +510,277 @@ START_TEST(test_scales)
 }
 END_TEST
 
+/* The OpenCL walk of the shape tree (kernels/shapes.cl's
+ * rb_shape_walk_*, bvh.cl's loop) against the CPU brute force and the CPU
+ * walk, every mode, on a mixed scene (boxes, every kind, planes). Every
+ * query must have walked on the device (a walk that skipped a shape
+ * differs from brute force on the edge-aimed rays). With
+ * expect_tree 0 (huge scenes: no tree is built, bvh_shapes.c) the
+ * device's brute force answers instead, and must agree all the same. Far
+ * and tiny cases test the rays the kernels test leaf by leaf. */
+static void compare_cl_walk(uint64_t seed, size_t per_kind, float span,
+                            float size, float far, int rays_kind, size_t n,
+                            int expect_tree, const char *what)
+{
+    n *= scale();
+    rbt_rng g = {seed};
+    scene s;
+    make_scene(&g, per_kind, span, size, &s);
+    rb_ray *rays = malloc(n * sizeof *rays);
+    make_rays(&g, &s, rays_kind, span, far, rays, n);
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *tree = context(RB_HIERARCHY_ALWAYS);
+    rb_context *cl = cl_context_with(RB_HIERARCHY_ALWAYS);
+    /* The stack the test asked for is the one the program was built
+     * with (else the short-stack run would test nothing new). */
+    const char *stack = getenv("RAYBOX_CL_BVH_STACK");
+    if (stack)
+        ck_assert_uint_eq(rb_cl_bvh_stack(cl), (unsigned)atoi(stack));
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    uint64_t hits = 0;
+    for (int m = 0; m < 4; m++) {
+        answer x, y, z;
+        unsigned long long walks = rb_cl_shape_walks(cl);
+        run(brute, &s, modes[m], rays, n, &x);
+        run(tree, &s, modes[m], rays, n, &y);
+        run(cl, &s, modes[m], rays, n, &z);
+        /* huge scenes get no tree (bvh_shapes.c): brute force on the
+         * device instead, which must agree all the same */
+        ck_assert_msg(rb_cl_shape_walks(cl) == walks + (expect_tree ? 1 : 0),
+                      "%s: %llu OpenCL shape walks, expected %d", what,
+                      rb_cl_shape_walks(cl) - walks, expect_tree);
+        char label[160];
+        snprintf(label, sizeof label, "%s (CPU brute / OpenCL walk)", what);
+        same(modes[m], &x, &z, n, label);
+        snprintf(label, sizeof label, "%s (CPU walk / OpenCL walk)", what);
+        same(modes[m], &y, &z, n, label);
+        if (modes[m] == RB_MODE_COUNT)
+            for (size_t i = 0; i < n; i++)
+                hits += x.counts[i];
+        answer_free(&x);
+        answer_free(&y);
+        answer_free(&z);
+    }
+    ck_assert_msg(hits > n / 20, "%s: only %llu hits for %zu rays", what,
+                  (unsigned long long)hits, n);
+    rb_context_destroy(brute);
+    rb_context_destroy(tree);
+    rb_context_destroy(cl);
+    free(rays);
+    scene_free(&s);
+}
+
+START_TEST(test_cl_walk_near)
+{
+    compare_cl_walk(21, 300, 20, 3, 25, RAYS_RANDOM, 12000, 1,
+                    "cl walk random");
+    compare_cl_walk(22, 300, 20, 3, 25, RAYS_EDGES, 12000, 1,
+                    "cl walk edges");
+    compare_cl_walk(23, 300, 20, 3, 25, RAYS_TANGENT, 12000, 1,
+                    "cl walk tangent");
+}
+END_TEST
+
+/* Far origins (the CPU's own widening; the kernels test every leaf),
+ * huge (no tree), tiny (directions below 2^-60: every leaf) and small
+ * shapes far out. */
+START_TEST(test_cl_walk_far_and_scales)
+{
+    compare_cl_walk(24, 200, 10, 2, 1e5f, RAYS_EDGES, 6000, 1,
+                    "cl walk far edges");
+    compare_cl_walk(25, 200, 10, 2, 1e3f, RAYS_RANDOM, 6000, 1,
+                    "cl walk far random");
+    compare_cl_walk(26, 200, 2e30f, 3e29f, 3e30f, RAYS_EDGES, 6000, 0,
+                    "cl walk huge");
+    compare_cl_walk(27, 200, 2e-30f, 3e-31f, 3e-30f, RAYS_EDGES, 6000, 1,
+                    "cl walk tiny");
+    compare_cl_walk(28, 200, 1e6f, 1.0f, 1e6f, RAYS_EDGES, 6000, 1,
+                    "cl walk small shapes far out");
+}
+END_TEST
+
+/* A scene's shape tree on the device: walked (hierarchy auto, over
+ * SCENE_MIN_SHAPES), uploaded once per version, and renewed by a PATCH
+ * set (a moved sphere and obb) and an append; the CPU brute force of the
+ * same elements is the reference after each change. */
+static void scene_same(rb_context *cl, rb_context *brute, const scene *s,
+                       const rb_scene *sc, const rb_ray *rays, size_t n,
+                       const char *what)
+{
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    for (int m = 0; m < 4; m++) {
+        answer x, y;
+        unsigned long long walks = rb_cl_shape_walks(cl);
+        run(brute, s, modes[m], rays, n, &x);
+        run_on(cl, s, sc, modes[m], rays, n, &y);
+        ck_assert_msg(rb_cl_shape_walks(cl) == walks + 1,
+                      "%s: the scene's shapes were not walked on the device",
+                      what);
+        same(modes[m], &x, &y, n, what);
+        answer_free(&x);
+        answer_free(&y);
+    }
+}
+
+START_TEST(test_cl_walk_scene_versions)
+{
+    enum { PER_KIND = 150, N = 6000 };
+    rbt_rng g = {31};
+    scene s;
+    make_scene(&g, PER_KIND, 20, 3, &s);
+    rb_ray *rays = malloc(N * sizeof *rays);
+    make_rays(&g, &s, RAYS_EDGES, 20, 25, rays, N);
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *cl = cl_context_with(RB_HIERARCHY_AUTO);
+    rb_shapes sh = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns, s.planes,
+                    s.np};
+    rb_scene *sc = NULL;
+    ck_assert_int_eq(rb_scene_create_shapes(cl, 3, s.boxes, s.nb, &sh, &sc),
+                     RB_OK);
+    unsigned long long up = rb_cl_shape_uploads(cl);
+    scene_same(cl, brute, &s, sc, rays, N, "scene");
+    ck_assert_msg(rb_cl_shape_uploads(cl) == up + 1,
+                  "%llu uploads of one shape tree over four queries",
+                  rb_cl_shape_uploads(cl) - up);
+
+    /* PATCH set: sphere 0 and obb 1 move (ids: boxes, obbs, xboxes,
+     * spheres, planes). */
+    rb_element e[2];
+    uint32_t ids[2] = {(uint32_t)(s.nb + s.no + s.nx), (uint32_t)(s.nb + 1)};
+    s.spheres[0].center[0] += 5;
+    s.spheres[0].radius = 4;
+    s.obbs[1].center[1] -= 7;
+    e[0].kind = RB_KIND_SPHERE;
+    e[0].as.sphere = s.spheres[0];
+    e[1].kind = RB_KIND_OBB;
+    e[1].as.obb = s.obbs[1];
+    ck_assert_int_eq(rb_scene_set_elements(cl, sc, ids, e, 2), RB_OK);
+    up = rb_cl_shape_uploads(cl);
+    scene_same(cl, brute, &s, sc, rays, N, "scene after set");
+    ck_assert_int_eq(rb_cl_shape_uploads(cl), up + 1);
+
+    /* Append: more spheres, whose ids follow every old one (planes
+     * included); the reference is a CPU scene with the same append. */
+    rb_sphere more[40];
+    for (int i = 0; i < 40; i++) {
+        for (int a = 0; a < 3; a++)
+            more[i].center[a] = rbt_uniform(&g, -20, 20);
+        more[i].radius = rbt_uniform(&g, 0, 3);
+    }
+    rb_shapes add = {.spheres = more, .n_spheres = 40};
+    ck_assert_int_eq(rb_scene_append_shapes(cl, sc, NULL, 0, &add), RB_OK);
+    rb_context *cpu_scene = context(RB_HIERARCHY_OFF);
+    rb_scene *ref = NULL;
+    ck_assert_int_eq(
+        rb_scene_create_shapes(cpu_scene, 3, s.boxes, s.nb, &sh, &ref),
+        RB_OK);
+    ck_assert_int_eq(rb_scene_append_shapes(cpu_scene, ref, NULL, 0, &add),
+                     RB_OK);
+    up = rb_cl_shape_uploads(cl);
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    for (int m = 0; m < 4; m++) {
+        answer x, y;
+        run_on(cpu_scene, &s, ref, modes[m], rays, N, &x);
+        run_on(cl, &s, sc, modes[m], rays, N, &y);
+        same(modes[m], &x, &y, N, "scene after append");
+        answer_free(&x);
+        answer_free(&y);
+    }
+    ck_assert_int_eq(rb_cl_shape_uploads(cl), up + 1);
+    rb_scene_destroy(ref);
+    rb_scene_destroy(sc);
+    rb_context_destroy(cpu_scene);
+    rb_context_destroy(brute);
+    rb_context_destroy(cl);
+    free(rays);
+    scene_free(&s);
+}
+END_TEST
+
+/* A failing OpenCL call anywhere in a shape walk query (cl_testhook.h's
+ * fault injection): the query falls back to the CPU with the brute
+ * force's answers, and the next query walks on the device again (the
+ * tree uploaded afresh where the failure hit its upload). Then a budget
+ * too small for the tree: brute force on the device, same answers. */
+START_TEST(test_cl_walk_failures)
+{
+    enum { PER_KIND = 100, N = 300 };
+    rbt_rng g = {41};
+    scene s;
+    make_scene(&g, PER_KIND, 20, 3, &s);
+    rb_ray *rays = malloc(N * sizeof *rays);
+    make_rays(&g, &s, RAYS_EDGES, 20, 25, rays, N);
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *cl = rbt_context_limited(RBT_OPENCL, 0, 0, 1);
+    rb_shapes sh = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns, s.planes,
+                    s.np};
+    rb_scene *sc = NULL;
+    ck_assert_int_eq(rb_scene_create_shapes(cl, 3, s.boxes, s.nb, &sh, &sc),
+                     RB_OK);
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    for (int m = 0; m < 4; m++) {
+        answer want, got;
+        run(brute, &s, modes[m], rays, N, &want);
+        run_on(cl, &s, sc, modes[m], rays, N, &got);
+        answer_free(&got);
+        unsigned long long c0 = rb_cl_calls(cl), w0 = rb_cl_shape_walks(cl);
+        run_on(cl, &s, sc, modes[m], rays, N, &got);
+        answer_free(&got);
+        unsigned long long calls = rb_cl_calls(cl) - c0;
+        ck_assert_uint_eq(rb_cl_shape_walks(cl) - w0, 1);
+        ck_assert_uint_ge(calls, 5);
+        for (unsigned long long n = 0; n < calls; n++) {
+            rb_cl_fail_after(cl, (long)n);
+            run_on(cl, &s, sc, modes[m], rays, N, &got);
+            ck_assert_msg(got.info.fell_back == 1 &&
+                              strcmp(got.info.backend, "cpu") == 0,
+                          "%s call %llu: no fallback", rb_mode_name(modes[m]),
+                          n);
+            same(modes[m], &want, &got, N, "after a failed call");
+            answer_free(&got);
+            w0 = rb_cl_shape_walks(cl);
+            run_on(cl, &s, sc, modes[m], rays, N, &got);
+            ck_assert_msg(!got.info.fell_back &&
+                              rb_cl_shape_walks(cl) - w0 == 1,
+                          "%s after call %llu: fell_back %d",
+                          rb_mode_name(modes[m]), n, got.info.fell_back);
+            same(modes[m], &want, &got, N, "the walk after a failure");
+            answer_free(&got);
+        }
+        answer_free(&want);
+    }
+    rb_scene_destroy(sc);
+    /* The tree over the budget: the device's brute force answers. */
+    rb_context *small = rbt_context_limited(RBT_OPENCL, 0, 12 << 10, 0);
+    ck_assert_int_eq(
+        rb_scene_create_shapes(small, 3, s.boxes, s.nb, &sh, &sc), RB_OK);
+    rb_scene_stats st;
+    rb_scene_stats_get(sc, &st);
+    ck_assert_uint_gt(st.shape_nodes * sizeof(rb_bvh_node), 12 << 10);
+    for (int m = 0; m < 4; m++) {
+        answer want, got;
+        run(brute, &s, modes[m], rays, N, &want);
+        unsigned long long w0 = rb_cl_shape_walks(small);
+        run_on(small, &s, sc, modes[m], rays, N, &got);
+        ck_assert_uint_eq(rb_cl_shape_walks(small), w0);
+        ck_assert_int_eq(got.info.fell_back, 0);
+        same(modes[m], &want, &got, N, "the tree over the budget");
+        answer_free(&want);
+        answer_free(&got);
+    }
+    rb_scene_destroy(sc);
+    rb_context_destroy(small);
+    rb_context_destroy(brute);
+    rb_context_destroy(cl);
+    free(rays);
+    scene_free(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("shape_paths");
@@ -504,6 +797,15 @@ int main(void)
     tcase_set_timeout(tc, 600);
     tcase_add_test(tc, test_opencl_random);
     tcase_add_test(tc, test_opencl_edges);
+    suite_add_tcase(s, tc);
+    /* The OpenCL walk alone: tests/CMakeLists.txt runs this case again
+     * with the tiled kernels and with a one-entry short stack. */
+    tc = tcase_create("opencl_walk");
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, test_cl_walk_near);
+    tcase_add_test(tc, test_cl_walk_far_and_scales);
+    tcase_add_test(tc, test_cl_walk_scene_versions);
+    tcase_add_test(tc, test_cl_walk_failures);
     suite_add_tcase(s, tc);
     return rbt_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -6,8 +6,8 @@
  *   raybox-bench-shapes [--elements N[,N...]] [--rays N] [--threads N]
  *                       [--repeat R] [--kinds K[,K...]] [--fill F]
  *                       [--embree-quality Q[,Q...]] [--no-embree]
- *                       [--opencl] [--cl-rays N] [--sort-rays]
- *                       [--seed S] [--json] [--rows FILE]
+ *                       [--opencl] [--cl-rays N] [--cl-brute-rays N]
+ *                       [--sort-rays] [--seed S] [--json] [--rows FILE]
  *
  * Scenes: N random elements of one kind (box, obb, xbox, sphere) or N/4
  * of each (mixed; ids boxes ++ obbs ++ xboxes ++ spheres) in the unit
@@ -24,15 +24,18 @@
  *
  * raybox: rb_scene_create_shapes, then rb_intersect (nearest, any) on the
  * CPU backend; --opencl adds a second context on the first OpenCL device,
- * queried with the first --cl-rays rays (the OpenCL shape pass tests
- * every shape, so whole batches would take minutes) and checked equal to
- * the CPU's answers. Embree (bench_shapes_embree.c): native primitives
- * (quads, 12 triangles per obb/xbox, RTC_GEOMETRY_TYPE_SPHERE_POINT), the
- * same with boxes as 12 triangles too, and
- * user geometry running raybox's exact tests, each at every build quality
- * of --embree-quality (default medium,high; scene flags none), keeping
- * the fastest per figure. Times are medians of --repeat runs (default 3).
- * The fastest Embree setup of each figure is the yardstick of the ratio.
+ * queried with the first --cl-rays rays (default 4096) and checked equal
+ * to the CPU's answers; it walks the shape tree on the device.
+ * --cl-brute-rays N adds a third, with the hierarchies off (every ray
+ * tests every shape, and every box: the OpenCL shape pass before the
+ * device walked the tree), on the first N rays, checked likewise.
+ * Embree (bench_shapes_embree.c): native primitives (quads, 12 triangles
+ * per obb/xbox, RTC_GEOMETRY_TYPE_SPHERE_POINT), the same with boxes as
+ * 12 triangles too, and user geometry running raybox's exact tests,
+ * each at every build quality of --embree-quality (default medium,high;
+ * scene flags none), keeping the fastest per figure. Times are medians
+ * of --repeat runs (default 3). The fastest Embree setup of each figure
+ * is the yardstick of the ratio.
  *
  * Cross-checks: user geometry must give raybox's answers exactly (nearest
  * ids, any flags); native primitives follow other rules (a ray that
@@ -83,6 +86,12 @@ typedef struct figure {
     size_t cl_rays;
     double cl_nearest_ms, cl_any_ms;
     int cl_same;
+    /* OpenCL with the hierarchies off (--cl-brute-rays): every ray tests
+     * every shape, as before the device walked the shape tree */
+    int have_clb;
+    size_t clb_rays;
+    double clb_nearest_ms, clb_any_ms;
+    int clb_same;
 } figure;
 
 
@@ -241,7 +250,7 @@ static int query(rb_context *ctx, const rb_scene *scene, rb_mode mode,
 
 typedef struct options {
     size_t sizes[MAX_SIZES];
-    size_t n_sizes, n_rays, cl_rays;
+    size_t n_sizes, n_rays, cl_rays, cl_brute_rays;
     unsigned threads;
     int repeat, json, embree, opencl, sort_rays;
     const char *rows;   /* --rows FILE: the ratio rows, raybox-bench's form */
@@ -254,11 +263,11 @@ typedef struct options {
 /* The OpenCL rates on the first cl_rays rays, checked against the CPU's
  * answers (res holds the CPU's nearest hits, any_cpu its any flags). */
 static int bench_opencl(rb_context *cl, const rb_scene *scene,
-                        const rb_ray *rays, const options *o,
+                        const rb_ray *rays, const options *o, size_t n,
                         const rb_hit *hits_cpu, const uint8_t *any_cpu,
-                        figure *f)
+                        double *nearest_ms, double *any_ms, int *same)
 {
-    size_t n = o->cl_rays < o->n_rays ? o->cl_rays : o->n_rays;
+    n = n < o->n_rays ? n : o->n_rays;
     rb_results res = {.capacity = n};
     res.hits = malloc((n ? n : 1) * sizeof *res.hits);
     res.any = malloc(n ? n : 1);
@@ -277,20 +286,17 @@ static int bench_opencl(rb_context *cl, const rb_scene *scene,
         goto done;
     }
     if (query(cl, scene, RB_MODE_NEAREST, rays, n, o->repeat, &res,
-              &f->cl_nearest_ms))
+              nearest_ms))
         goto done;
-    f->cl_same = strcmp(res.info.backend, "opencl") == 0;
+    *same = strcmp(res.info.backend, "opencl") == 0;
     for (size_t i = 0; i < n; i++)
-        f->cl_same &= res.hits[i].box == hits_cpu[i].box &&
-                      res.hits[i].t_enter == hits_cpu[i].t_enter;
-    if (query(cl, scene, RB_MODE_ANY, rays, n, o->repeat, &res,
-              &f->cl_any_ms))
+        *same &= res.hits[i].box == hits_cpu[i].box &&
+                 res.hits[i].t_enter == hits_cpu[i].t_enter;
+    if (query(cl, scene, RB_MODE_ANY, rays, n, o->repeat, &res, any_ms))
         goto done;
-    f->cl_same &= strcmp(res.info.backend, "opencl") == 0;
+    *same &= strcmp(res.info.backend, "opencl") == 0;
     for (size_t i = 0; i < n; i++)
-        f->cl_same &= res.any[i] == any_cpu[i];
-    f->cl_rays = n;
-    f->have_cl = 1;
+        *same &= res.any[i] == any_cpu[i];
     rc = 0;
 done:
     free(res.hits);
@@ -298,8 +304,9 @@ done:
     return rc;
 }
 
-static int bench_figure(rb_context *ctx, rb_context *cl, const options *o,
-                        const elements *e, const rb_ray *rays, figure *f)
+static int bench_figure(rb_context *ctx, rb_context *cl, rb_context *clb,
+                        const options *o, const elements *e,
+                        const rb_ray *rays, figure *f)
 {
     size_t nr = o->n_rays;
     rb_results res = {.capacity = nr};
@@ -339,8 +346,21 @@ static int bench_figure(rb_context *ctx, rb_context *cl, const options *o,
         f->nearest_hits += res.hits[i].hit;
         f->any_hits += res.any[i];
     }
-    if (cl && bench_opencl(cl, scene, rays, o, res.hits, res.any, f))
-        goto done;
+    if (cl) {
+        if (bench_opencl(cl, scene, rays, o, o->cl_rays, res.hits, res.any,
+                         &f->cl_nearest_ms, &f->cl_any_ms, &f->cl_same))
+            goto done;
+        f->cl_rays = o->cl_rays < nr ? o->cl_rays : nr;
+        f->have_cl = 1;
+    }
+    if (clb) {
+        if (bench_opencl(clb, scene, rays, o, o->cl_brute_rays, res.hits,
+                         res.any, &f->clb_nearest_ms, &f->clb_any_ms,
+                         &f->clb_same))
+            goto done;
+        f->clb_rays = o->cl_brute_rays < nr ? o->cl_brute_rays : nr;
+        f->have_clb = 1;
+    }
 
     if (o->embree) {
         /* The records raybox prepares, and the bounds of its shape tree,
@@ -505,6 +525,12 @@ static void print_figure(const figure *f, size_t nr)
                "raybox opencl", rate((double)f->cl_rays, f->cl_nearest_ms),
                rate((double)f->cl_rays, f->cl_any_ms), f->cl_rays,
                f->cl_same ? "equal the cpu's" : "DIFFER from the cpu's");
+    if (f->have_clb)
+        printf("  %-26s %10.4g %10.4g   (%zu rays; answers %s)\n",
+               "raybox opencl brute", rate((double)f->clb_rays,
+                                           f->clb_nearest_ms),
+               rate((double)f->clb_rays, f->clb_any_ms), f->clb_rays,
+               f->clb_same ? "equal the cpu's" : "DIFFER from the cpu's");
 }
 
 /* The targets, one line each: label, measured, target, met. */
@@ -667,6 +693,13 @@ static void print_json(const figure *fs, size_t n, const options *o,
                    f->cl_rays, rate((double)f->cl_rays, f->cl_nearest_ms),
                    rate((double)f->cl_rays, f->cl_any_ms),
                    f->cl_same ? "true" : "false");
+        if (f->have_clb)
+            printf(", \"opencl_brute\": {\"rays\": %zu, "
+                   "\"nearest_mrays_s\": %.6g, \"any_mrays_s\": %.6g, "
+                   "\"same_as_cpu\": %s}",
+                   f->clb_rays, rate((double)f->clb_rays, f->clb_nearest_ms),
+                   rate((double)f->clb_rays, f->clb_any_ms),
+                   f->clb_same ? "true" : "false");
         printf("}");
     }
     printf("\n ],\n \"targets\": [");
@@ -687,7 +720,8 @@ static int usage_to(FILE *f, const char *argv0)
             "usage: %s [--elements N[,N...]] [--rays N] [--threads N] "
             "[--repeat R] [--kinds box,obb,xbox,sphere,mixed] [--fill F] "
             "[--embree-quality low|medium|high[,...]] [--no-embree] "
-            "[--opencl] [--cl-rays N] [--sort-rays] [--seed S] [--json] "
+            "[--opencl] [--cl-rays N] [--cl-brute-rays N] [--sort-rays] "
+            "[--seed S] [--json] "
             "[--rows FILE]\n",
             argv0);
     return 2;
@@ -776,6 +810,9 @@ static int parse(int argc, char **argv, options *o)
         } else if (!strcmp(a, "--cl-rays")) {
             o->cl_rays = strtoull(v, NULL, 10);
             i++;
+        } else if (!strcmp(a, "--cl-brute-rays")) {
+            o->cl_brute_rays = strtoull(v, NULL, 10);
+            i++;
         } else if (!strcmp(a, "--threads")) {
             o->threads = (unsigned)strtoul(v, NULL, 10);
             i++;
@@ -859,7 +896,7 @@ int main(int argc, char **argv)
     rb_context_info(ctx, &info);
     o.threads = info.threads;
 
-    rb_context *cl = NULL;
+    rb_context *cl = NULL, *clb = NULL;
     rb_backend_info cl_info;
     char cl_why[256] = "not asked (--opencl)";
     if (o.opencl) {
@@ -872,6 +909,10 @@ int main(int argc, char **argv)
             rb_context_info(cl, &cl_info);
         else
             cl = NULL;
+        clo.hierarchy = RB_HIERARCHY_OFF;
+        if (cl && o.cl_brute_rays &&
+            rb_context_create(&clo, &clb, cl_why, sizeof cl_why) != RB_OK)
+            clb = NULL;
     }
 
     rb_ray *rays = malloc((o.n_rays ? o.n_rays : 1) * sizeof *rays);
@@ -914,7 +955,7 @@ int main(int argc, char **argv)
             figure *f = &fs[nf++];
             f->kind = kind;
             f->elements = o.sizes[si];
-            int rc = bench_figure(ctx, cl, &o, &e, rays, f);
+            int rc = bench_figure(ctx, cl, clb, &o, &e, rays, f);
             elements_free(&e);
             if (rc)
                 return 1;
@@ -939,6 +980,7 @@ int main(int argc, char **argv)
     free(fs);
     free(rays);
     rb_context_destroy(cl);
+    rb_context_destroy(clb);
     rb_context_destroy(ctx);
     return failed;
 }

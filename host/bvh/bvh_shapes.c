@@ -55,8 +55,6 @@
 
 #define WIDEN_ULPS 64.0
 #define WIDEN_FLOOR 0x1p-60f /* squares of lengths below this underflow */
-#define TREE_REACH 0x1p31f   /* coordinates within this keep products finite */
-#define RAY_DIR_MIN 0x1p-60f
 
 /* Rounds x (double) to the float at or below / at or above it. */
 static float round_down(double x)
@@ -218,7 +216,8 @@ int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
             reach = m > reach ? m : reach;
         }
     }
-    if (!(reach <= TREE_REACH)) { /* tested one by one: same answers */
+    /* Beyond the reach, shapes are tested one by one: same answers. */
+    if (!(reach <= RB_SHAPE_TREE_REACH)) {
         rb_free(ctx, boxes);
         rb_free(ctx, tree);
         return RB_OK;
@@ -342,24 +341,16 @@ typedef struct sentry {
     float t;
 } sentry;
 
-static float max_abs3(const float *v)
-{
-    float m = fabsf(v[0]);
-    m = fabsf(v[1]) > m ? fabsf(v[1]) : m;
-    return fabsf(v[2]) > m ? fabsf(v[2]) : m;
-}
-
-/* Where a ray goes: the shared walk over the tree as built (FAST), the
- * tree with the ray's own extra widening (WIDE), or every shape (SCAN,
- * outside the bound's assumptions, see the top). */
-enum { ROUTE_FAST, ROUTE_WIDE, ROUTE_SCAN };
+/* Where a ray goes (exact.h's rb_shape_route): the shared walk over the
+ * tree as built (FAST), the tree with the ray's own extra widening
+ * (WIDE), or every shape (SCAN, outside the bound's assumptions, see the
+ * top). */
+enum { ROUTE_FAST = RB_SHAPE_ROUTE_FAST, ROUTE_WIDE = RB_SHAPE_ROUTE_WIDE,
+       ROUTE_SCAN = RB_SHAPE_ROUTE_SCAN };
 
 static int route(const rb_shapeset *set, const rb_ray_raw *w)
 {
-    float o = max_abs3(w->o), d = max_abs3(w->d);
-    if (!(o <= TREE_REACH && d <= TREE_REACH && d >= RAY_DIR_MIN))
-        return ROUTE_SCAN;
-    return o <= set->cover ? ROUTE_FAST : ROUTE_WIDE;
+    return rb_shape_route(w, set->cover);
 }
 
 static rb_ray_prep prep_of(const rb_ray_raw *w)
@@ -382,7 +373,7 @@ static void walk(const rb_shapeset *set, const rb_shape_view *v,
     }
     sray r;
     r.p = prep_of(w);
-    r.delta = set->widen * (max_abs3(w->o) + set->reach) + WIDEN_FLOOR;
+    r.delta = set->widen * (rb_max_abs3(w->o) + set->reach) + WIDEN_FLOOR;
     sentry stack[RB_BVH_STACK];
     int sp = 0;
     stack[sp].node = 0;

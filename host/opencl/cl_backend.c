@@ -282,6 +282,16 @@ unsigned long long rb_cl_node_uploads(const rb_context *ctx)
     HOOK_SUM(node_uploads);
 }
 
+unsigned long long rb_cl_shape_walks(const rb_context *ctx)
+{
+    HOOK_SUM(shape_walks);
+}
+
+unsigned long long rb_cl_shape_uploads(const rb_context *ctx)
+{
+    HOOK_SUM(shape_uploads);
+}
+
 unsigned long long rb_cl_vis_launches(const rb_context *ctx)
 {
     HOOK_SUM(vis_launches);

@@ -9,7 +9,8 @@
 #include "cl_devices.h"
 
 /* The kernels of kernels/brute.cl (brute force), kernels/bvh.cl (the
- * hierarchy walk), kernels/shapes.cl (the shape pass) and
+ * hierarchy walk), kernels/shapes.cl (the shape pass, brute force and
+ * through the shape tree) and
  * kernels/visibility.cl (observers x targets). */
 typedef enum rb_cl_kernel_id {
     RB_CLK_PAIRS,
@@ -26,6 +27,10 @@ typedef enum rb_cl_kernel_id {
     RB_CLK_SHAPES_ANY,
     RB_CLK_SHAPES_COUNT,
     RB_CLK_SHAPES_ALL,
+    RB_CLK_SHAPE_WALK_NEAREST, /* kernels/shapes.cl, the shape tree's walk */
+    RB_CLK_SHAPE_WALK_ANY,
+    RB_CLK_SHAPE_WALK_COUNT,
+    RB_CLK_SHAPE_WALK_ALL,
     RB_CLK_VIS_BRUTE, /* kernels/visibility.cl */
     RB_CLK_VIS_BVH,
     RB_CLK_N
@@ -45,6 +50,15 @@ typedef enum rb_cl_buffer_id {
     RB_CLB_TARGETS,    /* visibility: every target */
     RB_CLB_N
 } rb_cl_buffer_id;
+
+/* The shape tree's resident buffers (cl_shapes.c). */
+typedef enum rb_cl_shape_buffer_id {
+    RB_CLS_NODES, /* the tree's rb_bvh_node array */
+    RB_CLS_LBOX,  /* leaves: obbs and xboxes in slot order */
+    RB_CLS_BALL,  /* leaves: spheres */
+    RB_CLS_IDS,   /* the leaves' ids */
+    RB_CLS_N
+} rb_cl_shape_buffer_id;
 
 typedef struct rb_cl_buffer {
     cl_mem mem;
@@ -100,6 +114,15 @@ typedef struct rb_cl_backend {
     uint64_t nodes_uid;
     size_t nodes_n;
     uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
+    /* What the shape tree's buffers hold (cl_shapes.c): the nodes and
+     * leaf records (rb_shapeset.leaves) of the tree `shapes_tree` whose
+     * bounds have uid shapes_uid (every rebuild of a scene's or query's
+     * shape tree comes with a new one), so a scene stays on the device. */
+    cl_mem shape_tree[RB_CLS_N];
+    int shapes_valid;
+    uint64_t shapes_uid;
+    const void *shapes_tree;
+    uint64_t shape_walks, shape_uploads; /* for the tests, likewise */
     uint32_t launched; /* bit k: kernels[k] was launched (warm-up test) */
     uint64_t vis_launches;        /* visibility.cl launches, likewise */
     /* RAYBOX_CL_VISIBILITY=segments: visibility through explicit segments
@@ -160,9 +183,14 @@ typedef struct rb_cl_plan {
 int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                    size_t wg, rb_cl_plan *out, char *why, size_t why_len);
 
-/* cl_shapes.c: the backend's run_shapes() (see struct rb_backend_ops). */
+/* cl_shapes.c: the backend's run_shapes() (see struct rb_backend_ops):
+ * the walk of set->tree where the set has one that fits the budget, else
+ * brute force over every shape; the answers are the same (R16). */
 int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
                      const rb_shapeset *set, rb_results *res);
+/* cl_shapes.c: releases the shape tree's buffers (rb_cl_release_buffers
+ * calls it). */
+void rb_cl_release_shape_tree(rb_cl_backend *be);
 
 /* cl_run.c: the backend's run() (see struct rb_backend_ops). */
 int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,

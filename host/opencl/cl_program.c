@@ -36,8 +36,10 @@ static const char *const kernel_names[RB_CLK_N] = {
     "rb_count",       "rb_all",       "rb_bvh_nearest",
     "rb_bvh_any",     "rb_bvh_count", "rb_bvh_all",
     "rb_shapes_pairs", "rb_shapes_nearest", "rb_shapes_any",
-    "rb_shapes_count", "rb_shapes_all",     "rb_vis_brute",
-    "rb_vis_bvh",
+    "rb_shapes_count", "rb_shapes_all",
+    "rb_shape_walk_nearest", "rb_shape_walk_any", "rb_shape_walk_count",
+    "rb_shape_walk_all",
+    "rb_vis_brute",    "rb_vis_bvh",
 };
 
 /* The kernel files, in the order cmake/embed.cmake concatenates them. */

@@ -100,6 +100,7 @@ void rb_cl_release_buffers(rb_cl_backend *be)
     }
     be->boxes_valid = 0;
     be->nodes_valid = 0;
+    rb_cl_release_shape_tree(be);
 }
 
 static void release_buffer(rb_cl_backend *be, int b)

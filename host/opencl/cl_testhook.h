@@ -26,6 +26,13 @@ unsigned long long rb_cl_calls(const rb_context *ctx);
 unsigned long long rb_cl_walks(const rb_context *ctx);
 unsigned long long rb_cl_node_uploads(const rb_context *ctx);
 
+/* Launches of the shape tree's walk (kernels/shapes.cl, rb_shape_walk_*)
+ * and uploads of a shape tree (nodes and leaves) made by ctx's backend so
+ * far (0 without one): tests tell the walk from the brute-force shape
+ * pass and see that a scene's shape tree is uploaded once per version. */
+unsigned long long rb_cl_shape_walks(const rb_context *ctx);
+unsigned long long rb_cl_shape_uploads(const rb_context *ctx);
+
 /* Launches of the visibility kernels (kernels/visibility.cl) made by
  * ctx's backend so far (0 without one): tests tell the segments made on
  * the device from the explicit ones. */
