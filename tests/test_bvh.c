@@ -333,6 +333,68 @@ START_TEST(test_parallel_build)
 }
 END_TEST
 
+/* Every inner slot holds the exact union of its child node's slots (the
+ * builder computes the bounds of ranges split from a sample as it
+ * partitions them, the others from their bins). */
+static void check_unions(const rb_bvh *b, const char *what)
+{
+    for (size_t i = 0; i < b->n_nodes; i++) {
+        const rb_bvh_node *n = &b->nodes[i];
+        for (unsigned k = 0; k < RB_BVH_WIDTH; k++) {
+            if (!n->child[k] || ((n->boxes >> k) & 1))
+                continue;
+            const rb_bvh_node *c = &b->nodes[n->child[k]];
+            for (int a = 0; a < 3; a++) {
+                float lo = INFINITY, hi = -INFINITY;
+                for (unsigned j = 0; j < RB_BVH_WIDTH; j++) {
+                    lo = c->lo[a][j] < lo ? c->lo[a][j] : lo;
+                    hi = c->hi[a][j] > hi ? c->hi[a][j] : hi;
+                }
+                if (n->lo[a][k] != lo || n->hi[a][k] != hi)
+                    ck_abort_msg("%s: node %zu slot %u axis %d holds "
+                                 "[%a, %a], its child's union is [%a, %a]",
+                                 what, i, k, a, (double)n->lo[a][k],
+                                 (double)n->hi[a][k], (double)lo,
+                                 (double)hi);
+            }
+        }
+    }
+}
+
+/* Scenes big enough that the builder splits their top ranges from a
+ * sample (RB_BVH_SAMPLE_MIN): exact unions in every node, and answers
+ * equal to brute force. */
+START_TEST(test_sampled_build)
+{
+    rb_context *fast = make_ctx(RB_BVH_USE_ALWAYS, 2);
+    rb_context *ref = make_ctx(RB_BVH_USE_OFF, 0);
+    static const int shapes[] = {RBT_SC_UNIFORM, RBT_SC_CLUSTERED,
+                                 RBT_SC_HUGE,    RBT_SC_FLAT_POINTS,
+                                 RBT_SC_OVERLAP, RBT_SC_IDENTICAL};
+    enum { NB = 5 * RB_BVH_SAMPLE_MIN, NR = 4000 };
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        rbt_rng g = {77 + s};
+        size_t nb = rbt_scene_boxes(shapes[s], NB, &g, boxes);
+        ck_assert_uint_ge(nb, 2 * RB_BVH_SAMPLE_MIN);
+        rb_scene *scene = NULL;
+        ck_assert_int_eq(rb_scene_create(fast, 3, boxes, nb, &scene), RB_OK);
+        char what[96];
+        snprintf(what, sizeof what, "sampled build, %s (%zu boxes)",
+                 rbt_scene_kind_name[shapes[s]], nb);
+        check_unions(rb_scene_bvh(scene), what);
+        rbt_scene_rays(&g, boxes, nb, rays, NR);
+        compare_scene(fast, ref, scene, 3, rays, NR, 8, what);
+        rb_scene_destroy(scene);
+    }
+    free(boxes);
+    free(rays);
+    rb_context_destroy(fast);
+    rb_context_destroy(ref);
+}
+END_TEST
+
 /* The portable walker (RAYBOX_SIMD=scalar) on the shapes that stress
  * node tests most. */
 START_TEST(test_scalar_walker)
@@ -581,6 +643,7 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_refit);
     tcase_add_test(tc, test_append);
     tcase_add_test(tc, test_parallel_build);
+    tcase_add_test(tc, test_sampled_build);
     tcase_add_test(tc, test_scalar_walker);
     tcase_add_test(tc, test_invalid_rays);
     tcase_add_test(tc, test_out_of_memory);

@@ -48,6 +48,9 @@ struct rb_pool;
 #define RB_BVH_SAH_DEPTH 64
 #define RB_BVH_MAX_DEPTH (RB_BVH_SAH_DEPTH + 33)
 #define RB_BVH_STACK ((RB_BVH_WIDTH - 1) * RB_BVH_MAX_DEPTH + 1)
+/* Ranges of this many boxes or more choose their split from a sample
+ * (bvh_build.c); test_bvh builds trees that have such ranges. */
+#define RB_BVH_SAMPLE_MIN 4096
 
 
 /* The builder's scratch copy of a box: corners and original index. */
