@@ -287,6 +287,13 @@ typedef struct rb_context_options {
      * used, during creation. The stop callback of a query and the
      * allocator may then be called from several threads at once. */
     const char *devices;
+    /* How hierarchies are built: RB_HIERARCHY_BUILD_SAH (the default:
+     * binned surface area heuristic, the faster walks) or
+     * RB_HIERARCHY_BUILD_FAST (boxes sorted along a Morton curve: several
+     * times faster to build, slower to walk; for scenes rebuilt often).
+     * Answers are the same either way. With SAH, $RAYBOX_BVH_BUILD=
+     * sah|fast decides. */
+    int hierarchy_build;
 } rb_context_options;
 
 /* Devices one context may split a batch over (rb_context_options.devices). */
@@ -297,6 +304,8 @@ enum {
     RB_HIERARCHY_OFF = 1,
     RB_HIERARCHY_ALWAYS = 2
 };
+
+enum { RB_HIERARCHY_BUILD_SAH = 0, RB_HIERARCHY_BUILD_FAST = 1 };
 
 typedef struct rb_context rb_context;
 

@@ -23,11 +23,12 @@
 
 /* ---- contexts */
 
-static rb_context *make_ctx(int use, unsigned threads)
+static rb_context *make_ctx_built(int use, unsigned threads, int build)
 {
     rb_context_options opt;
     rb_context_options_init(&opt);
     opt.threads = threads;
+    opt.hierarchy_build = build;
     rb_context *ctx = rbt_context_opts(RBT_CPU, &opt);
     ctx->bvh_use = use;
     /* Big batches in ray_order.h's order even over these small trees (by
@@ -35,6 +36,11 @@ static rb_context *make_ctx(int use, unsigned threads)
      * test_cl_bvh's CPU walk compares the input order). */
     ctx->walk_order = RB_WALK_ORDER_ALWAYS;
     return ctx;
+}
+
+static rb_context *make_ctx(int use, unsigned threads)
+{
+    return make_ctx_built(use, threads, RB_HIERARCHY_BUILD_SAH);
 }
 
 /* ---- comparison */
@@ -395,6 +401,64 @@ START_TEST(test_sampled_build)
 }
 END_TEST
 
+/* The fast build (a Morton curve): every scene shape answers as brute
+ * force, its nodes hold exact unions, and a rebuild after refits keeps
+ * building the same way. */
+START_TEST(test_fast_build)
+{
+    rb_context *fast = make_ctx_built(RB_BVH_USE_ALWAYS, 2,
+                                      RB_HIERARCHY_BUILD_FAST);
+    rb_context *ref = make_ctx(RB_BVH_USE_OFF, 0);
+    ck_assert_int_eq(fast->bvh_build, RB_HIERARCHY_BUILD_FAST);
+    for (int shape = 0; shape < RBT_SC_KINDS; shape++) {
+        size_t nb = shape == RBT_SC_IDENTICAL ? 300 : 1500;
+        check_shape(fast, ref, shape, nb, 8000, 2000 + (uint64_t)shape);
+    }
+    enum { NB = 40000, NR = 6000 };
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    static const int shapes[] = {RBT_SC_CLUSTERED, RBT_SC_HUGE,
+                                 RBT_SC_IDENTICAL};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        rbt_rng g = {91 + k};
+        size_t nb = rbt_scene_boxes(shapes[k], NB, &g, boxes);
+        rb_scene *scene = NULL;
+        ck_assert_int_eq(rb_scene_create(fast, 3, boxes, nb, &scene), RB_OK);
+        const rb_bvh *b = rb_scene_bvh(scene);
+        ck_assert_int_eq(b->build, RB_HIERARCHY_BUILD_FAST);
+        ck_assert_uint_le(b->depth, RB_BVH_MAX_DEPTH);
+        char what[96];
+        snprintf(what, sizeof what, "fast build, %s (%zu boxes)",
+                 rbt_scene_kind_name[shapes[k]], nb);
+        check_unions(b, what);
+        rbt_scene_rays(&g, boxes, nb, rays, NR);
+        compare_scene(fast, ref, scene, 3, rays, NR, 8, what);
+        /* An append rebuilds the way the scene was built, whichever
+         * context asks. */
+        ck_assert_int_eq(rb_scene_append(ref, scene, boxes, nb / 2), RB_OK);
+        b = rb_scene_bvh(scene);
+        ck_assert_int_eq(b->build, RB_HIERARCHY_BUILD_FAST);
+        check_unions(b, what);
+        rb_scene_destroy(scene);
+    }
+    free(boxes);
+    free(rays);
+    rb_context_destroy(fast);
+    rb_context_destroy(ref);
+
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.backend = RB_BACKEND_CPU;
+    opt.hierarchy_build = 2;
+    rb_context *bad = NULL;
+    char err[128] = "";
+    ck_assert_int_eq(rb_context_create(&opt, &bad, err, sizeof err),
+                     RB_EINVAL);
+    ck_assert_ptr_null(bad);
+    ck_assert_str_eq(err, "unknown hierarchy_build setting");
+}
+END_TEST
+
 /* The portable walker (RAYBOX_SIMD=scalar) on the shapes that stress
  * node tests most. */
 START_TEST(test_scalar_walker)
@@ -644,6 +708,7 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_append);
     tcase_add_test(tc, test_parallel_build);
     tcase_add_test(tc, test_sampled_build);
+    tcase_add_test(tc, test_fast_build);
     tcase_add_test(tc, test_scalar_walker);
     tcase_add_test(tc, test_invalid_rays);
     tcase_add_test(tc, test_out_of_memory);

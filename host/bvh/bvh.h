@@ -86,14 +86,23 @@ typedef struct rb_bvh {
     double build_ms;    /* wall time of the last build */
     uint64_t refits;
     uint64_t builds;    /* the first build and every rebuild */
+    int build;          /* RB_HIERARCHY_BUILD_* of the last build */
 } rb_bvh;
 
 /* Builds a hierarchy over the n real boxes of `boxes` with the pool's
- * threads and replaces *bvh's arrays with it (counters are kept; builds is
- * incremented). alloc is used for every array and kept in *bvh. On
- * RB_ENOMEM *bvh is unchanged. */
+ * threads, by binned SAH or (build == RB_HIERARCHY_BUILD_FAST) along a
+ * Morton curve, and replaces *bvh's arrays with it (counters are kept;
+ * builds is incremented). alloc is used for every array and kept in
+ * *bvh. On RB_ENOMEM *bvh is unchanged. */
 int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
-                 const rb_boxset *boxes, rb_bvh *bvh);
+                 const rb_boxset *boxes, int build, rb_bvh *bvh);
+/* bvh_morton.c: the binary tree of RB_HIERARCHY_BUILD_FAST over the n
+ * prims of `in` (centre bounds clo..chi) into tmp (root at 0; at most 2n
+ * nodes), its leaves over `out`, which receives the prims in tree order.
+ * RB_OK or RB_ENOMEM. */
+int rb_bvh_morton(const rb_allocator *alloc, const rb_bvh_prim *in,
+                  rb_bvh_prim *out, size_t n, const float clo[3],
+                  const float chi[3], rb_bvh2_node *tmp);
 /* Frees the arrays and zeroes *bvh (counters included); NULL-safe. */
 void rb_bvh_free(rb_bvh *bvh);
 /* Deep copy into *out (which must not hold arrays) with alloc. */

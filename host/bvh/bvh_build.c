@@ -637,10 +637,11 @@ static void load_prims(struct rb_pool *pool, const rb_boxset *boxes,
     root->buf = 0;
 }
 
-static void replace(rb_bvh *bvh, const rb_allocator *alloc,
+static void replace(rb_bvh *bvh, const rb_allocator *alloc, int build,
                     rb_bvh_node *nodes, size_t n_nodes, uint32_t *where,
                     size_t n_boxes)
 {
+    bvh->build = build;
     rb_free_with(&bvh->alloc, bvh->nodes);
     rb_free_with(&bvh->alloc, bvh->where);
     bvh->alloc = *alloc;
@@ -652,12 +653,12 @@ static void replace(rb_bvh *bvh, const rb_allocator *alloc,
 }
 
 int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
-                 const rb_boxset *boxes, rb_bvh *bvh)
+                 const rb_boxset *boxes, int build, rb_bvh *bvh)
 {
     double t0 = rb_now_ms();
     size_t n = boxes->n;
     if (n == 0) {
-        replace(bvh, alloc, NULL, 0, NULL, 0);
+        replace(bvh, alloc, build, NULL, 0, NULL, 0);
         bvh->depth = 0;
         bvh->sah = bvh->sah_built = 0;
         bvh->build_ms = rb_now_ms() - t0;
@@ -681,10 +682,22 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     load_prims(pool, boxes, bld.prims, bld.other, &bld.queue[0],
                &bld.tmp[0]);
     bld.len = 1;
-    if (n >= 2 * SHARE_MIN)
+    if (build == RB_HIERARCHY_BUILD_FAST) {
+        const range *root = &bld.queue[0];
+        if (rb_bvh_morton(alloc, bld.prims, bld.other, n, root->clo,
+                          root->chi, bld.tmp) != RB_OK) {
+            pthread_cond_destroy(&bld.cond);
+            pthread_mutex_destroy(&bld.lock);
+            goto oom;
+        }
+        rb_bvh_prim *sorted = bld.other; /* the leaves index it */
+        bld.other = bld.prims;
+        bld.prims = sorted;
+    } else if (n >= 2 * SHARE_MIN) {
         rb_pool_run(pool, rb_pool_size(pool), build_worker, &bld);
-    else
+    } else {
         build_worker(&bld, 0, 0);
+    }
     pthread_cond_destroy(&bld.cond);
     pthread_mutex_destroy(&bld.lock);
     rb_free_with(alloc, bld.queue);
@@ -700,7 +713,7 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     rb_free_with(alloc, bld.tmp);
     rb_free_with(alloc, bld.prims);
 
-    replace(bvh, alloc, nodes, n_nodes, where, n);
+    replace(bvh, alloc, build, nodes, n_nodes, where, n);
     bvh->depth = depth;
     bvh->sah = bvh->sah_built = rb_bvh_sah(bvh);
     bvh->build_ms = rb_now_ms() - t0;
