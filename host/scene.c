@@ -955,6 +955,7 @@ void rb_scene_stats_get(const rb_scene *scene, rb_scene_stats *out)
     out->bvh_depth = bvh->depth;
     out->bvh_sah = bvh->sah;
     out->bvh_sah_built = bvh->sah_built;
+    out->bvh_build = bvh->build;
     out->bvh_build_ms = bvh->build_ms;
     out->bvh_refits = bvh->refits;
     out->bvh_rebuilds = bvh->builds ? bvh->builds - 1 : 0;

@@ -448,6 +448,9 @@ typedef struct rb_scene_stats {
     uint64_t elements;
     uint64_t kinds[RB_KIND_COUNT];
     uint64_t shape_nodes; /* 8-wide nodes of the shape hierarchy, 0: none */
+    /* RB_HIERARCHY_BUILD_* of the box hierarchy: the option of the
+     * context that created the scene, kept for its rebuilds. */
+    int bvh_build;
 } rb_scene_stats;
 
 /* Creates a scene from n boxes (rb_box when dims == 3, rb_box2 when 2),
