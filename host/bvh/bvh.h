@@ -97,12 +97,13 @@ typedef struct rb_bvh {
 int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
                  const rb_boxset *boxes, int build, rb_bvh *bvh);
 /* bvh_morton.c: the binary tree of RB_HIERARCHY_BUILD_FAST over the n
- * prims of `in` (centre bounds clo..chi) into tmp (root at 0; at most 2n
- * nodes), its leaves over `out`, which receives the prims in tree order.
- * RB_OK or RB_ENOMEM. */
-int rb_bvh_morton(const rb_allocator *alloc, const rb_bvh_prim *in,
-                  rb_bvh_prim *out, size_t n, const float clo[3],
-                  const float chi[3], rb_bvh2_node *tmp);
+ * prims of `in` (centre bounds clo..chi; their pad words are overwritten)
+ * into tmp (root at 0; at most 2n nodes), on the pool's threads, its
+ * leaves over `out`, which receives the prims in tree order. RB_OK or
+ * RB_ENOMEM. */
+int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
+                  rb_bvh_prim *in, rb_bvh_prim *out, size_t n,
+                  const float clo[3], const float chi[3], rb_bvh2_node *tmp);
 /* Frees the arrays and zeroes *bvh (counters included); NULL-safe. */
 void rb_bvh_free(rb_bvh *bvh);
 /* Deep copy into *out (which must not hold arrays) with alloc. */

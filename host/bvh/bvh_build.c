@@ -684,7 +684,7 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     bld.len = 1;
     if (build == RB_HIERARCHY_BUILD_FAST) {
         const range *root = &bld.queue[0];
-        if (rb_bvh_morton(alloc, bld.prims, bld.other, n, root->clo,
+        if (rb_bvh_morton(pool, alloc, bld.prims, bld.other, n, root->clo,
                           root->chi, bld.tmp) != RB_OK) {
             pthread_cond_destroy(&bld.cond);
             pthread_mutex_destroy(&bld.lock);
