@@ -443,6 +443,31 @@ START_TEST(test_fast_build)
     }
     free(boxes);
     free(rays);
+
+    /* Big enough to run on the pool: the tree of one thread, exact. */
+    size_t big = RB_BVH_MORTON_PARALLEL_MIN + 1000;
+    boxes = calloc(big, sizeof *boxes);
+    rays = calloc(NR, sizeof *rays);
+    rbt_rng g = {93};
+    big = rbt_scene_boxes(RBT_SC_UNIFORM, big, &g, boxes);
+    ck_assert_uint_ge(big, RB_BVH_MORTON_PARALLEL_MIN);
+    rb_context *one = make_ctx_built(RB_BVH_USE_ALWAYS, 1,
+                                     RB_HIERARCHY_BUILD_FAST);
+    rb_scene *s1 = NULL, *s2 = NULL;
+    ck_assert_int_eq(rb_scene_create(one, 3, boxes, big, &s1), RB_OK);
+    ck_assert_int_eq(rb_scene_create(fast, 3, boxes, big, &s2), RB_OK);
+    const rb_bvh *b1 = rb_scene_bvh(s1), *b2 = rb_scene_bvh(s2);
+    ck_assert_uint_eq(b1->n_nodes, b2->n_nodes);
+    ck_assert(memcmp(b1->nodes, b2->nodes, b1->n_nodes * sizeof *b1->nodes)
+              == 0);
+    check_unions(b2, "fast build on the pool");
+    rbt_scene_rays(&g, boxes, big, rays, 2000);
+    compare_scene(fast, ref, s2, 3, rays, 2000, 8, "fast build on the pool");
+    rb_scene_destroy(s1);
+    rb_scene_destroy(s2);
+    rb_context_destroy(one);
+    free(boxes);
+    free(rays);
     rb_context_destroy(fast);
     rb_context_destroy(ref);
 

@@ -30,10 +30,6 @@
 #define SLICE 65536     /* prims per task of the keys and the gather */
 #define SUBTREE_MIN 8192 /* ranges split at the top until below this */
 #define MAX_SUBTREES 256
-/* Below this many prims the keys, the gather and the subtrees run on the
- * calling thread: waking the pool several times cost more than it saved
- * (100K boxes on a busy 2-core machine: 40-50 ms against 20-27). */
-#define PARALLEL_MIN 262144
 
 /* x's 10 low bits spread to every third bit. */
 static uint32_t spread(uint32_t x)
@@ -73,7 +69,7 @@ typedef struct morton {
 static void run(struct rb_pool *pool, const morton *m, size_t n_tasks,
                 rb_task_fn fn, void *arg)
 {
-    if (m->n >= PARALLEL_MIN) {
+    if (m->n >= RB_BVH_MORTON_PARALLEL_MIN) {
         rb_pool_run(pool, n_tasks, fn, arg);
         return;
     }
