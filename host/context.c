@@ -125,6 +125,15 @@ static int bvh_use_from_env(void)
     return RB_BVH_USE_AUTO;
 }
 
+/* RAYBOX_BVH_BUILD=fast builds every hierarchy along a Morton curve;
+ * anything else is binned SAH. */
+static int bvh_build_from_env(void)
+{
+    const char *v = getenv("RAYBOX_BVH_BUILD");
+    return v && strcmp(v, "fast") == 0 ? RB_HIERARCHY_BUILD_FAST
+                                       : RB_HIERARCHY_BUILD_SAH;
+}
+
 static void fail_text(char *err_text, size_t err_len, const char *msg)
 {
     if (err_text && err_len)
@@ -151,6 +160,11 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
     if (opt.hierarchy < RB_HIERARCHY_AUTO ||
         opt.hierarchy > RB_HIERARCHY_ALWAYS) {
         fail_text(err_text, err_len, "unknown hierarchy setting");
+        return RB_EINVAL;
+    }
+    if (opt.hierarchy_build != RB_HIERARCHY_BUILD_SAH &&
+        opt.hierarchy_build != RB_HIERARCHY_BUILD_FAST) {
+        fail_text(err_text, err_len, "unknown hierarchy_build setting");
         return RB_EINVAL;
     }
     rb_allocator alloc;
@@ -180,6 +194,9 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
                            opt.hierarchy == RB_HIERARCHY_ALWAYS
                        ? opt.hierarchy
                        : bvh_use_from_env();
+    ctx->bvh_build = opt.hierarchy_build == RB_HIERARCHY_BUILD_FAST
+                         ? RB_HIERARCHY_BUILD_FAST
+                         : bvh_build_from_env();
 
     int oom = 0;
     ctx->kernel_dir = dup_opt(ctx, opt.kernel_dir, "RAYBOX_KERNEL_DIR", &oom);

@@ -145,6 +145,8 @@ struct rb_context {
     size_t scratch_cap;          /* floats allocated in scratch_boxes.data */
     int bvh_use;                 /* RB_BVH_USE_*: options.hierarchy, or
                                     $RAYBOX_BVH when that is AUTO */
+    int bvh_build;               /* RB_HIERARCHY_BUILD_*: the option, or
+                                    $RAYBOX_BVH_BUILD when that is SAH */
     struct rb_bvh *scratch_bvh;  /* transient hierarchy of inline boxes */
     /* CPU walks: RB_WALK_ORDER_AUTO sorts big batches over big trees
      * (cpu_backend.c); the tests set ALWAYS so that small trees take the

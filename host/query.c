@@ -62,7 +62,7 @@ static const rb_bvh *transient_bvh(rb_context *ctx)
             return NULL;
     }
     if (rb_bvh_build(ctx->pool, &ctx->alloc, &ctx->scratch_boxes,
-                     ctx->scratch_bvh) != RB_OK)
+                     ctx->bvh_build, ctx->scratch_bvh) != RB_OK)
         return NULL;
     return ctx->scratch_bvh;
 }

@@ -205,7 +205,8 @@ int rb_scene_create(rb_context *ctx, unsigned dims, const void *boxes,
     s->dims = dims;
     s->version = 1;
     rc = rb_boxset_build(ctx, &s->set, &s->cap, boxes, dims, n);
-    if (rc == RB_OK && rb_bvh_build(ctx->pool, &s->alloc, &s->set, &s->bvh))
+    if (rc == RB_OK && rb_bvh_build(ctx->pool, &s->alloc, &s->set,
+                                    ctx->bvh_build, &s->bvh))
         rc = rb_fail(ctx, RB_ENOMEM, "no memory for the hierarchy of %zu "
                                      "boxes", n);
     if (rc) {
@@ -405,7 +406,7 @@ static void refit_boxes(rb_context *ctx, rb_scene *scene,
      * exact, only slower. */
     if (scene->bvh.sah > REBUILD_RATIO * scene->bvh.sah_built)
         (void)rb_bvh_build(ctx->pool, &scene->alloc, &scene->set,
-                           &scene->bvh);
+                           scene->bvh.build, &scene->bvh);
 }
 
 int rb_scene_set(rb_context *ctx, rb_scene *scene, const uint32_t *indices,
@@ -705,7 +706,8 @@ static int append_boxes(rb_context *ctx, rb_scene *scene, const void *boxes,
     }
     pad_from(&scene->set, total);
     scene->set.n = total;
-    if (rb_bvh_build(ctx->pool, &scene->alloc, &scene->set, &scene->bvh)) {
+    if (rb_bvh_build(ctx->pool, &scene->alloc, &scene->set,
+                     scene->bvh.build, &scene->bvh)) {
         pad_from(&scene->set, old_n);
         scene->set.n = old_n;
         return rb_fail(ctx, RB_ENOMEM, "no memory to rebuild the hierarchy "
@@ -953,6 +955,7 @@ void rb_scene_stats_get(const rb_scene *scene, rb_scene_stats *out)
     out->bvh_depth = bvh->depth;
     out->bvh_sah = bvh->sah;
     out->bvh_sah_built = bvh->sah_built;
+    out->bvh_build = bvh->build;
     out->bvh_build_ms = bvh->build_ms;
     out->bvh_refits = bvh->refits;
     out->bvh_rebuilds = bvh->builds ? bvh->builds - 1 : 0;

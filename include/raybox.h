@@ -287,6 +287,13 @@ typedef struct rb_context_options {
      * used, during creation. The stop callback of a query and the
      * allocator may then be called from several threads at once. */
     const char *devices;
+    /* How hierarchies are built: RB_HIERARCHY_BUILD_SAH (the default:
+     * binned surface area heuristic, the faster walks) or
+     * RB_HIERARCHY_BUILD_FAST (boxes sorted along a Morton curve: several
+     * times faster to build, slower to walk; for scenes rebuilt often).
+     * Answers are the same either way. With SAH, $RAYBOX_BVH_BUILD=
+     * sah|fast decides. */
+    int hierarchy_build;
 } rb_context_options;
 
 /* Devices one context may split a batch over (rb_context_options.devices). */
@@ -297,6 +304,8 @@ enum {
     RB_HIERARCHY_OFF = 1,
     RB_HIERARCHY_ALWAYS = 2
 };
+
+enum { RB_HIERARCHY_BUILD_SAH = 0, RB_HIERARCHY_BUILD_FAST = 1 };
 
 typedef struct rb_context rb_context;
 
@@ -439,6 +448,9 @@ typedef struct rb_scene_stats {
     uint64_t elements;
     uint64_t kinds[RB_KIND_COUNT];
     uint64_t shape_nodes; /* 8-wide nodes of the shape hierarchy, 0: none */
+    /* RB_HIERARCHY_BUILD_* of the box hierarchy: the option of the
+     * context that created the scene, kept for its rebuilds. */
+    int bvh_build;
 } rb_scene_stats;
 
 /* Creates a scene from n boxes (rb_box when dims == 3, rb_box2 when 2),

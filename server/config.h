@@ -147,6 +147,11 @@
       "merged is answered on the I/O thread that read it, with a context of " \
       "its own, instead of being handed to a worker and back; larger ones "   \
       "always go to the workers; 0 = every query goes to a worker")           \
+    X(bvh_build, "bvh-build", "RAYBOX_BVH_BUILD", STR, "sah", 0, 0,           \
+      "how scene hierarchies are built: sah (binned surface area "           \
+      "heuristic, the faster queries) or fast (along a Morton curve: "       \
+      "builds and appends several times faster, queries somewhat slower; "   \
+      "for scenes rebuilt often); answers are the same")                      \
     X(merge, "merge", "RAYBOX_MERGE", STR, "auto", 0, 0,                       \
       "on, off or auto (on for OpenCL, off for the CPU backend): small "      \
       "queries queued on the same scene version, mode and outputs run as "    \

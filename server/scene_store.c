@@ -796,14 +796,16 @@ static void stats_json(const char *id, const scene_ver *v, sbuf *out)
                 "\"build\":{\"structure\":\"%s\",\"ms\":%.3f,"
                 "\"hierarchy_ms\":%.3f,\"nodes\":%llu,\"depth\":%u,"
                 "\"sah\":%.6g,\"sah_at_build\":%.6g,\"refits\":%llu,"
-                "\"rebuilds\":%llu,\"hierarchy_bytes\":%llu",
+                "\"rebuilds\":%llu,\"hierarchy_bytes\":%llu,"
+                "\"builder\":\"%s\"",
                 (unsigned long long)st->host_bytes, st->bytes_per_box,
                 st->bvh_nodes ? "bvh8" : "none", v->build_ms,
                 st->bvh_build_ms, (unsigned long long)st->bvh_nodes,
                 st->bvh_depth, st->bvh_sah, st->bvh_sah_built,
                 (unsigned long long)st->bvh_refits,
                 (unsigned long long)st->bvh_rebuilds,
-                (unsigned long long)st->bvh_bytes);
+                (unsigned long long)st->bvh_bytes,
+                st->bvh_build == RB_HIERARCHY_BUILD_FAST ? "fast" : "sah");
     /* The shape hierarchy, after the box figures. */
     if (st->elements != st->boxes)
         sbuf_printf(out, ",\"shape_nodes\":%llu",

@@ -315,6 +315,9 @@ static void context_options(const rbd_config *c, rb_context_options *o)
     rb_context_options_init(o);
     rb_backend_kind_parse(c->backend, &o->backend);
     o->threads = (unsigned)c->threads;
+    o->hierarchy_build = strcmp(c->bvh_build, "fast") == 0
+                             ? RB_HIERARCHY_BUILD_FAST
+                             : RB_HIERARCHY_BUILD_SAH;
     if (c->devices[0])
         o->devices = c->devices;
     if (c->device[0]) {
@@ -588,6 +591,11 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
         strcmp(s->cfg.merge, "auto")) {
         snprintf(why, why_len, "--merge '%.64s' is none of on, off, auto",
                  s->cfg.merge);
+        return -2;
+    }
+    if (strcmp(s->cfg.bvh_build, "sah") && strcmp(s->cfg.bvh_build, "fast")) {
+        snprintf(why, why_len, "--bvh-build '%.64s' is neither sah nor fast",
+                 s->cfg.bvh_build);
         return -2;
     }
     if (access_prepare(s, &addr, why, why_len)) {

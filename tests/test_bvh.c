@@ -23,11 +23,12 @@
 
 /* ---- contexts */
 
-static rb_context *make_ctx(int use, unsigned threads)
+static rb_context *make_ctx_built(int use, unsigned threads, int build)
 {
     rb_context_options opt;
     rb_context_options_init(&opt);
     opt.threads = threads;
+    opt.hierarchy_build = build;
     rb_context *ctx = rbt_context_opts(RBT_CPU, &opt);
     ctx->bvh_use = use;
     /* Big batches in ray_order.h's order even over these small trees (by
@@ -35,6 +36,11 @@ static rb_context *make_ctx(int use, unsigned threads)
      * test_cl_bvh's CPU walk compares the input order). */
     ctx->walk_order = RB_WALK_ORDER_ALWAYS;
     return ctx;
+}
+
+static rb_context *make_ctx(int use, unsigned threads)
+{
+    return make_ctx_built(use, threads, RB_HIERARCHY_BUILD_SAH);
 }
 
 /* ---- comparison */
@@ -333,6 +339,151 @@ START_TEST(test_parallel_build)
 }
 END_TEST
 
+/* Every inner slot holds the exact union of its child node's slots (the
+ * builder computes the bounds of ranges split from a sample as it
+ * partitions them, the others from their bins). */
+static void check_unions(const rb_bvh *b, const char *what)
+{
+    for (size_t i = 0; i < b->n_nodes; i++) {
+        const rb_bvh_node *n = &b->nodes[i];
+        for (unsigned k = 0; k < RB_BVH_WIDTH; k++) {
+            if (!n->child[k] || ((n->boxes >> k) & 1))
+                continue;
+            const rb_bvh_node *c = &b->nodes[n->child[k]];
+            for (int a = 0; a < 3; a++) {
+                float lo = INFINITY, hi = -INFINITY;
+                for (unsigned j = 0; j < RB_BVH_WIDTH; j++) {
+                    lo = c->lo[a][j] < lo ? c->lo[a][j] : lo;
+                    hi = c->hi[a][j] > hi ? c->hi[a][j] : hi;
+                }
+                if (n->lo[a][k] != lo || n->hi[a][k] != hi)
+                    ck_abort_msg("%s: node %zu slot %u axis %d holds "
+                                 "[%a, %a], its child's union is [%a, %a]",
+                                 what, i, k, a, (double)n->lo[a][k],
+                                 (double)n->hi[a][k], (double)lo,
+                                 (double)hi);
+            }
+        }
+    }
+}
+
+/* Scenes big enough that the builder splits their top ranges from a
+ * sample (RB_BVH_SAMPLE_MIN): exact unions in every node, and answers
+ * equal to brute force. */
+START_TEST(test_sampled_build)
+{
+    rb_context *fast = make_ctx(RB_BVH_USE_ALWAYS, 2);
+    rb_context *ref = make_ctx(RB_BVH_USE_OFF, 0);
+    static const int shapes[] = {RBT_SC_UNIFORM, RBT_SC_CLUSTERED,
+                                 RBT_SC_HUGE,    RBT_SC_FLAT_POINTS,
+                                 RBT_SC_OVERLAP, RBT_SC_IDENTICAL};
+    enum { NB = 5 * RB_BVH_SAMPLE_MIN, NR = 4000 };
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        rbt_rng g = {77 + s};
+        size_t nb = rbt_scene_boxes(shapes[s], NB, &g, boxes);
+        ck_assert_uint_ge(nb, 2 * RB_BVH_SAMPLE_MIN);
+        rb_scene *scene = NULL;
+        ck_assert_int_eq(rb_scene_create(fast, 3, boxes, nb, &scene), RB_OK);
+        char what[96];
+        snprintf(what, sizeof what, "sampled build, %s (%zu boxes)",
+                 rbt_scene_kind_name[shapes[s]], nb);
+        check_unions(rb_scene_bvh(scene), what);
+        rbt_scene_rays(&g, boxes, nb, rays, NR);
+        compare_scene(fast, ref, scene, 3, rays, NR, 8, what);
+        rb_scene_destroy(scene);
+    }
+    free(boxes);
+    free(rays);
+    rb_context_destroy(fast);
+    rb_context_destroy(ref);
+}
+END_TEST
+
+/* The fast build (a Morton curve): every scene shape answers as brute
+ * force, its nodes hold exact unions, and a rebuild after refits keeps
+ * building the same way. */
+START_TEST(test_fast_build)
+{
+    rb_context *fast = make_ctx_built(RB_BVH_USE_ALWAYS, 2,
+                                      RB_HIERARCHY_BUILD_FAST);
+    rb_context *ref = make_ctx(RB_BVH_USE_OFF, 0);
+    ck_assert_int_eq(fast->bvh_build, RB_HIERARCHY_BUILD_FAST);
+    for (int shape = 0; shape < RBT_SC_KINDS; shape++) {
+        size_t nb = shape == RBT_SC_IDENTICAL ? 300 : 1500;
+        check_shape(fast, ref, shape, nb, 8000, 2000 + (uint64_t)shape);
+    }
+    enum { NB = 40000, NR = 6000 };
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    static const int shapes[] = {RBT_SC_CLUSTERED, RBT_SC_HUGE,
+                                 RBT_SC_IDENTICAL};
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        rbt_rng g = {91 + k};
+        size_t nb = rbt_scene_boxes(shapes[k], NB, &g, boxes);
+        rb_scene *scene = NULL;
+        ck_assert_int_eq(rb_scene_create(fast, 3, boxes, nb, &scene), RB_OK);
+        const rb_bvh *b = rb_scene_bvh(scene);
+        ck_assert_int_eq(b->build, RB_HIERARCHY_BUILD_FAST);
+        ck_assert_uint_le(b->depth, RB_BVH_MAX_DEPTH);
+        char what[96];
+        snprintf(what, sizeof what, "fast build, %s (%zu boxes)",
+                 rbt_scene_kind_name[shapes[k]], nb);
+        check_unions(b, what);
+        rbt_scene_rays(&g, boxes, nb, rays, NR);
+        compare_scene(fast, ref, scene, 3, rays, NR, 8, what);
+        /* An append rebuilds the way the scene was built, whichever
+         * context asks. */
+        ck_assert_int_eq(rb_scene_append(ref, scene, boxes, nb / 2), RB_OK);
+        b = rb_scene_bvh(scene);
+        ck_assert_int_eq(b->build, RB_HIERARCHY_BUILD_FAST);
+        check_unions(b, what);
+        rb_scene_destroy(scene);
+    }
+    free(boxes);
+    free(rays);
+
+    /* Big enough to run on the pool: the tree of one thread, exact. */
+    size_t big = RB_BVH_MORTON_PARALLEL_MIN + 1000;
+    boxes = calloc(big, sizeof *boxes);
+    rays = calloc(NR, sizeof *rays);
+    rbt_rng g = {93};
+    big = rbt_scene_boxes(RBT_SC_UNIFORM, big, &g, boxes);
+    ck_assert_uint_ge(big, RB_BVH_MORTON_PARALLEL_MIN);
+    rb_context *one = make_ctx_built(RB_BVH_USE_ALWAYS, 1,
+                                     RB_HIERARCHY_BUILD_FAST);
+    rb_scene *s1 = NULL, *s2 = NULL;
+    ck_assert_int_eq(rb_scene_create(one, 3, boxes, big, &s1), RB_OK);
+    ck_assert_int_eq(rb_scene_create(fast, 3, boxes, big, &s2), RB_OK);
+    const rb_bvh *b1 = rb_scene_bvh(s1), *b2 = rb_scene_bvh(s2);
+    ck_assert_uint_eq(b1->n_nodes, b2->n_nodes);
+    ck_assert(memcmp(b1->nodes, b2->nodes, b1->n_nodes * sizeof *b1->nodes)
+              == 0);
+    check_unions(b2, "fast build on the pool");
+    rbt_scene_rays(&g, boxes, big, rays, 2000);
+    compare_scene(fast, ref, s2, 3, rays, 2000, 8, "fast build on the pool");
+    rb_scene_destroy(s1);
+    rb_scene_destroy(s2);
+    rb_context_destroy(one);
+    free(boxes);
+    free(rays);
+    rb_context_destroy(fast);
+    rb_context_destroy(ref);
+
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.backend = RB_BACKEND_CPU;
+    opt.hierarchy_build = 2;
+    rb_context *bad = NULL;
+    char err[128] = "";
+    ck_assert_int_eq(rb_context_create(&opt, &bad, err, sizeof err),
+                     RB_EINVAL);
+    ck_assert_ptr_null(bad);
+    ck_assert_str_eq(err, "unknown hierarchy_build setting");
+}
+END_TEST
+
 /* The portable walker (RAYBOX_SIMD=scalar) on the shapes that stress
  * node tests most. */
 START_TEST(test_scalar_walker)
@@ -581,6 +732,8 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_refit);
     tcase_add_test(tc, test_append);
     tcase_add_test(tc, test_parallel_build);
+    tcase_add_test(tc, test_sampled_build);
+    tcase_add_test(tc, test_fast_build);
     tcase_add_test(tc, test_scalar_walker);
     tcase_add_test(tc, test_invalid_rays);
     tcase_add_test(tc, test_out_of_memory);

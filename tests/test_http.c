@@ -365,6 +365,55 @@ static void patch(const char *id, const char *body, rbt_resp *r)
     rbt_http(NULL, "PATCH", U(path), JSON, body, strlen(body), NULL, NULL, r);
 }
 
+/* --bvh-build fast: a scene's GET says which builder made its hierarchy,
+ * and its answers are the library's (which the SAH build gives too). The
+ * suite's helpers talk to `srv`, so it points at the second server for
+ * the duration. */
+START_TEST(test_bvh_build_option)
+{
+    static const char *const args[] = {"--bvh-build", "fast", NULL};
+    rbt_server fast, saved = srv;
+    rbt_server_start(&fast, args);
+    rbt_rng rng = {78};
+    rbt_query q;
+    rbt_query_random(&q, &rng, RB_MODE_NEAREST, 3, 300, 3000, 1, 0);
+    rb_scene *mirror = NULL;
+    ck_assert_int_eq(rb_scene_create(ctx, 3, q.boxes, q.n_boxes, &mirror),
+                     RB_OK);
+    for (int k = 0; k < 2; k++) {
+        srv = k ? fast : saved;
+        char id[160], path[256];
+        create_scene(&q, 0, id);
+        rbt_resp r;
+        snprintf(path, sizeof path, "/v1/scenes/%s", id);
+        rbt_http(NULL, "GET", U(path), NULL, NULL, 0, NULL, NULL, &r);
+        ck_assert_int_eq(r.status, 200);
+        ck_assert_msg(strstr(r.body, k ? "\"builder\":\"fast\""
+                                       : "\"builder\":\"sah\""),
+                      "%s", r.body);
+        rbt_resp_free(&r);
+        check_scene_queries(id, &q, mirror, 1);
+    }
+    srv = saved;
+    rb_scene_destroy(mirror);
+    rbt_query_free(&q);
+    ck_assert_int_eq(rbt_server_stop(&fast), 0);
+
+    /* A bad value is a start-up error naming the option. */
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "'%s' --port 0 --bvh-build quick 2>&1",
+             RAYBOXD);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char out[2048] = "";
+    size_t n = fread(out, 1, sizeof out - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "exit %d", st);
+    ck_assert_msg(strstr(out, "--bvh-build 'quick'"), "%s", out);
+}
+END_TEST
+
 START_TEST(test_scenes)
 {
     rbt_rng rng = {77};
@@ -1392,6 +1441,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, test_modes_json_and_binary, 0, 2);
     tcase_add_test(tc, test_same_as_cli);
     tcase_add_test(tc, test_scenes);
+    tcase_add_test(tc, test_bvh_build_option);
     tcase_add_test(tc, test_error_statuses);
     tcase_add_test(tc, test_binary_errors);
     tcase_add_test(tc, test_lengths);

@@ -17,7 +17,8 @@
  * boxes three ways - 6 quads per box, 12 triangles per box, and one
  * user-geometry primitive per box whose callbacks run raybox's slab test
  * (its answers must equal raybox's) - at every --embree-quality (default
- * medium,high), and the rays two ways: in input order, and in raybox's
+ * low,medium,high: low is Embree's fastest builder, so the build ratio
+ * must face it), and the rays two ways: in input order, and in raybox's
  * walk order (host/cpu/ray_order.h, the order raybox's walk follows);
  * the sort's time is reported and charged to Embree's walk-order
  * figures, since raybox pays its own. Every ratio is against the fastest
@@ -88,6 +89,9 @@ typedef struct scene_result {
     char embree_error[256];
     double count_ms, all_ms, set_ms, refit_ms;
     uint64_t count_sum, all_sum;
+    /* The same scene built the fast way (RB_HIERARCHY_BUILD_FAST) */
+    double fast_build_ms, fast_nearest_ms, fast_any_ms, fast_sah;
+    int fast_same; /* its nearest and any hit counts equal the SAH tree's */
     /* OpenCL, modes nearest, any, count, all (rb_mode - 1) */
     int have_cl;
     double cl_ms[4], cl_upload_ms;
@@ -193,6 +197,35 @@ static int bench_opencl(rb_context *cl, const rb_scene *scene,
     return 0;
 }
 
+/* The fast build of the same boxes: its build time, its walks, and that
+ * it hits what the SAH tree hits. */
+static int bench_fast_build(rb_context *ctx, const rb_box *boxes, size_t nb,
+                            const rb_ray *rays, size_t nr, rb_results *res,
+                            scene_result *out)
+{
+    int saved = ctx->bvh_build;
+    ctx->bvh_build = RB_HIERARCHY_BUILD_FAST;
+    rb_scene *scene = NULL;
+    double t0 = bench_now_ms();
+    int st = rb_scene_create(ctx, 3, boxes, nb, &scene);
+    out->fast_build_ms = bench_now_ms() - t0;
+    ctx->bvh_build = saved;
+    if (st)
+        return fail("rb_scene_create (fast build)", ctx, st);
+    rb_scene_stats fs;
+    rb_scene_stats_get(scene, &fs);
+    out->fast_sah = fs.bvh_sah;
+    uint64_t near_hits = 0, any_hits = 0;
+    int rc = query(ctx, scene, RB_MODE_NEAREST, rays, nr, res,
+                   &out->fast_nearest_ms, &near_hits) ||
+             query(ctx, scene, RB_MODE_ANY, rays, nr, res, &out->fast_any_ms,
+                   &any_hits);
+    out->fast_same = near_hits == out->rb.nearest_hits &&
+                     any_hits == out->rb.any_hits;
+    rb_scene_destroy(scene);
+    return rc;
+}
+
 static int bench_raybox(rb_context *ctx, rb_context *cl, rb_box *boxes,
                         size_t nb, const rb_ray *rays, size_t nr,
                         scene_result *out)
@@ -235,6 +268,8 @@ static int bench_raybox(rb_context *ctx, rb_context *cl, rb_box *boxes,
               &out->all_sum))
         goto done;
     if (cl && bench_opencl(cl, scene, rays, nr, &res, out))
+        goto done;
+    if (bench_fast_build(ctx, boxes, nb, rays, nr, &res, out))
         goto done;
 
     /* Refit: every box moves by up to a tenth of its size. */
@@ -460,6 +495,20 @@ static void print_table(const scene_result *r, size_t nr, double sort_ms)
            (double)r->count_sum / (double)nr);
     print_embree(r, nr, sort_ms, r->rb.nearest_ms, r->rb.any_ms,
                  r->rb.build_ms, 1);
+    printf("  fast build (RB_HIERARCHY_BUILD_FAST): %.3f Mboxes/s, SAH %.1f, "
+           "nearest %.3f, any %.3f Mrays/s, hits %s",
+           rate((double)r->boxes, r->fast_build_ms), r->fast_sah,
+           rate((double)nr, r->fast_nearest_ms),
+           rate((double)nr, r->fast_any_ms),
+           r->fast_same ? "the same" : "DIFFER FROM THE SAH TREE'S");
+    const em_config *eb = r->n_em ? fastest(r, 2, 0, 0) : NULL;
+    if (eb) {
+        char name[96];
+        printf("; build vs fastest embree (%s): %.2fx",
+               config_name(eb, name, sizeof name),
+               eb->build_ms / r->fast_build_ms);
+    }
+    printf("\n");
     if (!r->have_cl)
         return;
     static const char *const names[4] = {"nearest", "any", "count", "all"};
@@ -576,6 +625,18 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
                rate((double)nr, s->rb.any_ms),
                (unsigned long long)s->rb.nearest_hits,
                (unsigned long long)s->rb.any_hits, s->rb.bytes_per_box);
+        printf(", \"raybox_fast_build\": {\"build_mboxes_s\": %.4f, "
+               "\"bvh_sah\": %.3f, \"nearest_mrays_s\": %.4f, "
+               "\"any_mrays_s\": %.4f, \"same_hits\": %s",
+               rate((double)s->boxes, s->fast_build_ms), s->fast_sah,
+               rate((double)nr, s->fast_nearest_ms),
+               rate((double)nr, s->fast_any_ms),
+               s->fast_same ? "true" : "false");
+        const em_config *eb = s->n_em ? fastest(s, 2, 0, 0) : NULL;
+        if (eb)
+            printf(", \"build_ratio_vs_fastest\": %.3f",
+                   eb->build_ms / s->fast_build_ms);
+        printf("}");
         const double mine[3] = {s->rb.nearest_ms, s->rb.any_ms,
                                 s->rb.build_ms};
         if (s->n_em)
@@ -985,7 +1046,7 @@ int main(int argc, char **argv)
     int json = 0, embree = 1, opencl = 1, los = 1;
     const char *rows_path = NULL;
     uint64_t seed = 1;
-    run_options ro = {.qualities = {1, 2}, .n_qualities = 2};
+    run_options ro = {.qualities = {0, 1, 2}, .n_qualities = 3};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {

@@ -37,6 +37,12 @@
 #define NBINS 16
 #define ONE_AXIS_BELOW 1024
 #define SHARE_MIN 4096
+/* Ranges of RB_BVH_SAMPLE_MIN boxes or more choose their split from
+ * every k-th box only (SAMPLES to 2 * SAMPLES of them: the SAH costs of
+ * the candidate splits hardly move, and the binning of big ranges runs
+ * from memory), and the partition then computes the two sides' exact
+ * bounds and centre bounds as it copies them. */
+#define SAMPLES 1024
 
 typedef struct range {
     uint32_t node, begin, end, depth;
@@ -58,7 +64,7 @@ typedef struct binner {
 
 typedef struct split {
     int axis, k;        /* boxes whose bin along axis is < k go left */
-    double cost;        /* SAH, relative to the parent */
+    int sampled;        /* the bounds below are a sample's: recompute */
     float lo[2][3], hi[2][3];
     float clo[2][3], chi[2][3];
 } split;
@@ -108,11 +114,99 @@ static double measure(const float lo[3], const float hi[3], int perimeter)
     return perimeter ? dx + dy + dz : dx * dy + dy * dz + dz * dx;
 }
 
+/* Bounds of x, y, z in one register where there is SSE2 (the fourth lane
+ * is carried along and ignored), for the SAH sweeps; the same values as
+ * grow() and measure(). */
+#ifdef __SSE2__
+typedef __m128 v4;
+static inline v4 v4_load(const float p[4]) { return _mm_load_ps(p); }
+static inline v4 v4_min(v4 a, v4 b) { return _mm_min_ps(a, b); }
+static inline v4 v4_max(v4 a, v4 b) { return _mm_max_ps(a, b); }
+static inline v4 v4_add(v4 a, v4 b) { return _mm_add_ps(a, b); }
+static inline v4 v4_mul(v4 a, v4 b) { return _mm_mul_ps(a, b); }
+static inline void v4_store3(float out[3], v4 a)
+{
+    float t[4];
+    _mm_storeu_ps(t, a);
+    memcpy(out, t, 3 * sizeof *out);
+}
+
+static inline double v4_measure(v4 lo, v4 hi, int perimeter)
+{
+    __m128d d01 = _mm_sub_pd(_mm_cvtps_pd(hi), _mm_cvtps_pd(lo));
+    __m128d d2 = _mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(hi, hi)),
+                            _mm_cvtps_pd(_mm_movehl_ps(lo, lo)));
+    double dx = _mm_cvtsd_f64(d01);
+    double dy = _mm_cvtsd_f64(_mm_unpackhi_pd(d01, d01));
+    double dz = _mm_cvtsd_f64(d2);
+    return perimeter ? dx + dy + dz : dx * dy + dy * dz + dz * dx;
+}
+#else
+typedef struct v4 {
+    float v[4];
+} v4;
+static inline v4 v4_load(const float p[4])
+{
+    v4 r;
+    memcpy(r.v, p, sizeof r.v);
+    return r;
+}
+static inline v4 v4_min(v4 a, v4 b)
+{
+    for (int i = 0; i < 4; i++)
+        a.v[i] = b.v[i] < a.v[i] ? b.v[i] : a.v[i];
+    return a;
+}
+static inline v4 v4_max(v4 a, v4 b)
+{
+    for (int i = 0; i < 4; i++)
+        a.v[i] = b.v[i] > a.v[i] ? b.v[i] : a.v[i];
+    return a;
+}
+static inline v4 v4_add(v4 a, v4 b)
+{
+    for (int i = 0; i < 4; i++)
+        a.v[i] += b.v[i];
+    return a;
+}
+static inline v4 v4_mul(v4 a, v4 b)
+{
+    for (int i = 0; i < 4; i++)
+        a.v[i] *= b.v[i];
+    return a;
+}
+static inline void v4_store3(float out[3], v4 a)
+{
+    memcpy(out, a.v, 3 * sizeof *out);
+}
+static inline double v4_measure(v4 lo, v4 hi, int perimeter)
+{
+    return measure(lo.v, hi.v, perimeter);
+}
+#endif
+
+static inline v4 v4_splat(float x)
+{
+    const float p[4] = {x, x, x, x};
+    return v4_load(p);
+}
+
 static inline int bin_of(const binner *b, float c, int a)
 {
+    /* Clamped before the conversion, so that both compile to minss and
+     * maxss: which bin a box falls in is not predictable. */
     float x = (c - b->base[a]) * b->scale[a];
     x = x < (float)(NBINS - 1) ? x : (float)(NBINS - 1);
-    return x > 0.0f ? (int)x : 0;
+    x = x > 0.0f ? x : 0.0f;
+    return (int)x;
+}
+
+/* bin_of(b, c, a) < k for 1 <= k < NBINS, without the clamps: the
+ * clamped value is below k exactly when the unclamped one is (a NaN is
+ * neither, and goes to the last bin). */
+static inline uint32_t left_of(const binner *b, float c, int a, float k)
+{
+    return (c - b->base[a]) * b->scale[a] < k;
 }
 
 static void make_binner(const range *r, binner *b, int live[3])
@@ -136,10 +230,10 @@ static void make_binner(const range *r, binner *b, int live[3])
             live[a] = a == at;
 }
 
-/* Counts prims [begin, end) into bins along each axis and grows the
- * bins' bounds and centre bounds. */
+/* Counts prims begin, begin + step, ... below end into bins along each
+ * axis and grows the bins' bounds and centre bounds. */
 static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
-                      const binner *bn, const int live[3],
+                      uint32_t step, const binner *bn, const int live[3],
                       bin bins[3][NBINS])
 {
 #ifdef __SSE2__
@@ -151,7 +245,7 @@ static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
                                      bn->scale[2], 0);
     const __m128 top = _mm_set1_ps((float)(NBINS - 1));
     const __m128 zero = _mm_setzero_ps();
-    for (uint32_t i = begin; i < end; i++) {
+    for (uint32_t i = begin; i < end; i += step) {
         __m128 lo = _mm_load_ps(p[i].lo), hi = _mm_load_ps(p[i].hi);
         __m128 c = _mm_add_ps(_mm_mul_ps(lo, half), _mm_mul_ps(hi, half));
         __m128 x = _mm_mul_ps(_mm_sub_ps(c, base), scale);
@@ -174,7 +268,7 @@ static void bin_prims(const rb_bvh_prim *p, uint32_t begin, uint32_t end,
         }
     }
 #else
-    for (uint32_t i = begin; i < end; i++) {
+    for (uint32_t i = begin; i < end; i += step) {
         float c[3] = {centre(&p[i], 0), centre(&p[i], 1), centre(&p[i], 2)};
         for (int a = 0; a < 3; a++) {
             if (!live[a])
@@ -199,89 +293,161 @@ static int find_split(const builder *bld, const range *r,
         return 0;
 
     bin bins[3][NBINS];
+    const v4 inf = v4_splat(INFINITY), ninf = v4_splat(-INFINITY);
     for (int a = 0; a < 3; a++) {
+        if (!live[a])
+            continue; /* never read */
         for (int k = 0; k < NBINS; k++) {
-            empty_bounds(bins[a][k].lo, bins[a][k].hi);
-            empty_bounds(bins[a][k].clo, bins[a][k].chi);
+            memcpy(bins[a][k].lo, &inf, sizeof inf);
+            memcpy(bins[a][k].hi, &ninf, sizeof ninf);
+            memcpy(bins[a][k].clo, &inf, sizeof inf);
+            memcpy(bins[a][k].chi, &ninf, sizeof ninf);
             bins[a][k].n = 0;
         }
     }
-    bin_prims(r->buf ? bld->other : bld->prims, r->begin, r->end, &bn, live,
-              bins);
+    uint32_t n_range = r->end - r->begin;
+    uint32_t step = n_range >= RB_BVH_SAMPLE_MIN ? n_range / SAMPLES : 1;
+    bin_prims(r->buf ? bld->other : bld->prims, r->begin, r->end, step, &bn,
+              live, bins);
+    best->sampled = step > 1;
 
     int perimeter = measure(node->lo, node->hi, 0) <= 0;
-    double parent = measure(node->lo, node->hi, perimeter);
     int found = 0;
+    double best_sum = 0;
     for (int a = 0; a < 3; a++) {
         if (!live[a])
             continue;
         /* Right sides, swept from the last bin down. */
         double right_area[NBINS];
         uint32_t right_n[NBINS];
-        float lo[3], hi[3];
-        empty_bounds(lo, hi);
+        v4 lo = inf, hi = ninf;
         uint32_t n = 0;
         for (int k = NBINS - 1; k > 0; k--) {
-            grow(lo, hi, bins[a][k].lo, bins[a][k].hi);
+            lo = v4_min(lo, v4_load(bins[a][k].lo));
+            hi = v4_max(hi, v4_load(bins[a][k].hi));
             n += bins[a][k].n;
-            right_area[k] = n ? measure(lo, hi, perimeter) : 0;
+            right_area[k] = n ? v4_measure(lo, hi, perimeter) : 0;
             right_n[k] = n;
         }
-        empty_bounds(lo, hi);
+        lo = inf;
+        hi = ninf;
         n = 0;
         for (int k = 1; k < NBINS; k++) {
-            grow(lo, hi, bins[a][k - 1].lo, bins[a][k - 1].hi);
+            lo = v4_min(lo, v4_load(bins[a][k - 1].lo));
+            hi = v4_max(hi, v4_load(bins[a][k - 1].hi));
             n += bins[a][k - 1].n;
             if (n == 0 || right_n[k] == 0)
                 continue;
-            double sum = measure(lo, hi, perimeter) * n +
+            /* The SAH cost without its constant factors (the parent's
+             * area, costs per node and per box), which do not change
+             * which split is cheapest. */
+            double sum = v4_measure(lo, hi, perimeter) * n +
                          right_area[k] * right_n[k];
-            /* Relative to the parent; constant costs per node and per
-             * box do not change which split is cheapest. */
-            double cost = parent > 0 ? sum / parent : 0;
-            if (!found || cost < best->cost) {
+            if (!found || sum < best_sum) {
                 found = 1;
                 best->axis = a;
                 best->k = k;
-                best->cost = cost;
+                best_sum = sum;
             }
         }
     }
     if (!found)
         return 0;
-    for (int s = 0; s < 2; s++) {
-        empty_bounds(best->lo[s], best->hi[s]);
-        empty_bounds(best->clo[s], best->chi[s]);
+    if (best->sampled)
+        return 1; /* partition() computes the sides' bounds */
+    v4 acc[2][4];
+    for (int side = 0; side < 2; side++) {
+        acc[side][0] = acc[side][2] = inf;
+        acc[side][1] = acc[side][3] = ninf;
     }
     for (int k = 0; k < NBINS; k++) {
         const bin *b = &bins[best->axis][k];
-        int s = k >= best->k;
-        grow(best->lo[s], best->hi[s], b->lo, b->hi);
-        grow(best->clo[s], best->chi[s], b->clo, b->chi);
+        v4 *t = acc[k >= best->k];
+        t[0] = v4_min(t[0], v4_load(b->lo));
+        t[1] = v4_max(t[1], v4_load(b->hi));
+        t[2] = v4_min(t[2], v4_load(b->clo));
+        t[3] = v4_max(t[3], v4_load(b->chi));
+    }
+    for (int side = 0; side < 2; side++) {
+        v4_store3(best->lo[side], acc[side][0]);
+        v4_store3(best->hi[side], acc[side][1]);
+        v4_store3(best->clo[side], acc[side][2]);
+        v4_store3(best->chi[side], acc[side][3]);
     }
     return 1;
+}
+
+static inline v4 prim_lo(const rb_bvh_prim *t)
+{
+    return v4_load((const float *)t); /* the fourth lane is the index */
+}
+
+static inline v4 prim_hi(const rb_bvh_prim *t)
+{
+    return v4_load((const float *)t + 4);
+}
+
+/* partition()'s loop; with `sampled` (a constant where it is inlined)
+ * it also grows acc[left] by each box: [lo, hi, centre lo, centre hi]. */
+static inline __attribute__((always_inline)) uint32_t
+partition_loop(const rb_bvh_prim *src, rb_bvh_prim *dst, uint32_t begin,
+               uint32_t end, const binner *b, int axis, float k,
+               const int sampled, v4 acc[2][4])
+{
+    const v4 half = v4_splat(0.5f);
+    uint32_t left_end = begin, right_begin = end;
+    for (uint32_t i = begin; i < end; i++) {
+        const rb_bvh_prim *t = &src[i];
+        uint32_t left = left_of(b, centre(t, axis), axis, k);
+        right_begin -= 1 - left;
+        dst[left ? left_end : right_begin] = *t;
+        left_end += left;
+        if (sampled) {
+            v4 lo = prim_lo(t), hi = prim_hi(t);
+            v4 c = v4_add(v4_mul(lo, half), v4_mul(hi, half));
+            v4 *a = acc[left];
+            a[0] = v4_min(a[0], lo);
+            a[1] = v4_max(a[1], hi);
+            a[2] = v4_min(a[2], c);
+            a[3] = v4_max(a[3], c);
+        }
+    }
+    return left_end;
 }
 
 /* Copies the boxes of r into the other array, those left of s to the
  * front and the others to the back; returns where the right side starts.
  * Which side a box goes to is unpredictable, so the destination is
- * computed, not branched on. */
-static uint32_t partition(builder *bld, const range *r, const split *s)
+ * computed, not branched on. A split chosen from a sample gets the two
+ * sides' exact bounds and centre bounds here, from the boxes copied. */
+static uint32_t partition(builder *bld, const range *r, split *s)
 {
     binner bn;
     int live[3];
     make_binner(r, &bn, live);
     const rb_bvh_prim *src = r->buf ? bld->other : bld->prims;
     rb_bvh_prim *dst = r->buf ? bld->prims : bld->other;
-    uint32_t left_end = r->begin, right_begin = r->end;
-    for (uint32_t i = r->begin; i < r->end; i++) {
-        const rb_bvh_prim *t = &src[i];
-        uint32_t left = bin_of(&bn, centre(t, s->axis), s->axis) < s->k;
-        right_begin -= 1 - left;
-        dst[left ? left_end : right_begin] = *t;
-        left_end += left;
+    /* Locals: the stores into dst could alias *s and bn for the compiler. */
+    const int axis = s->axis;
+    const float k = (float)s->k;
+    const binner b = bn;
+    if (!s->sampled)
+        return partition_loop(src, dst, r->begin, r->end, &b, axis, k, 0,
+                              NULL);
+    v4 acc[2][4];
+    for (int side = 0; side < 2; side++) {
+        acc[side][0] = acc[side][2] = v4_splat(INFINITY);
+        acc[side][1] = acc[side][3] = v4_splat(-INFINITY);
     }
-    return left_end;
+    uint32_t mid = partition_loop(src, dst, r->begin, r->end, &b, axis, k, 1,
+                                  acc);
+    for (int side = 0; side < 2; side++) { /* side 0 is the left one */
+        v4_store3(s->lo[side], acc[1 - side][0]);
+        v4_store3(s->hi[side], acc[1 - side][1]);
+        v4_store3(s->clo[side], acc[1 - side][2]);
+        v4_store3(s->chi[side], acc[1 - side][3]);
+    }
+    return mid;
 }
 
 /* Bounds and centre bounds of prims [begin, end). */
@@ -471,10 +637,11 @@ static void load_prims(struct rb_pool *pool, const rb_boxset *boxes,
     root->buf = 0;
 }
 
-static void replace(rb_bvh *bvh, const rb_allocator *alloc,
+static void replace(rb_bvh *bvh, const rb_allocator *alloc, int build,
                     rb_bvh_node *nodes, size_t n_nodes, uint32_t *where,
                     size_t n_boxes)
 {
+    bvh->build = build;
     rb_free_with(&bvh->alloc, bvh->nodes);
     rb_free_with(&bvh->alloc, bvh->where);
     bvh->alloc = *alloc;
@@ -486,12 +653,12 @@ static void replace(rb_bvh *bvh, const rb_allocator *alloc,
 }
 
 int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
-                 const rb_boxset *boxes, rb_bvh *bvh)
+                 const rb_boxset *boxes, int build, rb_bvh *bvh)
 {
     double t0 = rb_now_ms();
     size_t n = boxes->n;
     if (n == 0) {
-        replace(bvh, alloc, NULL, 0, NULL, 0);
+        replace(bvh, alloc, build, NULL, 0, NULL, 0);
         bvh->depth = 0;
         bvh->sah = bvh->sah_built = 0;
         bvh->build_ms = rb_now_ms() - t0;
@@ -515,10 +682,22 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     load_prims(pool, boxes, bld.prims, bld.other, &bld.queue[0],
                &bld.tmp[0]);
     bld.len = 1;
-    if (n >= 2 * SHARE_MIN)
+    if (build == RB_HIERARCHY_BUILD_FAST) {
+        const range *root = &bld.queue[0];
+        if (rb_bvh_morton(pool, alloc, bld.prims, bld.other, n, root->clo,
+                          root->chi, bld.tmp) != RB_OK) {
+            pthread_cond_destroy(&bld.cond);
+            pthread_mutex_destroy(&bld.lock);
+            goto oom;
+        }
+        rb_bvh_prim *sorted = bld.other; /* the leaves index it */
+        bld.other = bld.prims;
+        bld.prims = sorted;
+    } else if (n >= 2 * SHARE_MIN) {
         rb_pool_run(pool, rb_pool_size(pool), build_worker, &bld);
-    else
+    } else {
         build_worker(&bld, 0, 0);
+    }
     pthread_cond_destroy(&bld.cond);
     pthread_mutex_destroy(&bld.lock);
     rb_free_with(alloc, bld.queue);
@@ -534,7 +713,7 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     rb_free_with(alloc, bld.tmp);
     rb_free_with(alloc, bld.prims);
 
-    replace(bvh, alloc, nodes, n_nodes, where, n);
+    replace(bvh, alloc, build, nodes, n_nodes, where, n);
     bvh->depth = depth;
     bvh->sah = bvh->sah_built = rb_bvh_sah(bvh);
     bvh->build_ms = rb_now_ms() - t0;

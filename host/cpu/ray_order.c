@@ -146,9 +146,14 @@ void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,
         k.scale[a] = s < FLT_MAX ? (float)s : FLT_MAX;
     }
     rb_pool_run(pool, (n + KEYS_PER_TASK - 1) / KEYS_PER_TASK, key_task, &k);
-
     /* n <= UINT32_MAX: indices are 32-bit (rb_intersect limits rays to
      * INT32_MAX). */
+    rb_key_order(pool, scratch, n, order);
+}
+
+void rb_key_order(struct rb_pool *pool, uint64_t *scratch, size_t n,
+                  uint32_t *order)
+{
     uint32_t offset[SORT_CHUNKS][RADIX_BUCKETS];
     sorting srt = {.n = n, .order = order, .offset = offset,
                    .chunks = n < SORT_PARALLEL_MIN ? 1 : SORT_CHUNKS};

@@ -1,0 +1,269 @@
+/*
+ * bvh_morton.c - the fast build (RB_HIERARCHY_BUILD_FAST): boxes sorted
+ * along a Morton curve through their centres, ranges split where the
+ * highest bit of the curve's code changes (Lauterbach et al. 2009, "Fast
+ * BVH construction on GPUs"), into the same binary tree that binned SAH
+ * makes (bvh_build.c), which bvh_collapse.c then turns into wide nodes.
+ *
+ * It reads every box a few times (keys, the sort's passes, the gather,
+ * the bounds) instead of once per level, and splits without looking at
+ * areas: a build several times faster, a tree whose walks are somewhat
+ * slower (docs/benchmarks.md, "Hierarchies", has both). Bounds are exact
+ * unions of box corners, as in the SAH build, so the walks stay exact.
+ * Everything runs on the pool: keys and the gather in slices, the sort as
+ * rb_ray_order's, and the tree as subtrees below the top few splits. The
+ * tree does not depend on the thread count (only the scratch numbering of
+ * its binary nodes does, which the collapse does not keep). Depth: 30
+ * code bits, then halving by count among equal codes, stays within
+ * RB_BVH_MAX_DEPTH.
+ */
+#include <float.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "../cpu/ray_order.h"
+#include "../threadpool.h"
+#include "bvh.h"
+
+#define GRID 1024 /* cells per axis: 10 bits each, a 30-bit code */
+#define SLICE 65536     /* prims per task of the keys and the gather */
+#define SUBTREE_MIN 8192 /* ranges split at the top until below this */
+#define MAX_SUBTREES 256
+
+/* x's 10 low bits spread to every third bit. */
+static uint32_t spread(uint32_t x)
+{
+    x &= 0x3ff;
+    x = (x | x << 16) & 0x030000ff;
+    x = (x | x << 8) & 0x0300f00f;
+    x = (x | x << 4) & 0x030c30c3;
+    x = (x | x << 2) & 0x09249249;
+    return x;
+}
+
+static uint32_t cell(float c, float base, float scale)
+{
+    float x = (c - base) * scale;
+    x = x < (float)(GRID - 1) ? x : (float)(GRID - 1);
+    x = x > 0.0f ? x : 0.0f;
+    return (uint32_t)x;
+}
+
+typedef struct morton {
+    rb_bvh_prim *in;  /* original order; pad gets the code */
+    rb_bvh_prim *out; /* key order: the leaves index it */
+    size_t n;
+    float base[3], scale[3];
+    uint64_t *keys;   /* 2n */
+    uint32_t *order;  /* n */
+    rb_bvh2_node *tmp;
+    atomic_size_t next; /* next free node of tmp */
+    size_t n_sub;
+    struct {
+        size_t at;
+        uint32_t b, e;
+    } sub[MAX_SUBTREES];
+} morton;
+
+static void run(struct rb_pool *pool, const morton *m, size_t n_tasks,
+                rb_task_fn fn, void *arg)
+{
+    if (m->n >= RB_BVH_MORTON_PARALLEL_MIN) {
+        rb_pool_run(pool, n_tasks, fn, arg);
+        return;
+    }
+    for (size_t t = 0; t < n_tasks; t++)
+        fn(arg, t, 0);
+}
+
+static void slice(const morton *m, size_t t, size_t *b, size_t *e)
+{
+    *b = t * SLICE;
+    *e = *b + SLICE < m->n ? *b + SLICE : m->n;
+}
+
+/* Key: the code in the high half, the prim's position in the low half
+ * (the sort is stable on the code). */
+static void key_task(void *arg, size_t t, unsigned worker)
+{
+    morton *m = arg;
+    (void)worker;
+    size_t b, e;
+    slice(m, t, &b, &e);
+    for (size_t i = b; i < e; i++) {
+        rb_bvh_prim *p = &m->in[i];
+        uint32_t code = 0;
+        for (int a = 0; a < 3; a++) {
+            float c = p->lo[a] * 0.5f + p->hi[a] * 0.5f;
+            code |= spread(cell(c, m->base[a], m->scale[a])) << (2 - a);
+        }
+        p->pad = code;
+        m->keys[i] = (uint64_t)code << 32 | (uint64_t)i;
+    }
+}
+
+static void gather_task(void *arg, size_t t, unsigned worker)
+{
+    morton *m = arg;
+    (void)worker;
+    size_t b, e;
+    slice(m, t, &b, &e);
+    for (size_t i = b; i < e; i++)
+        m->out[i] = m->in[m->order[i]];
+}
+
+/* Where [b, e) (sorted, more than RB_BVH_LEAF prims) is split: the first
+ * position whose code has the highest bit in which the range's codes
+ * differ, or the middle when they are all equal. */
+static uint32_t split_at(const morton *m, uint32_t b, uint32_t e)
+{
+    uint32_t first = m->out[b].pad, last = m->out[e - 1].pad;
+    if (first == last)
+        return b + (e - b) / 2;
+    uint32_t bit = 1u << (31 - __builtin_clz(first ^ last));
+    uint32_t lo = b, hi = e - 1; /* code(lo) lacks the bit, code(hi) has it */
+    while (hi - lo > 1) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (m->out[mid].pad & bit)
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return hi;
+}
+
+/* Makes node `at` an inner node; returns the first of its two children
+ * (allocated together). */
+static size_t split_node(morton *m, size_t at)
+{
+    size_t pair = atomic_fetch_add_explicit(&m->next, 2,
+                                            memory_order_relaxed);
+    m->tmp[at].first = (uint32_t)pair;
+    m->tmp[at].count = 0;
+    return pair;
+}
+
+static void unite(rb_bvh2_node *node, const rb_bvh2_node *l,
+                  const rb_bvh2_node *r)
+{
+    for (int a = 0; a < 3; a++) {
+        node->lo[a] = l->lo[a] < r->lo[a] ? l->lo[a] : r->lo[a];
+        node->hi[a] = l->hi[a] > r->hi[a] ? l->hi[a] : r->hi[a];
+    }
+}
+
+/* Makes node `at` over prims [b, e), subtree and bounds. */
+static void build(morton *m, size_t at, uint32_t b, uint32_t e)
+{
+    rb_bvh2_node *node = &m->tmp[at];
+    if (e - b <= RB_BVH_LEAF) {
+        for (int a = 0; a < 3; a++) {
+            node->lo[a] = INFINITY;
+            node->hi[a] = -INFINITY;
+        }
+        for (uint32_t i = b; i < e; i++) {
+            const rb_bvh_prim *p = &m->out[i];
+            for (int a = 0; a < 3; a++) {
+                node->lo[a] = p->lo[a] < node->lo[a] ? p->lo[a] : node->lo[a];
+                node->hi[a] = p->hi[a] > node->hi[a] ? p->hi[a] : node->hi[a];
+            }
+        }
+        node->first = b;
+        node->count = e - b;
+        return;
+    }
+    uint32_t mid = split_at(m, b, e);
+    size_t pair = split_node(m, at);
+    build(m, pair, b, mid);
+    build(m, pair + 1, mid, e);
+    unite(&m->tmp[at], &m->tmp[pair], &m->tmp[pair + 1]);
+}
+
+static void subtree_task(void *arg, size_t t, unsigned worker)
+{
+    morton *m = arg;
+    (void)worker;
+    build(m, m->sub[t].at, m->sub[t].b, m->sub[t].e);
+}
+
+/* The top of the tree on the calling thread: ranges of SUBTREE_MIN or
+ * more are split (in creation order, parents before children) until
+ * none is left or the subtree list is full; the rest become subtrees
+ * built on the pool; then the top nodes' bounds, children first. */
+static void build_tree(struct rb_pool *pool, morton *m)
+{
+    enum { MAX_TOP = MAX_SUBTREES };
+    struct {
+        size_t at;
+        uint32_t b, e;
+    } top[MAX_TOP];
+    size_t n_top = 0;
+    m->n_sub = 0;
+    m->sub[m->n_sub].at = 0;
+    m->sub[m->n_sub].b = 0;
+    m->sub[m->n_sub++].e = (uint32_t)m->n;
+    for (size_t k = 0; k < m->n_sub;) {
+        uint32_t b = m->sub[k].b, e = m->sub[k].e;
+        if (e - b < SUBTREE_MIN || m->n_sub + 1 > MAX_SUBTREES ||
+            n_top == MAX_TOP) {
+            k++;
+            continue;
+        }
+        /* Split sub[k] into two subtrees: it becomes a top node. */
+        size_t at = m->sub[k].at;
+        uint32_t mid = split_at(m, b, e);
+        size_t pair = split_node(m, at);
+        top[n_top].at = at;
+        top[n_top].b = b;
+        top[n_top++].e = e;
+        m->sub[k].at = pair;
+        m->sub[k].e = mid;
+        m->sub[m->n_sub].at = pair + 1;
+        m->sub[m->n_sub].b = mid;
+        m->sub[m->n_sub++].e = e;
+    }
+    run(pool, m, m->n_sub, subtree_task, m);
+    for (size_t k = n_top; k-- > 0;) {
+        rb_bvh2_node *node = &m->tmp[top[k].at];
+        unite(node, &m->tmp[node->first], &m->tmp[node->first + 1]);
+    }
+}
+
+int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
+                  rb_bvh_prim *in, rb_bvh_prim *out, size_t n,
+                  const float clo[3], const float chi[3], rb_bvh2_node *tmp)
+{
+    morton *m = rb_alloc_with(alloc, sizeof *m, 64);
+    uint64_t *keys = rb_alloc_with(alloc, 2 * n * sizeof *keys, 64);
+    uint32_t *order = rb_alloc_with(alloc, n * sizeof *order, 64);
+    if (!m || !keys || !order) {
+        rb_free_with(alloc, m);
+        rb_free_with(alloc, keys);
+        rb_free_with(alloc, order);
+        return RB_ENOMEM;
+    }
+    memset(m, 0, sizeof *m);
+    m->in = in;
+    m->out = out;
+    m->n = n;
+    m->keys = keys;
+    m->order = order;
+    m->tmp = tmp;
+    atomic_init(&m->next, 1);
+    for (int a = 0; a < 3; a++) {
+        double ext = (double)chi[a] - clo[a];
+        double s = ext > 0 ? GRID * (1.0 - 1e-6) / ext : 0.0;
+        m->base[a] = clo[a];
+        m->scale[a] = s < FLT_MAX ? (float)s : FLT_MAX;
+    }
+    size_t slices = (n + SLICE - 1) / SLICE;
+    run(pool, m, slices, key_task, m);
+    rb_key_order(pool, keys, n, order);
+    run(pool, m, slices, gather_task, m);
+    build_tree(pool, m);
+    rb_free_with(alloc, keys);
+    rb_free_with(alloc, order);
+    rb_free_with(alloc, m);
+    return RB_OK;
+}
