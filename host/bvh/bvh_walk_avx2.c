@@ -22,8 +22,9 @@ static inline void wray_init(wray *w, const rb_ray_prep *r)
 {
     w->r = *r;
     for (int a = 0; a < 3; a++) {
-        unsigned lo = (unsigned)offsetof(rb_bvh_node, lo[a]);
-        unsigned hi = (unsigned)offsetof(rb_bvh_node, hi[a]);
+        unsigned row = (unsigned)(a * sizeof(float[RB_BVH_WIDTH]));
+        unsigned lo = (unsigned)offsetof(rb_bvh_node, lo) + row;
+        unsigned hi = (unsigned)offsetof(rb_bvh_node, hi) + row;
         int s = signbit(r->inv[a]) ? 1 : 0;
         w->near_row[a] = s ? hi : lo;
         w->far_row[a] = s ? lo : hi;
