@@ -12,7 +12,9 @@
 
 typedef struct wray {
     rb_ray_prep r;
-    int sign[3];
+    /* Byte offsets in a node of the near and far plane rows of each axis:
+     * loads without a branch on the ray's signs. */
+    unsigned near_row[3], far_row[3];
     __m256 o[3], inv[3], tmin, tmax;
 } wray;
 
@@ -20,7 +22,12 @@ static inline void wray_init(wray *w, const rb_ray_prep *r)
 {
     w->r = *r;
     for (int a = 0; a < 3; a++) {
-        w->sign[a] = signbit(r->inv[a]) ? 1 : 0;
+        unsigned row = (unsigned)(a * sizeof(float[RB_BVH_WIDTH]));
+        unsigned lo = (unsigned)offsetof(rb_bvh_node, lo) + row;
+        unsigned hi = (unsigned)offsetof(rb_bvh_node, hi) + row;
+        int s = signbit(r->inv[a]) ? 1 : 0;
+        w->near_row[a] = s ? hi : lo;
+        w->far_row[a] = s ? lo : hi;
         w->o[a] = _mm256_set1_ps(r->o[a]);
         w->inv[a] = _mm256_set1_ps(r->inv[a]);
     }
@@ -36,8 +43,9 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
     const __m256 inf = _mm256_set1_ps(INFINITY);
     __m256 e = w->tmin, x = inf;
     for (int a = 0; a < 3; a++) {
-        const float *nb = w->sign[a] ? n->hi[a] : n->lo[a];
-        const float *fb = w->sign[a] ? n->lo[a] : n->hi[a];
+        const float *nb =
+            (const float *)((const char *)n + w->near_row[a]);
+        const float *fb = (const float *)((const char *)n + w->far_row[a]);
         __m256 ne = _mm256_mul_ps(_mm256_sub_ps(_mm256_load_ps(nb), w->o[a]),
                                   w->inv[a]);
         __m256 fa = _mm256_mul_ps(_mm256_sub_ps(_mm256_load_ps(fb), w->o[a]),
@@ -58,8 +66,12 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
         *boxes_hit = 0;
         return maybe;
     }
-    unsigned hit = (unsigned)_mm256_movemask_ps(
-        _mm256_and_ps(_mm256_cmp_ps(e, xe, _CMP_LE_OQ), finite));
+    /* A box entered past limit cannot improve nearest (other modes pass
+     * tmax, which xe is at most already). */
+    unsigned hit = (unsigned)_mm256_movemask_ps(_mm256_and_ps(
+        _mm256_cmp_ps(e, _mm256_min_ps(xe, _mm256_set1_ps(limit)),
+                      _CMP_LE_OQ),
+        finite));
     unsigned maybe = (unsigned)_mm256_movemask_ps(
         _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
     _mm256_storeu_ps(e_out, e);

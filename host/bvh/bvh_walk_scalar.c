@@ -31,9 +31,10 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
         float hi[3] = {n->hi[0][k], n->hi[1][k], n->hi[2][k]};
         if (exact && ((n->boxes >> k) & 1)) {
             /* A box: the reference formula itself. */
-            hit |= (unsigned)rb_slab_hit(&w->r, lo, hi, &e_out[k],
-                                         &x_out[k])
-                   << k;
+            /* Past limit it cannot improve nearest (see test_node in
+             * bvh_walk.inc). */
+            int h = rb_slab_hit(&w->r, lo, hi, &e_out[k], &x_out[k]);
+            hit |= (unsigned)(h && e_out[k] <= limit) << k;
             continue;
         }
         float e = w->r.tmin, x = INFINITY;
