@@ -677,7 +677,8 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
 /* ---- ratio rows (--rows FILE) ----------------------------------------------
  * The run's ratios in raybox-bench's row format, for `raybox-bench --from
  * FILE --ratios --compare BASELINE` (rows.h): raybox against the fastest
- * Embree configuration (sort charged) per figure, memory against Embree's
+ * Embree configuration (sort charged) per figure, on the SAH tree and on
+ * the fast build's (bvh_fast_build_*), memory against Embree's
  * smallest, OpenCL against the CPU backend per mode, and on the city
  * rb_visibility against explicit segments and against the fastest
  * Embree any. Larger is better in each. */
@@ -743,6 +744,10 @@ static int write_rows(const char *path, const rb_backend_info *info,
         const double mine[3] = {s->rb.nearest_ms, s->rb.any_ms,
                                 s->rb.build_ms};
         embree_ratios(&rows, info, s, "bvh", "random", nr, sort_ms, mine, 1);
+        const double fast[3] = {s->fast_nearest_ms, s->fast_any_ms,
+                                s->fast_build_ms};
+        embree_ratios(&rows, info, s, "bvh_fast_build", "random", nr, sort_ms,
+                      fast, 1);
         double em_bytes = smallest_embree_bytes(s);
         if (em_bytes > 0 && s->rb.bytes_per_box > 0) {
             rbench_where w = ratio_where(info, "cpu", "bvh_memory", "random", 0,
