@@ -154,23 +154,32 @@ __kernel void rb_pairs(__global const float *rays,
         }
         return;
     }
-    float8 r[8], b[8];
+    /* Rays first, boxes second: 16 registers do not hold both
+     * transposes at once. */
+    float8 r[8], b[8], o[3], inv[3], lo[3], hi[3];
     #pragma unroll
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < 8; k++)
         r[k] = vload8(0, rays + (size_t)(i0 + (uint)k) * 8);
-        b[k] = vload8(0, boxes + (size_t)(i0 + (uint)k) * 6);
-    }
     rb_transpose8(r); /* ox oy oz dx dy dz tmin tmax */
-    rb_transpose8(b); /* lx ly lz hx hy hz (next box) (next box) */
     float8 tmin = rb_flush8(r[6]), tmax = rb_flush8(r[7]);
     int8 ok = (r[7] > (float8)(-INFINITY)) & (tmin <= tmax);
     #pragma unroll
-    for (int k = 0; k < 7; k++)
-        ok &= rb_finite8(r[k]);
+    for (int a = 0; a < 3; a++) {
+        ok &= rb_finite8(r[a]) & rb_finite8(r[3 + a]);
+        o[a] = rb_flush8(r[a]);
+        inv[a] = 1.0f / rb_flush8(r[3 + a]);
+    }
+    ok &= rb_finite8(r[6]);
     #pragma unroll
-    for (int a = 0; a < 3; a++)
-        ok &= rb_finite8(b[a]) & rb_finite8(b[3 + a]) &
-              (rb_flush8(b[a]) <= rb_flush8(b[3 + a]));
+    for (int k = 0; k < 8; k++)
+        b[k] = vload8(0, boxes + (size_t)(i0 + (uint)k) * 6);
+    rb_transpose8(b); /* lx ly lz hx hy hz (next box) (next box) */
+    #pragma unroll
+    for (int a = 0; a < 3; a++) {
+        lo[a] = rb_flush8(b[a]);
+        hi[a] = rb_flush8(b[3 + a]);
+        ok &= rb_finite8(b[a]) & rb_finite8(b[3 + a]) & (lo[a] <= hi[a]);
+    }
     if (!all(ok))
         for (uint k = 0; k < 8; k++)
             rb_check_pair(rays, boxes, dims, i0 + k, base, bad);
@@ -178,12 +187,9 @@ __kernel void rb_pairs(__global const float *rays,
     int8 ef = (int8)(0), xf = (int8)(0);
     #pragma unroll
     for (int a = 0; a < 3; a++) {
-        float8 o = rb_flush8(r[a]);
-        float8 inv = 1.0f / rb_flush8(r[3 + a]);
-        float8 lo = rb_flush8(b[a]), hi = rb_flush8(b[3 + a]);
-        int8 s = signbit(inv); /* -1 where negative */
-        float8 nv = (select(lo, hi, s) - o) * inv;
-        float8 fv = (select(hi, lo, s) - o) * inv;
+        int8 s = signbit(inv[a]); /* -1 where negative */
+        float8 nv = (select(lo[a], hi[a], s) - o[a]) * inv[a];
+        float8 fv = (select(hi[a], lo[a], s) - o[a]) * inv[a];
         int8 take_n = nv > e, take_f = fv < x;
         e = select(e, nv, take_n);
         x = select(x, fv, take_f);
