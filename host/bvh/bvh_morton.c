@@ -8,8 +8,9 @@
  * It reads every box a few times (keys, the sort's passes, the gather,
  * the bounds) instead of once per level, and splits without looking at
  * areas: a build 1.3-1.9x faster (1M and 100K boxes, whose SAH build
- * is itself parallel), a tree whose walks are a few percent slower (docs/benchmarks.md, "Hierarchies", has both). Bounds are exact
- * unions of box corners, as in the SAH build, so the walks stay exact.
+ * is itself parallel), a tree whose walks are a few percent slower
+ * (docs/benchmarks.md, "Hierarchies", has both). Bounds are exact unions
+ * of box corners, as in the SAH build, so the walks stay exact.
  * Everything runs on the pool: keys and the gather in slices, the sort as
  * rb_ray_order's, and the tree as subtrees below the top few splits. The
  * tree does not depend on the thread count (only the scratch numbering of
@@ -30,17 +31,6 @@
 #define SLICE 65536     /* prims per task of the keys and the gather */
 #define SUBTREE_MIN 8192 /* ranges split at the top until below this */
 #define MAX_SUBTREES 256
-
-/* x's 10 low bits spread to every third bit. */
-static uint32_t spread(uint32_t x)
-{
-    x &= 0x3ff;
-    x = (x | x << 16) & 0x030000ff;
-    x = (x | x << 8) & 0x0300f00f;
-    x = (x | x << 4) & 0x030c30c3;
-    x = (x | x << 2) & 0x09249249;
-    return x;
-}
 
 static uint32_t cell(float c, float base, float scale)
 {
@@ -96,7 +86,7 @@ static void key_task(void *arg, size_t t, unsigned worker)
         uint32_t code = 0;
         for (int a = 0; a < 3; a++) {
             float c = p->lo[a] * 0.5f + p->hi[a] * 0.5f;
-            code |= spread(cell(c, m->base[a], m->scale[a])) << (2 - a);
+            code |= rb_spread3(cell(c, m->base[a], m->scale[a])) << (2 - a);
         }
         p->pad = code;
         m->keys[i] = (uint64_t)code << 32 | (uint64_t)i;
@@ -193,11 +183,9 @@ static void subtree_task(void *arg, size_t t, unsigned worker)
  * built on the pool; then the top nodes' bounds, children first. */
 static void build_tree(struct rb_pool *pool, morton *m)
 {
-    enum { MAX_TOP = MAX_SUBTREES };
-    struct {
-        size_t at;
-        uint32_t b, e;
-    } top[MAX_TOP];
+    /* Each split turns one subtree into two, so the top nodes are fewer
+     * than the subtrees. */
+    size_t top[MAX_SUBTREES];
     size_t n_top = 0;
     m->n_sub = 0;
     m->sub[m->n_sub].at = 0;
@@ -205,8 +193,7 @@ static void build_tree(struct rb_pool *pool, morton *m)
     m->sub[m->n_sub++].e = (uint32_t)m->n;
     for (size_t k = 0; k < m->n_sub;) {
         uint32_t b = m->sub[k].b, e = m->sub[k].e;
-        if (e - b < SUBTREE_MIN || m->n_sub + 1 > MAX_SUBTREES ||
-            n_top == MAX_TOP) {
+        if (e - b < SUBTREE_MIN || m->n_sub == MAX_SUBTREES) {
             k++;
             continue;
         }
@@ -214,9 +201,7 @@ static void build_tree(struct rb_pool *pool, morton *m)
         size_t at = m->sub[k].at;
         uint32_t mid = split_at(m, b, e);
         size_t pair = split_node(m, at);
-        top[n_top].at = at;
-        top[n_top].b = b;
-        top[n_top++].e = e;
+        top[n_top++] = at;
         m->sub[k].at = pair;
         m->sub[k].e = mid;
         m->sub[m->n_sub].at = pair + 1;
@@ -225,7 +210,7 @@ static void build_tree(struct rb_pool *pool, morton *m)
     }
     run(pool, m, m->n_sub, subtree_task, m);
     for (size_t k = n_top; k-- > 0;) {
-        rb_bvh2_node *node = &m->tmp[top[k].at];
+        rb_bvh2_node *node = &m->tmp[top[k]];
         unite(node, &m->tmp[node->first], &m->tmp[node->first + 1]);
     }
 }

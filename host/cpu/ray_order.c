@@ -33,17 +33,6 @@ typedef struct keying {
     int octant_first;
 } keying;
 
-/* The low 10 bits of x spread three apart (bit b goes to bit 3b). */
-static uint32_t spread(uint32_t x)
-{
-    x &= 0x3ffu;
-    x = (x | x << 16) & 0x030000ffu;
-    x = (x | x << 8) & 0x0300f00fu;
-    x = (x | x << 4) & 0x030c30c3u;
-    x = (x | x << 2) & 0x09249249u;
-    return x;
-}
-
 static uint32_t cell(const keying *k, int a, float o)
 {
     float q = (o - k->lo[a]) * k->scale[a];
@@ -74,9 +63,9 @@ static void key_task(void *arg, size_t task, unsigned worker)
         uint32_t octant = (uint32_t)(signbit(d[0]) ? 1 : 0) |
                           (uint32_t)(signbit(d[1]) ? 2 : 0) |
                           (uint32_t)(signbit(d[2]) ? 4 : 0);
-        uint32_t morton = spread(cell(k, 0, o[0])) |
-                          spread(cell(k, 1, o[1])) << 1 |
-                          spread(cell(k, 2, o[2])) << 2;
+        uint32_t morton = rb_spread3(cell(k, 0, o[0])) |
+                          rb_spread3(cell(k, 1, o[1])) << 1 |
+                          rb_spread3(cell(k, 2, o[2])) << 2;
         /* Short rays (nearest, any) share nodes with rays that start
          * nearby; long ones (count, all) with rays that also go the same
          * way. */

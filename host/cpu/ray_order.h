@@ -13,6 +13,18 @@
 
 struct rb_pool;
 
+/* The low 10 bits of x spread three apart (bit b goes to bit 3b): one
+ * axis of a 30-bit Morton code (here and in bvh/bvh_morton.c). */
+static inline uint32_t rb_spread3(uint32_t x)
+{
+    x &= 0x3ffu;
+    x = (x | x << 16) & 0x030000ffu;
+    x = (x | x << 8) & 0x0300f00fu;
+    x = (x | x << 4) & 0x030c30c3u;
+    x = (x | x << 2) & 0x09249249u;
+    return x;
+}
+
 /* Fills order[0..n) with a permutation of 0..n-1. Origins are placed on a
  * 512^3 grid over [lo, hi] (outside: clamped; NaN and other invalid
  * values are tolerated, they are reported later). octant_first groups by
