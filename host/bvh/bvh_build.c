@@ -427,19 +427,18 @@ static uint32_t partition(builder *bld, const range *r, split *s)
     make_binner(r, &bn, live);
     const rb_bvh_prim *src = r->buf ? bld->other : bld->prims;
     rb_bvh_prim *dst = r->buf ? bld->prims : bld->other;
-    /* Locals: the stores into dst could alias *s and bn for the compiler. */
+    /* Locals: the stores into dst could alias *s for the compiler. */
     const int axis = s->axis;
     const float k = (float)s->k;
-    const binner b = bn;
     if (!s->sampled)
-        return partition_loop(src, dst, r->begin, r->end, &b, axis, k, 0,
+        return partition_loop(src, dst, r->begin, r->end, &bn, axis, k, 0,
                               NULL);
     v4 acc[2][4];
     for (int side = 0; side < 2; side++) {
         acc[side][0] = acc[side][2] = v4_splat(INFINITY);
         acc[side][1] = acc[side][3] = v4_splat(-INFINITY);
     }
-    uint32_t mid = partition_loop(src, dst, r->begin, r->end, &b, axis, k, 1,
+    uint32_t mid = partition_loop(src, dst, r->begin, r->end, &bn, axis, k, 1,
                                   acc);
     for (int side = 0; side < 2; side++) { /* side 0 is the left one */
         v4_store3(s->lo[side], acc[1 - side][0]);
