@@ -279,6 +279,19 @@ START_TEST(test_append)
 }
 END_TEST
 
+/* Two builds of the same boxes made the same tree: nodes and where[]. */
+static void check_same_tree(const rb_bvh *a, const rb_bvh *b,
+                            const char *what)
+{
+    ck_assert_msg(a->n_nodes == b->n_nodes && a->n_boxes == b->n_boxes,
+                  "%s: %zu / %zu nodes, %zu / %zu boxes", what, a->n_nodes,
+                  b->n_nodes, a->n_boxes, b->n_boxes);
+    ck_assert_msg(memcmp(a->nodes, b->nodes, a->n_nodes * sizeof *a->nodes)
+                      == 0, "%s: the nodes differ", what);
+    ck_assert_msg(memcmp(a->where, b->where, a->n_boxes * sizeof *a->where)
+                      == 0, "%s: where[] differs", what);
+}
+
 /* The parallel build (work shared between threads) gives the tree of the
  * one-thread build, and a big scene still answers exactly. */
 START_TEST(test_parallel_build)
@@ -297,10 +310,7 @@ START_TEST(test_parallel_build)
     ck_assert_int_eq(rb_scene_create(two, 3, boxes, NB, &s2), RB_OK);
     const rb_bvh *b1 = rb_scene_bvh(s1), *b2 = rb_scene_bvh(s2);
     ck_assert(b1 && b2);
-    ck_assert_uint_eq(b1->n_nodes, b2->n_nodes);
-    ck_assert(memcmp(b1->nodes, b2->nodes, b1->n_nodes * sizeof *b1->nodes)
-              == 0);
-    ck_assert(memcmp(b1->where, b2->where, NB * sizeof *b1->where) == 0);
+    check_same_tree(b1, b2, "parallel build");
     /* Every box sits in exactly the slot where[] names, with its own
      * corners; no other slot claims it. */
     size_t box_slots = 0;
@@ -457,9 +467,7 @@ START_TEST(test_fast_build)
     ck_assert_int_eq(rb_scene_create(one, 3, boxes, big, &s1), RB_OK);
     ck_assert_int_eq(rb_scene_create(fast, 3, boxes, big, &s2), RB_OK);
     const rb_bvh *b1 = rb_scene_bvh(s1), *b2 = rb_scene_bvh(s2);
-    ck_assert_uint_eq(b1->n_nodes, b2->n_nodes);
-    ck_assert(memcmp(b1->nodes, b2->nodes, b1->n_nodes * sizeof *b1->nodes)
-              == 0);
+    check_same_tree(b1, b2, "fast build on the pool");
     check_unions(b2, "fast build on the pool");
     rbt_scene_rays(&g, boxes, big, rays, 2000);
     compare_scene(fast, ref, s2, 3, rays, 2000, 8, "fast build on the pool");
