@@ -469,11 +469,18 @@ static inline int rb_take_shapes(const int mode, uint hits,
  * each kernel gets its own loop; so is shapes: 0 for a box tree (sv and
  * sw unused), 1 for a shape tree, whose box slots are candidates for
  * rb_take_shapes on the leaves sv (the leaf hook; the loop, the short
- * stack and its resume are the same). Always inlined: clang-14 otherwise
- * kept one copy for the four shape walks, mode and shapes passed at run
- * time, its state in memory through a call (sm_90: 96-128 registers and
- * 584 B of stack frame instead of 56-64 and 384 B, docs/gpu.md). */
-static inline __attribute__((always_inline)) void
+ * stack and its resume are the same). Always inlined in the tiled
+ * variant (GPUs): clang-14 otherwise kept one copy for the four shape
+ * walks, mode and shapes passed at run time, its state in memory through
+ * a call (sm_90: 80-96 registers and 464 B of stack frame inlined,
+ * 123-128 and 584 B not, docs/gpu.md). The wide variant leaves it to the
+ * compiler: forced on PoCL, the shape walks ran 1-2 % more instructions. */
+#ifdef RB_WIDE
+#define RB_WALK_INLINE
+#else
+#define RB_WALK_INLINE __attribute__((always_inline))
+#endif
+static inline RB_WALK_INLINE void
 rb_walk_tree(const rb_wray *w, __global const float *nodes, const int mode,
              rb_walk *s, __global rb_list_hit *list, uint cap,
              const int shapes, const rb_shape_view *sv, const rb_ray_raw *sw)

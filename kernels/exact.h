@@ -387,11 +387,13 @@ static inline rb_ray_raw rb_raw_ray(float ox, float oy, float oz, float dx,
  * that needs both forms without holding two copies of o, tmin, tmax. */
 static inline rb_ray_prep rb_prep_raw(const rb_ray_raw *w)
 {
-    rb_ray_prep p;
-    for (int a = 0; a < 3; a++) {
-        p.o[a] = w->o[a];
-        p.inv[a] = rb_recip(w->d[a]);
-    }
+    rb_ray_prep p; /* written out: PoCL leaves short loops rolled */
+    p.o[0] = w->o[0];
+    p.o[1] = w->o[1];
+    p.o[2] = w->o[2];
+    p.inv[0] = rb_recip(w->d[0]);
+    p.inv[1] = rb_recip(w->d[1]);
+    p.inv[2] = rb_recip(w->d[2]);
     p.tmin = w->tmin;
     p.tmax = w->tmax;
     return p;

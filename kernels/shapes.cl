@@ -85,8 +85,8 @@ RB_SHAPE_KERNEL(rb_shapes_all, RB_SHAPE_ALL)
  * - rb_shape_walk_*: bvh.cl's loop over the tree's nodes with its leaf
  *   hook on the leaves lv, for the rays that the CPU walks through the
  *   tree as built (exact.h's rb_shape_route, FAST), combined with the box
- *   pass's answers; nearest leaves its winning leaf (or none) in leaf[]
- *   instead of writing the answer.
+ *   pass's answers; nearest writes only its winner's t_enter, id and hit
+ *   into hits[] and the winning leaf (or none) into leaf[].
  * - rb_shape_rest_*, then, on every ray: the other rays (far origins,
  *   beyond 2^31, directions below 2^-60) test every leaf one by one,
  *   which gives the answers the CPU's own widening gives (R16: both are
@@ -144,8 +144,13 @@ static inline void rb_shape_walk_pass(const int mode,
         s.best_t = h.hit ? h.t_enter : INFINITY;
         s.best_i = h.hit ? (uint)h.box : 0xffffffffu;
         rb_walk_tree(&wr, nodes, RB_WALK_NEAREST, &s, 0, 0, 1, lv, &w);
-        if (s.best_j != 0xffffffffu)
+        if (s.best_j != 0xffffffffu) {
+            /* the winner's t and id; the rest writes the other fields */
             leaf[i] = s.best_j;
+            hits[i].t_enter = s.best_t;
+            hits[i].box = (int)s.best_i;
+            hits[i].hit = 1;
+        }
     } else if (mode == RB_SHAPE_ANY) {
         rb_walk_tree(&wr, nodes, RB_WALK_ANY, &s, 0, 0, 1, lv, &w);
         any[i] = (uchar)s.found;
@@ -183,15 +188,8 @@ static inline void rb_shape_rest_pass(const int mode,
         float best_t = h.hit ? h.t_enter : INFINITY;
         uint best_id = h.hit ? (uint)h.box : 0xffffffffu;
         uint lj = leaf[i], pj = RB_NO_LEAF;
-        if (lj != RB_NO_LEAF) {
-            /* The walk's winner, tested again: the same t and id. */
-            float te, tx;
-            rb_shape_hit(lv, lj, &w, &te, &tx);
-            best_t = te;
-            best_id = rb_shape_id(lv, lj);
-        } else if (!fast) {
+        if (!fast)
             rb_shape_scan_nearest(lv, 0, nb, &w, &best_t, &best_id, &lj);
-        }
         rb_shape_scan_nearest(pv, 0, pv->n_half, &w, &best_t, &best_id, &pj);
         if (pj != RB_NO_LEAF || lj != RB_NO_LEAF) {
             if (pj != RB_NO_LEAF)
