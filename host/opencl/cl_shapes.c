@@ -162,7 +162,8 @@ static int make_chunk(rb_cl_backend *be, const rb_job *job, size_t chunk,
  * their count and the answers, and (walks) the order. */
 typedef struct chunk_run {
     cl_kernel k;
-    int arg_rays, arg_n_rays, arg_hits, arg_order;
+    /* arg_base (-1: none) gets the chunk's first ray */
+    int arg_rays, arg_n_rays, arg_hits, arg_order, arg_base;
     uint32_t *order;   /* NULL: rays in input order */
     uint64_t *keys;    /* rb_ray_order's scratch */
     float lo[3], hi[3]; /* the tree's bounds, for the order */
@@ -184,6 +185,7 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
         rc = arg_mem(be, k, cr->arg_hits + o, m);
     }
     double kernel_ms = 0;
+    const rb_ray *rays = job->rays; /* 3D only: shapes have no 2D form */
     for (size_t r0 = 0; !rc && r0 < job->n_rays; r0 += chunk) {
         size_t n = job->n_rays - r0 < chunk ? job->n_rays - r0 : chunk;
         if (rb_job_stopped(job)) {
@@ -191,12 +193,11 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
             break;
         }
         rc = RB_CL(&be->env, clEnqueueWriteBuffer, be->queue, b->rays,
-                   CL_FALSE, 0, n * sizeof(rb_ray), job->rays + r0, 0, NULL,
-                   NULL);
+                   CL_FALSE, 0, n * sizeof(rb_ray), rays + r0, 0, NULL, NULL);
         if (cr->arg_order >= 0) {
             cl_mem order = NULL;
             if (!rc && cr->order && n >= RB_ORDER_MIN_RAYS) {
-                rb_ray_order(be->ctx->pool, job->rays + r0, 3, n, cr->lo,
+                rb_ray_order(be->ctx->pool, rays + r0, 3, n, cr->lo,
                              cr->hi,
                              mode == RB_MODE_COUNT || mode == RB_MODE_ALL,
                              cr->keys, cr->order);
@@ -214,6 +215,8 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
             rc = transfer(be, &outs[o], r0, n, 1);
         if (!rc)
             rc = arg_uint(be, k, cr->arg_n_rays, n);
+        if (!rc && cr->arg_base >= 0)
+            rc = arg_uint(be, k, cr->arg_base, r0);
         size_t global = (n + be->wg - 1) / be->wg * be->wg;
         cl_event ev = NULL;
         rb_cl_note_launch(be, k);
@@ -265,7 +268,8 @@ static int run_brute(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
         rc = make_chunk(be, job, chunk, res, &b, outs, &n_outs);
     chunk_run cr = {.k = be->kernels[RB_CLK_SHAPES_PAIRS + (int)job->mode],
                     .arg_rays = RB_SHARG_RAYS, .arg_n_rays = RB_SHARG_N_RAYS,
-                    .arg_hits = RB_SHARG_HITS, .arg_order = -1};
+                    .arg_hits = RB_SHARG_HITS, .arg_order = -1,
+                    .arg_base = RB_SHARG_PAIR_BASE};
     cl_kernel k = cr.k;
     if (!rc)
         rc = arg_mem(be, k, RB_SHARG_LBOX, b.lbox);
@@ -396,7 +400,8 @@ static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
     int n_outs = 0;
     chunk_run cr = {.k = be->kernels[kernel_of[job->mode]],
                     .arg_rays = RB_SWARG_RAYS, .arg_n_rays = RB_SWARG_N_RAYS,
-                    .arg_hits = RB_SWARG_HITS, .arg_order = RB_SWARG_ORDER};
+                    .arg_hits = RB_SWARG_HITS, .arg_order = RB_SWARG_ORDER,
+                    .arg_base = -1};
     cl_kernel k = cr.k;
     int rc = upload_tree(be, set);
     if (!rc)
