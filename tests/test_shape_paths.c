@@ -757,13 +757,19 @@ START_TEST(test_cl_walk_failures)
         answer_free(&want);
     }
     rb_scene_destroy(sc);
-    /* The tree over the budget: the device's brute force answers. */
-    rb_context *small = rbt_context_limited(RBT_OPENCL, 0, 12 << 10, 0);
+    /* The tree over the budget (its nodes and leaf records beside one
+     * work-group of rays), the shapes within it: the device's brute
+     * force answers. */
+    const uint64_t budget = 26 << 10;
+    rb_context *small = rbt_context_limited(RBT_OPENCL, 0, budget, 0);
     ck_assert_int_eq(
         rb_scene_create_shapes(small, 3, s.boxes, s.nb, &sh, &sc), RB_OK);
     rb_scene_stats st;
     rb_scene_stats_get(sc, &st);
-    ck_assert_uint_gt(st.shape_nodes * sizeof(rb_bvh_node), 12 << 10);
+    ck_assert_uint_gt(st.shape_nodes * sizeof(rb_bvh_node) +
+                          (s.no + s.nx) * sizeof(rb_lbox) +
+                          s.ns * sizeof(rb_ball),
+                      budget);
     for (int m = 0; m < 4; m++) {
         answer want, got;
         run(brute, &s, modes[m], rays, N, &want);
@@ -777,8 +783,90 @@ START_TEST(test_cl_walk_failures)
     }
     rb_scene_destroy(sc);
     rb_context_destroy(small);
+    /* Not even the shapes fit: the device says so, and with fallback
+     * the CPU answers. */
+    for (int fallback = 0; fallback < 2; fallback++) {
+        small = rbt_context_limited(RBT_OPENCL, 0, 12 << 10, fallback);
+        ck_assert_int_eq(
+            rb_scene_create_shapes(small, 3, s.boxes, s.nb, &sh, &sc), RB_OK);
+        answer want, got;
+        run(brute, &s, RB_MODE_NEAREST, rays, N, &want);
+        if (fallback) {
+            run_on(small, &s, sc, RB_MODE_NEAREST, rays, N, &got);
+            ck_assert_int_eq(got.info.fell_back, 1);
+            same(RB_MODE_NEAREST, &want, &got, N, "shapes over the budget");
+            answer_free(&got);
+        } else {
+            rb_hit *h = calloc(N, sizeof *h);
+            rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                          .n_rays = N, .scene = sc};
+            rb_results r = {.hits = h, .capacity = N};
+            ck_assert_int_eq(rb_intersect(small, &q, &r), RB_EDEVMEM);
+            const char *msg = rb_context_error(small)->message;
+            ck_assert_msg(strstr(msg, "do not fit the device memory budget"),
+                          "%s", msg);
+            free(h);
+        }
+        answer_free(&want);
+        rb_scene_destroy(sc);
+        rb_context_destroy(small);
+    }
     rb_context_destroy(brute);
     rb_context_destroy(cl);
+    free(rays);
+    scene_free(&s);
+}
+END_TEST
+
+/* The budget bounds what the backend keeps between queries: a shape tree
+ * left on the device by a scene's walk, then a big box query, then the
+ * walk again (the tree goes, and comes back). */
+START_TEST(test_cl_walk_budget)
+{
+    enum { PER_KIND = 600, N = 3000, NB = 4000 };
+    const uint64_t budget = 320 << 10;
+    rbt_rng g = {42};
+    scene s;
+    make_scene(&g, PER_KIND, 20, 3, &s);
+    rb_ray *rays = malloc(N * sizeof *rays);
+    make_rays(&g, &s, RAYS_RANDOM, 20, 25, rays, N);
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    for (size_t i = 0; i < NB; i++)
+        for (int a = 0; a < 3; a++) {
+            boxes[i].min[a] = rbt_uniform(&g, -20, 20);
+            boxes[i].max[a] = boxes[i].min[a] + rbt_uniform(&g, 0, 3);
+        }
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *cl = rbt_context_limited(RBT_OPENCL, 0, budget, 0);
+    rb_shapes sh = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns, s.planes,
+                    s.np};
+    rb_scene *sc = NULL;
+    ck_assert_int_eq(rb_scene_create_shapes(cl, 3, NULL, 0, &sh, &sc), RB_OK);
+    scene only = s;
+    only.nb = 0;
+    answer want, got;
+    run(brute, &only, RB_MODE_NEAREST, rays, N, &want);
+    for (int round = 0; round < 2; round++) {
+        unsigned long long w0 = rb_cl_shape_walks(cl);
+        run_on(cl, &only, sc, RB_MODE_NEAREST, rays, N, &got);
+        ck_assert_uint_eq(rb_cl_shape_walks(cl), w0 + 1);
+        same(RB_MODE_NEAREST, &want, &got, N, "walk within the budget");
+        answer_free(&got);
+        ck_assert_uint_le(rb_cl_kept_bytes(cl), budget);
+        /* every box against every ray: the box pass's buffers grow */
+        rb_hit *h = calloc(N, sizeof *h);
+        rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                      .n_rays = N, .boxes = boxes, .n_boxes = NB};
+        rb_results r = {.hits = h, .capacity = N};
+        ck_assert_int_eq(rb_intersect(cl, &q, &r), RB_OK);
+        ck_assert_uint_le(rb_cl_kept_bytes(cl), budget);
+        free(h);
+    }
+    answer_free(&want);
+    rb_scene_destroy(sc);
+    rb_context_destroy(brute);
+    rb_context_destroy(cl);
+    free(boxes);
     free(rays);
     scene_free(&s);
 }
@@ -1057,6 +1145,7 @@ int main(void)
     tcase_add_test(tc, test_cl_walk_far_and_scales);
     tcase_add_test(tc, test_cl_walk_scene_versions);
     tcase_add_test(tc, test_cl_walk_failures);
+    tcase_add_test(tc, test_cl_walk_budget);
     suite_add_tcase(s, tc);
     /* A million rays per kind and mode: its own ctest entry
      * (tests/CMakeLists.txt), left out of the others by its tag. */

@@ -117,6 +117,29 @@ static size_t bytes_per_ray(rb_mode mode, uint32_t max_hits)
     return n;
 }
 
+/* Rays per chunk of a launch that keeps `fixed` bytes on the device
+ * beside `held` bytes other buffers hold: within the budget, each buffer
+ * within max_buf, at most CHUNK_RAYS; 0 when not even one work-group's
+ * rays (or every ray, when fewer) fit. */
+static size_t chunk_rays(const rb_cl_backend *be, const rb_job *job,
+                         uint64_t fixed, uint64_t held)
+{
+    uint64_t per_ray = bytes_per_ray(job->mode, job->max_hits);
+    uint64_t first = (job->n_rays < be->wg ? job->n_rays : be->wg) * per_ray;
+    if (held > be->budget || fixed + first > be->budget - held)
+        return 0;
+    uint64_t rays = (be->budget - held - fixed) / per_ray;
+    if (rays > be->max_buf / per_ray)
+        rays = be->max_buf / per_ray;
+    if (rays > CHUNK_RAYS)
+        rays = CHUNK_RAYS;
+    if (rays > job->n_rays)
+        rays = job->n_rays;
+    if (rays < job->n_rays && rays > be->wg)
+        rays -= rays % be->wg;
+    return (size_t)rays;
+}
+
 /* The chunk's ray and answer buffers (b) and the answer arrays to move
  * (outs, *n_outs of them). */
 static int make_chunk(rb_cl_backend *be, const rb_job *job, size_t chunk,
@@ -250,8 +273,26 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
 static int run_brute(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
                      const rb_shapeset *set, rb_results *res)
 {
-    size_t chunk = job->n_rays < CHUNK_RAYS ? job->n_rays : CHUNK_RAYS;
     size_t n_lbox = set->n_obb + set->n_xbox;
+    uint64_t shapes = n_lbox * sizeof *set->lbox +
+                      set->n_ball * sizeof *set->ball +
+                      set->n_half * sizeof *set->half +
+                      (set->ids ? rb_shapeset_size(set) * sizeof *set->ids : 0);
+    /* Within the budget beside what earlier passes keep; else without
+     * them (caches: they are made again when needed). */
+    size_t chunk = chunk_rays(be, job, shapes,
+                              rb_cl_box_buffer_bytes(be) + be->shapes_bytes);
+    if (!chunk) {
+        rb_cl_release_buffers(be);
+        chunk = chunk_rays(be, job, shapes, 0);
+    }
+    if (!chunk)
+        return rb_fail(ctx, RB_EDEVMEM,
+                       "the shapes (%llu bytes) and %zu rays' buffers do "
+                       "not fit the device memory budget (%llu bytes)",
+                       (unsigned long long)shapes,
+                       job->n_rays < be->wg ? job->n_rays : be->wg,
+                       (unsigned long long)be->budget);
     shape_bufs b;
     memset(&b, 0, sizeof b);
     out_array outs[2];
@@ -306,6 +347,7 @@ void rb_cl_release_shape_tree(rb_cl_backend *be)
             clReleaseMemObject(be->shape_tree[i]);
         be->shape_tree[i] = NULL;
     }
+    be->shapes_bytes = 0;
     be->shapes_valid = 0;
     be->shapes_tree = NULL;
 }
@@ -324,12 +366,12 @@ static uint64_t tree_bytes(const rb_shapeset *set, size_t sizes[RB_CLS_N])
     return total;
 }
 
-/* Rays per chunk of a walk of set->tree, or 0 when the tree is not to be
- * walked: its buffers (or one of them) over the device's limits beside
- * one work-group of rays, or deeper than the walk's path holds (never
- * for the builder's trees, bvh.h). */
+/* Rays per chunk of a walk of set->tree beside `held` bytes of other
+ * buffers, or 0 when the tree is not to be walked: its buffers (or one of
+ * them) over the device's limits beside one work-group of rays, or deeper
+ * than the walk's path holds (never for the builder's trees, bvh.h). */
 static size_t walk_chunk(const rb_cl_backend *be, const rb_job *job,
-                         const rb_shapeset *set)
+                         const rb_shapeset *set, uint64_t held)
 {
     size_t sizes[RB_CLS_N];
     uint64_t resident = tree_bytes(set, sizes);
@@ -338,21 +380,9 @@ static size_t walk_chunk(const rb_cl_backend *be, const rb_job *job,
             return 0;
     uint64_t half = (uint64_t)set->n_half *
                     (sizeof(rb_halfspace) + sizeof(uint32_t));
-    uint64_t per_ray = bytes_per_ray(job->mode, job->max_hits);
-    uint64_t first = (job->n_rays < be->wg ? job->n_rays : be->wg) * per_ray;
-    if (set->tree->depth > RB_BVH_MAX_DEPTH ||
-        resident + half + first > be->budget)
+    if (set->tree->depth > RB_BVH_MAX_DEPTH)
         return 0;
-    uint64_t rays = (be->budget - resident - half) / per_ray;
-    if (rays > be->max_buf / per_ray)
-        rays = be->max_buf / per_ray;
-    if (rays > CHUNK_RAYS)
-        rays = CHUNK_RAYS;
-    if (rays > job->n_rays)
-        rays = job->n_rays;
-    if (rays < job->n_rays && rays > be->wg)
-        rays -= rays % be->wg;
-    return (size_t)rays;
+    return chunk_rays(be, job, resident + half, held);
 }
 
 /* The tree's nodes and leaves into the shape tree buffers, unless they
@@ -378,6 +408,7 @@ static int upload_tree(rb_cl_backend *be, const rb_shapeset *set)
             return rc;
         }
     }
+    be->shapes_bytes = tree_bytes(set, sizes);
     be->shapes_valid = 1;
     be->shapes_uid = set->bounds.uid;
     be->shapes_tree = set->tree;
@@ -487,7 +518,11 @@ int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
             return rc;
     }
     if (job->mode != RB_MODE_PAIRS && set->tree && set->tree->n_nodes) {
-        size_t chunk = walk_chunk(be, job, set);
+        /* beside the box pass's buffers, or in their room */
+        uint64_t held = rb_cl_box_buffer_bytes(be);
+        size_t chunk = walk_chunk(be, job, set, held);
+        if (!chunk && held && (chunk = walk_chunk(be, job, set, 0)) != 0)
+            rb_cl_release_box_buffers(be);
         if (chunk)
             return run_walk(be, ctx, job, set, chunk, res);
     }
