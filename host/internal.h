@@ -56,6 +56,10 @@ typedef struct rb_job {
     const void *rays;
     size_t n_rays;
     const void *pair_boxes;     /* pairs only: raw boxes, n_rays of them */
+    /* Pairs of shapes: ray k meets element pair_first + k of the shape
+     * set, and answers with that id (a part of a batch split over
+     * devices, host/opencl/cl_multi.c; 0 otherwise). */
+    size_t pair_first;
     const rb_boxset *boxes;     /* every-box modes */
     /* Every-box modes: a hierarchy over `boxes` (host/bvh/bvh.h), or NULL.
      * A backend that cannot traverse it scans `boxes` instead; the

@@ -239,7 +239,7 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
         if (!rc)
             rc = arg_uint(be, k, cr->arg_n_rays, n);
         if (!rc && cr->arg_base >= 0)
-            rc = arg_uint(be, k, cr->arg_base, r0);
+            rc = arg_uint(be, k, cr->arg_base, job->pair_first + r0);
         size_t global = (n + be->wg - 1) / be->wg * be->wg;
         cl_event ev = NULL;
         rb_cl_note_launch(be, k);
