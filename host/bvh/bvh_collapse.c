@@ -96,6 +96,27 @@ static void empty_slot(rb_bvh_node *w, int k)
     w->child[k] = 0;
 }
 
+static void set_bounds(rb_bvh_node *w, int k, const float lo[3],
+                       const float hi[3])
+{
+    for (int a = 0; a < 3; a++) {
+        w->lo[a][k] = lo[a];
+        w->hi[a][k] = hi[a];
+    }
+}
+
+/* Slot k of node w (number wi) becomes prim `prim`'s box slot. */
+static void box_slot(rb_bvh_node *w, uint32_t wi, int k,
+                     const rb_bvh_prim *prims, uint32_t prim,
+                     uint32_t *where)
+{
+    const rb_bvh_prim *p = &prims[prim];
+    set_bounds(w, k, p->lo, p->hi);
+    w->child[k] = p->index;
+    w->boxes |= 1u << k;
+    where[p->index] = wi * RB_BVH_WIDTH + (uint32_t)k;
+}
+
 /* Writes slot k of node w (number wi): kid becomes a box slot, or an
  * inner slot pointing at node `child`. */
 static void write_slot(rb_bvh_node *w, uint32_t wi, int k,
@@ -103,23 +124,14 @@ static void write_slot(rb_bvh_node *w, uint32_t wi, int k,
                        const kid *kd, uint32_t child, uint32_t *where)
 {
     const rb_bvh2_node *c = &bin[kd->bin];
-    const float *lo = c->lo, *hi = c->hi;
-    int64_t prim = kd->prim;
-    if (prim < 0 && c->count == 1)
-        prim = c->first;
-    if (prim >= 0) {
-        const rb_bvh_prim *p = &prims[prim];
-        lo = p->lo;
-        hi = p->hi;
-        child = p->index;
-        w->boxes |= 1u << k;
-        where[child] = wi * RB_BVH_WIDTH + (uint32_t)k;
+    if (kd->prim >= 0)
+        box_slot(w, wi, k, prims, (uint32_t)kd->prim, where);
+    else if (c->count == 1)
+        box_slot(w, wi, k, prims, c->first, where);
+    else {
+        set_bounds(w, k, c->lo, c->hi);
+        w->child[k] = child;
     }
-    for (int a = 0; a < 3; a++) {
-        w->lo[a][k] = lo[a];
-        w->hi[a][k] = hi[a];
-    }
-    w->child[k] = child;
 }
 
 /* 1 when kid becomes a node of its own (a subtree, or a leaf of several
@@ -129,20 +141,32 @@ static int is_node(const rb_bvh2_node *bin, const kid *kd)
     return kd->prim < 0 && bin[kd->bin].count != 1;
 }
 
-/* Collapses the binary subtree under b into nodes base, base + 1, ...
- * (only counts them when out is NULL). Returns the count; *depth gets
- * the subtree's depth in wide levels. */
-static size_t collapse(const rb_bvh2_node *bin, const rb_bvh_prim *prims,
-                       uint32_t b, uint32_t base, rb_bvh_node *out,
-                       uint32_t *where, unsigned *depth)
+/* A wide node as the first pass chose it, for the second to write
+ * without choosing again: slot k is prim code[k] when bit k of singles
+ * is set, else binary node code[k]; the node children among the slots
+ * are numbered first_child, first_child + 1, ... (relative to the
+ * subtree's first node). */
+typedef struct planned {
+    uint32_t code[RB_BVH_WIDTH];
+    uint32_t first_child;
+    uint8_t n, singles;
+} planned;
+
+/* Plans the collapse of the binary subtree under b: its wide nodes are
+ * numbered 0, 1, ... (children together, each above its parent) and
+ * node i's choice goes to plan[i] while i < cap (a subtree over c prims
+ * has at most c - 1 wide nodes, each having two slots or more). Returns
+ * the count; *depth gets the subtree's depth in wide levels. */
+static size_t plan_subtree(const rb_bvh2_node *bin, uint32_t b,
+                           planned *plan, size_t cap, unsigned *depth)
 {
     struct {
         uint32_t bin, wide, depth;
     } stack[RB_BVH_STACK + RB_BVH_WIDTH];
     int sp = 0;
-    size_t next = (size_t)base + 1;
+    size_t next = 1;
     stack[sp].bin = b;
-    stack[sp].wide = base;
+    stack[sp].wide = 0;
     stack[sp++].depth = 1;
     *depth = 0;
     while (sp) {
@@ -152,31 +176,73 @@ static size_t collapse(const rb_bvh2_node *bin, const rb_bvh_prim *prims,
             *depth = d;
         kid kids[RB_BVH_WIDTH];
         int n = gather(bin, stack[sp].bin, kids);
-        rb_bvh_node *w = out ? &out[wi] : NULL;
-        if (w)
-            memset(w, 0, sizeof *w);
-        for (int k = 0; k < RB_BVH_WIDTH; k++) {
-            if (k >= n) {
-                if (w)
-                    empty_slot(w, k);
-                continue;
+        planned *p = wi < cap ? &plan[wi] : NULL;
+        if (p) {
+            p->n = (uint8_t)n;
+            p->singles = 0;
+            p->first_child = (uint32_t)next;
+        }
+        for (int k = 0; k < n; k++) {
+            if (p) {
+                p->code[k] = kids[k].prim >= 0 ? (uint32_t)kids[k].prim
+                                               : kids[k].bin;
+                p->singles |= (uint8_t)((kids[k].prim >= 0) << k);
             }
-            uint32_t child = 0;
             if (is_node(bin, &kids[k])) {
-                child = (uint32_t)next++;
                 stack[sp].bin = kids[k].bin;
-                stack[sp].wide = child;
+                stack[sp].wide = (uint32_t)next++;
                 stack[sp++].depth = d + 1;
             }
-            if (w)
-                write_slot(w, wi, k, bin, prims, &kids[k], child, where);
         }
     }
-    return next - base;
+    return next;
+}
+
+/* Writes the planned nodes plan[0..count) as nodes base, base + 1, ... */
+static void write_planned(const rb_bvh2_node *bin, const rb_bvh_prim *prims,
+                          const planned *plan, size_t count, uint32_t base,
+                          rb_bvh_node *out, uint32_t *where)
+{
+    for (size_t i = 0; i < count; i++) {
+        const planned *p = &plan[i];
+        uint32_t wi = base + (uint32_t)i;
+        uint32_t child = base + p->first_child;
+        rb_bvh_node *w = &out[wi];
+        memset(w, 0, sizeof *w);
+        for (int k = 0; k < RB_BVH_WIDTH; k++) {
+            if (k >= p->n) {
+                empty_slot(w, k);
+                continue;
+            }
+            if (p->singles >> k & 1) {
+                box_slot(w, wi, k, prims, p->code[k], where);
+                continue;
+            }
+            const rb_bvh2_node *c = &bin[p->code[k]];
+            if (c->count == 1) {
+                box_slot(w, wi, k, prims, c->first, where);
+            } else {
+                set_bounds(w, k, c->lo, c->hi);
+                w->child[k] = child++;
+            }
+        }
+    }
+}
+
+/* The prims under binary node b: [first, end) (a subtree's leaves hold
+ * consecutive prims, as both builders make them). */
+static size_t prims_under(const rb_bvh2_node *bin, uint32_t b)
+{
+    uint32_t l = b, r = b;
+    while (bin[l].count == 0)
+        l = bin[l].first;
+    while (bin[r].count == 0)
+        r = bin[r].first + 1;
+    return (size_t)bin[r].first + bin[r].count - bin[l].first;
 }
 
 /* The top two levels are collapsed on the calling thread; the subtrees
- * below them are counted, then filled, in parallel, each into its own
+ * below them are planned, then written, in parallel, each into its own
  * range of node numbers (assigned in order, so the layout does not depend
  * on the thread count). */
 #define MAX_TOP (1 + RB_BVH_WIDTH)
@@ -187,19 +253,29 @@ typedef struct collapsing {
     const rb_bvh_prim *prims;
     rb_bvh_node *out;
     uint32_t *where;
+    planned *plan;
     size_t n_tasks;
     uint32_t task_bin[MAX_TASKS];
+    size_t plan_at[MAX_TASKS], plan_cap[MAX_TASKS];
     uint32_t base[MAX_TASKS];
     size_t count[MAX_TASKS];
     unsigned depth[MAX_TASKS];
 } collapsing;
 
-static void collapse_task(void *arg, size_t t, unsigned worker)
+static void plan_task(void *arg, size_t t, unsigned worker)
 {
     collapsing *c = arg;
     (void)worker;
-    c->count[t] = collapse(c->bin, c->prims, c->task_bin[t], c->base[t],
-                           c->out, c->where, &c->depth[t]);
+    c->count[t] = plan_subtree(c->bin, c->task_bin[t], c->plan + c->plan_at[t],
+                               c->plan_cap[t], &c->depth[t]);
+}
+
+static void write_task(void *arg, size_t t, unsigned worker)
+{
+    collapsing *c = arg;
+    (void)worker;
+    write_planned(c->bin, c->prims, c->plan + c->plan_at[t], c->count[t],
+                  c->base[t], c->out, c->where);
 }
 
 int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
@@ -227,17 +303,38 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
             if (is_node(bin, &top[j][k]))
                 c.task_bin[c.n_tasks++] = top[j][k].bin;
 
-    rb_pool_run(pool, c.n_tasks, collapse_task, &c);
+    /* One plan array for every task, each its bound (prims - 1). */
+    size_t plan_total = 0;
+    for (size_t t = 0; t < c.n_tasks; t++) {
+        c.plan_at[t] = plan_total;
+        c.plan_cap[t] = prims_under(bin, c.task_bin[t]) - 1;
+        plan_total += c.plan_cap[t];
+    }
+    if (c.n_tasks) {
+        c.plan = rb_alloc_with(alloc, plan_total * sizeof *c.plan, 64);
+        if (!c.plan)
+            return RB_ENOMEM;
+    }
+    rb_pool_run(pool, c.n_tasks, plan_task, &c);
     size_t total = n_top;
+    int rc = RB_OK;
     for (size_t t = 0; t < c.n_tasks; t++) {
         c.base[t] = (uint32_t)total;
         total += c.count[t];
         if (total > UINT32_MAX / RB_BVH_WIDTH)
-            return RB_ENOMEM; /* where[] packs node * 8 + slot in 32 bits */
+            rc = RB_ENOMEM; /* where[] packs node * 8 + slot in 32 bits */
+        if (c.count[t] > c.plan_cap[t])
+            rc = RB_EINVAL; /* a builder broke the consecutive prims */
     }
-    c.out = rb_alloc_with(alloc, total * sizeof *c.out, 64);
-    if (!c.out)
-        return RB_ENOMEM;
+    if (rc == RB_OK) {
+        c.out = rb_alloc_with(alloc, total * sizeof *c.out, 64);
+        if (!c.out)
+            rc = RB_ENOMEM;
+    }
+    if (rc != RB_OK) {
+        rb_free_with(alloc, c.plan);
+        return rc;
+    }
 
     size_t task = 0;
     uint32_t next_top = 1;
@@ -257,7 +354,8 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
                        where);
         }
     }
-    rb_pool_run(pool, c.n_tasks, collapse_task, &c);
+    rb_pool_run(pool, c.n_tasks, write_task, &c);
+    rb_free_with(alloc, c.plan);
     for (size_t t = 0; t < c.n_tasks; t++)
         if (c.depth[t] + 2 > *depth)
             *depth = c.depth[t] + 2;
