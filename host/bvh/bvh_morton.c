@@ -47,6 +47,8 @@ typedef struct morton {
     float base[3], scale[3];
     uint64_t *keys;   /* 2n */
     uint32_t *order;  /* n */
+    uint32_t *codes;  /* n, the codes in key order (in keys, after the
+                       * sort): split_at's searches stay in cache */
     rb_bvh2_node *tmp;
     atomic_size_t next; /* next free node of tmp */
     size_t n_sub;
@@ -99,8 +101,11 @@ static void gather_task(void *arg, size_t t, unsigned worker)
     (void)worker;
     size_t b, e;
     slice(m, t, &b, &e);
-    for (size_t i = b; i < e; i++)
-        m->out[i] = m->in[m->order[i]];
+    for (size_t i = b; i < e; i++) {
+        const rb_bvh_prim *p = &m->in[m->order[i]];
+        m->out[i] = *p;
+        m->codes[i] = p->pad;
+    }
 }
 
 /* Where [b, e) (sorted, more than RB_BVH_LEAF prims) is split: the first
@@ -108,14 +113,15 @@ static void gather_task(void *arg, size_t t, unsigned worker)
  * differ, or the middle when they are all equal. */
 static uint32_t split_at(const morton *m, uint32_t b, uint32_t e)
 {
-    uint32_t first = m->out[b].pad, last = m->out[e - 1].pad;
+    const uint32_t *codes = m->codes;
+    uint32_t first = codes[b], last = codes[e - 1];
     if (first == last)
         return b + (e - b) / 2;
     uint32_t bit = 1u << (31 - __builtin_clz(first ^ last));
     uint32_t lo = b, hi = e - 1; /* code(lo) lacks the bit, code(hi) has it */
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (m->out[mid].pad & bit)
+        if (codes[mid] & bit)
             hi = mid;
         else
             lo = mid;
@@ -245,6 +251,7 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
     size_t slices = (n + SLICE - 1) / SLICE;
     run(pool, m, slices, key_task, m);
     rb_key_order(pool, keys, n, order);
+    m->codes = (uint32_t *)keys;
     run(pool, m, slices, gather_task, m);
     build_tree(pool, m);
     rb_free_with(alloc, keys);
