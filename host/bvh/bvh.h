@@ -99,8 +99,8 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
 /* bvh_morton.c: the binary tree of RB_HIERARCHY_BUILD_FAST over the n
  * prims of `in` (centre bounds clo..chi; their pad words are overwritten)
  * into tmp (root at 0; at most 2n nodes), on the pool's threads, its
- * leaves over `out`, which receives the prims in tree order. RB_OK or
- * RB_ENOMEM. */
+ * leaves over `out`, which receives the prims in tree order (and holds
+ * the sort's keys before). RB_OK or RB_ENOMEM. */
 /* Below this many prims it runs on the calling thread: waking the pool
  * several times cost more than it saved (100K boxes on a busy 2-core
  * machine: 40-50 ms against 20-27). */

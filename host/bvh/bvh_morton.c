@@ -45,10 +45,11 @@ typedef struct morton {
     rb_bvh_prim *out; /* key order: the leaves index it */
     size_t n;
     float base[3], scale[3];
-    uint64_t *keys;   /* 2n */
+    uint64_t *keys;   /* 2n, in out until the gather */
     uint32_t *order;  /* n */
-    uint32_t *codes;  /* n, the codes in key order (in keys, after the
-                       * sort): split_at's searches stay in cache */
+    uint32_t *codes;  /* n, the codes in key order, over order as the
+                       * gather reads it: split_at's searches stay in
+                       * cache */
     rb_bvh2_node *tmp;
     atomic_size_t next; /* next free node of tmp */
     size_t n_sub;
@@ -104,7 +105,7 @@ static void gather_task(void *arg, size_t t, unsigned worker)
     for (size_t i = b; i < e; i++) {
         const rb_bvh_prim *p = &m->in[m->order[i]];
         m->out[i] = *p;
-        m->codes[i] = p->pad;
+        m->codes[i] = p->pad; /* order[i] is read: its word is free */
     }
 }
 
@@ -225,12 +226,13 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
                   rb_bvh_prim *in, rb_bvh_prim *out, size_t n,
                   const float clo[3], const float chi[3], rb_bvh2_node *tmp)
 {
+    _Static_assert(sizeof(rb_bvh_prim) >= 2 * sizeof(uint64_t),
+                   "the sort's keys fit in out");
     morton *m = rb_alloc_with(alloc, sizeof *m, 64);
-    uint64_t *keys = rb_alloc_with(alloc, 2 * n * sizeof *keys, 64);
+    uint64_t *keys = (uint64_t *)(void *)out; /* written by the gather after */
     uint32_t *order = rb_alloc_with(alloc, n * sizeof *order, 64);
-    if (!m || !keys || !order) {
+    if (!m || !order) {
         rb_free_with(alloc, m);
-        rb_free_with(alloc, keys);
         rb_free_with(alloc, order);
         return RB_ENOMEM;
     }
@@ -251,10 +253,9 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
     size_t slices = (n + SLICE - 1) / SLICE;
     run(pool, m, slices, key_task, m);
     rb_key_order(pool, keys, n, order);
-    m->codes = (uint32_t *)keys;
+    m->codes = order;
     run(pool, m, slices, gather_task, m);
     build_tree(pool, m);
-    rb_free_with(alloc, keys);
     rb_free_with(alloc, order);
     rb_free_with(alloc, m);
     return RB_OK;
