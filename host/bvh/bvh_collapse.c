@@ -14,6 +14,7 @@
  * pages.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../threadpool.h"
@@ -152,31 +153,72 @@ typedef struct planned {
     uint8_t n, singles;
 } planned;
 
-/* Plans the collapse of the binary subtree under b: its wide nodes are
- * numbered 0, 1, ... (children together, each above its parent) and
- * node i's choice goes to plan[i] while i < cap (a subtree over c prims
- * has at most c - 1 wide nodes, each having two slots or more). Returns
- * the count; *depth gets the subtree's depth in wide levels. */
-static size_t plan_subtree(const rb_bvh2_node *bin, uint32_t b,
-                           planned *plan, size_t cap, unsigned *depth)
+/* The top two levels are collapsed on the calling thread; the subtrees
+ * below them are planned, then written, in parallel, each into its own
+ * range of node numbers (assigned in order, so the layout does not depend
+ * on the thread count). */
+#define MAX_TOP (1 + RB_BVH_WIDTH)
+#define MAX_TASKS (RB_BVH_WIDTH * RB_BVH_WIDTH)
+/* A task's plan is kept in chunks of this many nodes, taken from one
+ * array as the task reaches them: the pages touched are about those the
+ * nodes need, not each task's bound (huge pages would touch it all). */
+#define PLAN_CHUNK 256
+#define NO_CHUNK UINT32_MAX
+
+typedef struct collapsing {
+    const rb_bvh2_node *bin;
+    const rb_bvh_prim *prims;
+    rb_bvh_node *out;
+    uint32_t *where;
+    planned *plan;   /* chunks of PLAN_CHUNK nodes */
+    uint32_t *chunk; /* task t's chunks from chunk_at[t], in node order */
+    atomic_size_t next_chunk;
+    size_t n_tasks;
+    uint32_t task_bin[MAX_TASKS];
+    size_t chunk_at[MAX_TASKS], cap[MAX_TASKS];
+    uint32_t base[MAX_TASKS];
+    size_t count[MAX_TASKS];
+    unsigned depth[MAX_TASKS];
+} collapsing;
+
+/* Task t's node i (< cap[t]) in the plan; its chunk is taken on first
+ * use (only task t writes its chunk list). */
+static planned *plan_entry(collapsing *c, size_t t, size_t i)
 {
+    uint32_t *ch = &c->chunk[c->chunk_at[t] + i / PLAN_CHUNK];
+    if (*ch == NO_CHUNK)
+        *ch = (uint32_t)atomic_fetch_add_explicit(&c->next_chunk, 1,
+                                                  memory_order_relaxed);
+    return &c->plan[(size_t)*ch * PLAN_CHUNK + i % PLAN_CHUNK];
+}
+
+/* Plans the collapse of task t's binary subtree: its wide nodes are
+ * numbered 0, 1, ... (children together, each above its parent) and
+ * node i's choice is kept while i < cap[t] (a subtree over c prims has
+ * at most c - 1 wide nodes, each having two slots or more). Sets the
+ * count and the subtree's depth in wide levels. */
+static void plan_task(void *arg, size_t t, unsigned worker)
+{
+    collapsing *c = arg;
+    (void)worker;
+    const rb_bvh2_node *bin = c->bin;
     struct {
         uint32_t bin, wide, depth;
     } stack[RB_BVH_STACK + RB_BVH_WIDTH];
     int sp = 0;
     size_t next = 1;
-    stack[sp].bin = b;
+    unsigned depth = 0;
+    stack[sp].bin = c->task_bin[t];
     stack[sp].wide = 0;
     stack[sp++].depth = 1;
-    *depth = 0;
     while (sp) {
         sp--;
         uint32_t wi = stack[sp].wide, d = stack[sp].depth;
-        if (d > *depth)
-            *depth = d;
+        if (d > depth)
+            depth = d;
         kid kids[RB_BVH_WIDTH];
         int n = gather(bin, stack[sp].bin, kids);
-        planned *p = wi < cap ? &plan[wi] : NULL;
+        planned *p = wi < c->cap[t] ? plan_entry(c, t, wi) : NULL;
         if (p) {
             p->n = (uint8_t)n;
             p->singles = 0;
@@ -195,19 +237,23 @@ static size_t plan_subtree(const rb_bvh2_node *bin, uint32_t b,
             }
         }
     }
-    return next;
+    c->count[t] = next;
+    c->depth[t] = depth;
 }
 
-/* Writes the planned nodes plan[0..count) as nodes base, base + 1, ... */
-static void write_planned(const rb_bvh2_node *bin, const rb_bvh_prim *prims,
-                          const planned *plan, size_t count, uint32_t base,
-                          rb_bvh_node *out, uint32_t *where)
+/* Writes task t's planned nodes as nodes base[t], base[t] + 1, ... */
+static void write_task(void *arg, size_t t, unsigned worker)
 {
-    for (size_t i = 0; i < count; i++) {
-        const planned *p = &plan[i];
+    collapsing *c = arg;
+    (void)worker;
+    const rb_bvh2_node *bin = c->bin;
+    const rb_bvh_prim *prims = c->prims;
+    uint32_t base = c->base[t];
+    for (size_t i = 0; i < c->count[t]; i++) {
+        const planned *p = plan_entry(c, t, i);
         uint32_t wi = base + (uint32_t)i;
         uint32_t child = base + p->first_child;
-        rb_bvh_node *w = &out[wi];
+        rb_bvh_node *w = &c->out[wi];
         memset(w, 0, sizeof *w);
         for (int k = 0; k < RB_BVH_WIDTH; k++) {
             if (k >= p->n) {
@@ -215,14 +261,14 @@ static void write_planned(const rb_bvh2_node *bin, const rb_bvh_prim *prims,
                 continue;
             }
             if (p->singles >> k & 1) {
-                box_slot(w, wi, k, prims, p->code[k], where);
+                box_slot(w, wi, k, prims, p->code[k], c->where);
                 continue;
             }
-            const rb_bvh2_node *c = &bin[p->code[k]];
-            if (c->count == 1) {
-                box_slot(w, wi, k, prims, c->first, where);
+            const rb_bvh2_node *b = &bin[p->code[k]];
+            if (b->count == 1) {
+                box_slot(w, wi, k, prims, b->first, c->where);
             } else {
-                set_bounds(w, k, c->lo, c->hi);
+                set_bounds(w, k, b->lo, b->hi);
                 w->child[k] = child++;
             }
         }
@@ -239,43 +285,6 @@ static size_t prims_under(const rb_bvh2_node *bin, uint32_t b)
     while (bin[r].count == 0)
         r = bin[r].first + 1;
     return (size_t)bin[r].first + bin[r].count - bin[l].first;
-}
-
-/* The top two levels are collapsed on the calling thread; the subtrees
- * below them are planned, then written, in parallel, each into its own
- * range of node numbers (assigned in order, so the layout does not depend
- * on the thread count). */
-#define MAX_TOP (1 + RB_BVH_WIDTH)
-#define MAX_TASKS (RB_BVH_WIDTH * RB_BVH_WIDTH)
-
-typedef struct collapsing {
-    const rb_bvh2_node *bin;
-    const rb_bvh_prim *prims;
-    rb_bvh_node *out;
-    uint32_t *where;
-    planned *plan;
-    size_t n_tasks;
-    uint32_t task_bin[MAX_TASKS];
-    size_t plan_at[MAX_TASKS], plan_cap[MAX_TASKS];
-    uint32_t base[MAX_TASKS];
-    size_t count[MAX_TASKS];
-    unsigned depth[MAX_TASKS];
-} collapsing;
-
-static void plan_task(void *arg, size_t t, unsigned worker)
-{
-    collapsing *c = arg;
-    (void)worker;
-    c->count[t] = plan_subtree(c->bin, c->task_bin[t], c->plan + c->plan_at[t],
-                               c->plan_cap[t], &c->depth[t]);
-}
-
-static void write_task(void *arg, size_t t, unsigned worker)
-{
-    collapsing *c = arg;
-    (void)worker;
-    write_planned(c->bin, c->prims, c->plan + c->plan_at[t], c->count[t],
-                  c->base[t], c->out, c->where);
 }
 
 int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
@@ -303,17 +312,24 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
             if (is_node(bin, &top[j][k]))
                 c.task_bin[c.n_tasks++] = top[j][k].bin;
 
-    /* One plan array for every task, each its bound (prims - 1). */
-    size_t plan_total = 0;
+    /* Room for each task's bound (prims - 1) in chunks. */
+    size_t chunks = 0;
     for (size_t t = 0; t < c.n_tasks; t++) {
-        c.plan_at[t] = plan_total;
-        c.plan_cap[t] = prims_under(bin, c.task_bin[t]) - 1;
-        plan_total += c.plan_cap[t];
+        c.chunk_at[t] = chunks;
+        c.cap[t] = prims_under(bin, c.task_bin[t]) - 1;
+        chunks += c.cap[t] / PLAN_CHUNK + 1;
     }
+    atomic_init(&c.next_chunk, 0);
     if (c.n_tasks) {
-        c.plan = rb_alloc_with(alloc, plan_total * sizeof *c.plan, 64);
-        if (!c.plan)
+        c.plan = rb_alloc_with(alloc, chunks * PLAN_CHUNK * sizeof *c.plan,
+                               64);
+        c.chunk = rb_alloc_with(alloc, chunks * sizeof *c.chunk, 64);
+        if (!c.plan || !c.chunk) {
+            rb_free_with(alloc, c.plan);
+            rb_free_with(alloc, c.chunk);
             return RB_ENOMEM;
+        }
+        memset(c.chunk, 0xff, chunks * sizeof *c.chunk); /* NO_CHUNK */
     }
     rb_pool_run(pool, c.n_tasks, plan_task, &c);
     size_t total = n_top;
@@ -323,7 +339,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
         total += c.count[t];
         if (total > UINT32_MAX / RB_BVH_WIDTH)
             rc = RB_ENOMEM; /* where[] packs node * 8 + slot in 32 bits */
-        if (c.count[t] > c.plan_cap[t])
+        if (c.count[t] > c.cap[t])
             rc = RB_EINVAL; /* a builder broke the consecutive prims */
     }
     if (rc == RB_OK) {
@@ -333,6 +349,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
     }
     if (rc != RB_OK) {
         rb_free_with(alloc, c.plan);
+        rb_free_with(alloc, c.chunk);
         return rc;
     }
 
@@ -356,6 +373,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
     }
     rb_pool_run(pool, c.n_tasks, write_task, &c);
     rb_free_with(alloc, c.plan);
+    rb_free_with(alloc, c.chunk);
     for (size_t t = 0; t < c.n_tasks; t++)
         if (c.depth[t] + 2 > *depth)
             *depth = c.depth[t] + 2;
