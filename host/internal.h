@@ -202,9 +202,27 @@ size_t rb_check_boxes(const void *boxes, unsigned dims, size_t begin,
  * Returns the first invalid index (out is then partly written) or end. */
 size_t rb_prep_rays(const void *rays, unsigned dims, size_t begin,
                     size_t end, rb_ray_prep *out);
-/* A box's flushed corners in 3D (2D boxes get z in [0, 0]). */
-void rb_box_corners(const void *boxes, unsigned dims, size_t i, float lo[3],
-                    float hi[3]);
+/* A box's flushed corners in 3D (2D boxes get z in [0, 0]). Inline: the
+ * copy of a scene's boxes calls it for every box. */
+static inline void rb_box_corners(const void *boxes, unsigned dims,
+                                  size_t i, float lo[3], float hi[3])
+{
+    if (dims == 3) {
+        const rb_box *b = (const rb_box *)boxes + i;
+        for (int a = 0; a < 3; a++) {
+            lo[a] = rb_flush(b->min[a]);
+            hi[a] = rb_flush(b->max[a]);
+        }
+    } else {
+        const rb_box2 *b = (const rb_box2 *)boxes + i;
+        for (int a = 0; a < 2; a++) {
+            lo[a] = rb_flush(b->min[a]);
+            hi[a] = rb_flush(b->max[a]);
+        }
+        lo[2] = 0.0f;
+        hi[2] = 0.0f;
+    }
+}
 /* Describes why element i is invalid: the field (-1 if none) and a reason
  * such as "tmin is NaN". Returns 0 if the element is valid. */
 int rb_describe_ray(const void *rays, unsigned dims, size_t i, int *field,
