@@ -16,6 +16,7 @@
  * 100K-box builds took 11 ms instead of 7.3 (docs/benchmarks.md, "Build
  * speed"). Where the kernel gives no huge pages the advice does nothing. */
 #define HUGE_MIN ((size_t)16 << 20)
+#define HUGE_PAGE ((size_t)2 << 20)
 
 static void *default_alloc(void *user, size_t size, size_t align)
 {
@@ -24,8 +25,8 @@ static void *default_alloc(void *user, size_t size, size_t align)
         align = sizeof(void *);
 #ifdef MADV_HUGEPAGE
     int huge = size >= HUGE_MIN;
-    if (huge && align < HUGE_MIN)
-        align = HUGE_MIN;
+    if (huge && align < HUGE_PAGE)
+        align = HUGE_PAGE;
 #endif
     void *p = NULL;
     if (posix_memalign(&p, align, size ? size : 1) != 0)
