@@ -56,6 +56,10 @@ typedef struct rb_job {
     const void *rays;
     size_t n_rays;
     const void *pair_boxes;     /* pairs only: raw boxes, n_rays of them */
+    /* Pairs of shapes: ray k meets element pair_first + k of the shape
+     * set, and answers with that id (a part of a batch split over
+     * devices, host/opencl/cl_multi.c; 0 otherwise). */
+    size_t pair_first;
     const rb_boxset *boxes;     /* every-box modes */
     /* Every-box modes: a hierarchy over `boxes` (host/bvh/bvh.h), or NULL.
      * A backend that cannot traverse it scans `boxes` instead; the
@@ -198,9 +202,27 @@ size_t rb_check_boxes(const void *boxes, unsigned dims, size_t begin,
  * Returns the first invalid index (out is then partly written) or end. */
 size_t rb_prep_rays(const void *rays, unsigned dims, size_t begin,
                     size_t end, rb_ray_prep *out);
-/* A box's flushed corners in 3D (2D boxes get z in [0, 0]). */
-void rb_box_corners(const void *boxes, unsigned dims, size_t i, float lo[3],
-                    float hi[3]);
+/* A box's flushed corners in 3D (2D boxes get z in [0, 0]). Inline: the
+ * copy of a scene's boxes calls it for every box. */
+static inline void rb_box_corners(const void *boxes, unsigned dims,
+                                  size_t i, float lo[3], float hi[3])
+{
+    if (dims == 3) {
+        const rb_box *b = (const rb_box *)boxes + i;
+        for (int a = 0; a < 3; a++) {
+            lo[a] = rb_flush(b->min[a]);
+            hi[a] = rb_flush(b->max[a]);
+        }
+    } else {
+        const rb_box2 *b = (const rb_box2 *)boxes + i;
+        for (int a = 0; a < 2; a++) {
+            lo[a] = rb_flush(b->min[a]);
+            hi[a] = rb_flush(b->max[a]);
+        }
+        lo[2] = 0.0f;
+        hi[2] = 0.0f;
+    }
+}
 /* Describes why element i is invalid: the field (-1 if none) and a reason
  * such as "tmin is NaN". Returns 0 if the element is valid. */
 int rb_describe_ray(const void *rays, unsigned dims, size_t i, int *field,

@@ -143,26 +143,6 @@ int rb_ray_range_valid(float tmin, float tmax)
     return rb_range_ok(tmin, tmax);
 }
 
-void rb_box_corners(const void *boxes, unsigned dims, size_t i, float lo[3],
-                    float hi[3])
-{
-    if (dims == 3) {
-        const rb_box *b = (const rb_box *)boxes + i;
-        for (int a = 0; a < 3; a++) {
-            lo[a] = rb_flush(b->min[a]);
-            hi[a] = rb_flush(b->max[a]);
-        }
-    } else {
-        const rb_box2 *b = (const rb_box2 *)boxes + i;
-        for (int a = 0; a < 2; a++) {
-            lo[a] = rb_flush(b->min[a]);
-            hi[a] = rb_flush(b->max[a]);
-        }
-        lo[2] = 0.0f;
-        hi[2] = 0.0f;
-    }
-}
-
 static const char *const axis_names[] = {"x", "y", "z"};
 
 static const char *nonfinite_word(float x)

@@ -813,6 +813,7 @@ enum rb_shape_arg {
     RB_SHARG_COUNTS,
     RB_SHARG_LISTS,
     RB_SHARG_MAX_HITS,
+    RB_SHARG_PAIR_BASE, /* pairs: the chunk's first ray, so its element */
     RB_SHARG_COUNT
 };
 

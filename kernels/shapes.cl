@@ -15,7 +15,8 @@ static inline void rb_shape_pass(const int mode,
                                  const rb_shape_view *v,
                                  __global rb_hit *hits, __global uchar *any,
                                  __global uint *counts,
-                                 __global rb_list_hit *lists, uint max_hits)
+                                 __global rb_list_hit *lists, uint max_hits,
+                                 uint pair_base)
 {
     size_t i = get_global_id(0);
     if (i >= n_rays)
@@ -24,9 +25,12 @@ static inline void rb_shape_pass(const int mode,
     rb_ray_raw w = rb_raw_ray(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
     uint n = v->n_lbox + v->n_ball + v->n_half;
     if (mode == RB_SHAPE_PAIRS) {
+        /* ray i of the chunk is ray pair_base + i of the query, and its
+         * element the one at that position */
+        uint e = pair_base + (uint)i;
         rb_hit h;
-        rb_shape_full(v, (uint)i, &w, &h);
-        h.box = h.hit ? (int)i : -1;
+        rb_shape_full(v, e, &w, &h);
+        h.box = h.hit ? (int)e : -1;
         hits[i] = h;
     } else if (mode == RB_SHAPE_NEAREST) {
         rb_hit h = hits[i];
@@ -59,7 +63,7 @@ static inline void rb_shape_pass(const int mode,
         __global const rb_halfspace *hspace, uint n_half,                      \
         __global const uint *ids, uint first_id, __global rb_hit *hits,        \
         __global uchar *any, __global uint *counts,                            \
-        __global rb_list_hit *lists, uint max_hits)                            \
+        __global rb_list_hit *lists, uint max_hits, uint pair_base)            \
     {                                                                          \
         rb_shape_view v;                                                       \
         v.lbox = lbox;                                                         \
@@ -71,7 +75,7 @@ static inline void rb_shape_pass(const int mode,
         v.n_half = n_half;                                                     \
         v.first_id = first_id;                                                 \
         rb_shape_pass(mode, rays, n_rays, &v, hits, any, counts, lists,        \
-                      max_hits);                                               \
+                      max_hits, pair_base);                                    \
     }
 
 RB_SHAPE_KERNEL(rb_shapes_pairs, RB_SHAPE_PAIRS)

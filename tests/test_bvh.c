@@ -677,6 +677,19 @@ static int by_cell_then_index(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
+/* rb_spread3's table against the bits of its contract, every input. */
+START_TEST(test_spread3)
+{
+    for (uint32_t x = 0; x < 1024; x++) {
+        uint32_t want = 0;
+        for (int b = 0; b < 10; b++)
+            want |= (x >> b & 1u) << (3 * b);
+        ck_assert_uint_eq(rb_spread3(x), want);
+        ck_assert_uint_eq(rb_spread3(x | 0xfffffc00u), want);
+    }
+}
+END_TEST
+
 START_TEST(test_ray_order)
 {
     enum { N = 300000 };
@@ -746,6 +759,7 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_invalid_rays);
     tcase_add_test(tc, test_out_of_memory);
     tcase_add_test(tc, test_ray_order);
+    tcase_add_test(tc, test_spread3);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -188,6 +188,36 @@ START_TEST(test_scenes)
     rbt_out_free(&want);
     rbt_out_free(&got);
     rb_scene_destroy(scene);
+    /* pairs of shapes: ray i of the second device's part against
+     * element i of the whole batch, not of its part */
+    rb_sphere *many = malloc(NR * sizeof *many);
+    for (size_t i = 0; i < NR; i++)
+        many[i] = (rb_sphere){{rays[i].origin[0] + rays[i].dir[0],
+                               rays[i].origin[1] + rays[i].dir[1],
+                               rays[i].origin[2] + rays[i].dir[2]},
+                              i % 2 ? 0.5f : 0.0f};
+    rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
+                  .n_rays = NR, .shapes = {.spheres = many, .n_spheres = NR}};
+    rb_hit *h1 = calloc(NR, sizeof *h1), *h2 = calloc(NR, sizeof *h2);
+    rb_results r1 = {.hits = h1, .capacity = NR};
+    rb_results r2 = {.hits = h2, .capacity = NR};
+    ck_assert_int_eq(rb_intersect(one, &q, &r1), RB_OK);
+    ck_assert_int_eq(rb_intersect(two, &q, &r2), RB_OK);
+    assert_split(&r2.info, "shape pairs");
+    size_t hits = 0;
+    for (size_t i = 0; i < NR; i++) {
+        hits += h1[i].hit != 0;
+        if (!rbt_same_hit(&h1[i], &h2[i])) {
+            char x[128], y[128];
+            ck_abort_msg("shape pairs ray %zu: %s vs %s", i,
+                         rbt_hit_str(&h1[i], x, sizeof x),
+                         rbt_hit_str(&h2[i], y, sizeof y));
+        }
+    }
+    ck_assert_uint_gt(hits, NR / 4);
+    free(h1);
+    free(h2);
+    free(many);
     rb_context_destroy(one);
     rb_context_destroy(two);
     free(boxes);

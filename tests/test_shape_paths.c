@@ -91,12 +91,13 @@ static void make_scene(rbt_rng *g, size_t per_kind, float span, float size,
     s->planes[1] = (rb_plane){{-0.3f, 0.1f, -1.0f}, -3 * span};
 }
 
-/* Rays meant to land on the edges of the shapes: a target on an obb's or
- * xbox's edge or corner, on a sphere's silhouette, nudged by a few ulps;
- * the origin far or near, the direction at random. */
-static void edge_target(rbt_rng *g, const scene *s, float p[3])
+/* Rays meant to land on the edges of the shapes: a target on an obb's
+ * (which 0) or xbox's (1) edge or corner, on a sphere's (2) silhouette,
+ * nudged by a few ulps; which < 0 picks one at random. The origin far or
+ * near, the direction at random. */
+static void edge_target(rbt_rng *g, const scene *s, float p[3], int which)
 {
-    switch (rbt_below(g, 3)) {
+    switch (which < 0 ? (int)rbt_below(g, 3) : which) {
     case 0: {
         const rb_obb *o = &s->obbs[rbt_below(g, (uint32_t)s->no)];
         float sgn[3];
@@ -157,7 +158,7 @@ static void make_rays(rbt_rng *g, const scene *s, int kind, float span,
             for (int a = 0; a < 3; a++)
                 target[a] = rbt_uniform(g, -span, span);
         } else if (kind == RAYS_EDGES) {
-            edge_target(g, s, target);
+            edge_target(g, s, target, -1);
         } else {
             /* Tangent to a sphere: from a point on its surface along a
              * direction perpendicular to the radius there. */
@@ -271,40 +272,42 @@ static void answer_free(answer *a)
     free(a->normals);
 }
 
-/* The two answers are the same bits, ray for ray. */
+/* The two answers are the same bits, ray for ray. Checked with plain
+ * ifs: a passing ck_assert marks its point through check's pipe, which
+ * made million-ray comparisons take seconds each. */
 static void same(rb_mode mode, const answer *x, const answer *y, size_t n,
                  const char *what)
 {
     for (size_t i = 0; i < n; i++) {
         switch (mode) {
-        case RB_MODE_NEAREST: {
-            char b1[128], b2[128];
-            ck_assert_msg(rbt_same_hit(&x->hits[i], &y->hits[i]) &&
-                              x->kinds[i] == y->kinds[i] &&
-                              memcmp(x->normals + 3 * i, y->normals + 3 * i,
-                                     12) == 0,
-                          "%s nearest ray %zu: brute %s, walk %s", what, i,
-                          rbt_hit_str(&x->hits[i], b1, sizeof b1),
-                          rbt_hit_str(&y->hits[i], b2, sizeof b2));
+        case RB_MODE_NEAREST:
+            if (!rbt_same_hit(&x->hits[i], &y->hits[i]) ||
+                x->kinds[i] != y->kinds[i] ||
+                memcmp(x->normals + 3 * i, y->normals + 3 * i, 12) != 0) {
+                char b1[128], b2[128];
+                ck_abort_msg("%s nearest ray %zu: brute %s, walk %s", what, i,
+                             rbt_hit_str(&x->hits[i], b1, sizeof b1),
+                             rbt_hit_str(&y->hits[i], b2, sizeof b2));
+            }
             break;
-        }
         case RB_MODE_ANY:
-            ck_assert_msg(x->any[i] == y->any[i], "%s any ray %zu: %d vs %d",
-                          what, i, x->any[i], y->any[i]);
+            if (x->any[i] != y->any[i])
+                ck_abort_msg("%s any ray %zu: %d vs %d", what, i, x->any[i],
+                             y->any[i]);
             break;
         case RB_MODE_COUNT:
-            ck_assert_msg(x->counts[i] == y->counts[i],
-                          "%s count ray %zu: %u vs %u", what, i, x->counts[i],
-                          y->counts[i]);
+            if (x->counts[i] != y->counts[i])
+                ck_abort_msg("%s count ray %zu: %u vs %u", what, i,
+                             x->counts[i], y->counts[i]);
             break;
         default: {
-            ck_assert_msg(x->counts[i] == y->counts[i],
-                          "%s all ray %zu: %u vs %u hits", what, i,
-                          x->counts[i], y->counts[i]);
+            if (x->counts[i] != y->counts[i])
+                ck_abort_msg("%s all ray %zu: %u vs %u hits", what, i,
+                             x->counts[i], y->counts[i]);
             size_t k = x->counts[i] < MAX_HITS ? x->counts[i] : MAX_HITS;
-            ck_assert_msg(memcmp(x->list + i * MAX_HITS, y->list + i * MAX_HITS,
-                                 k * sizeof *x->list) == 0,
-                          "%s all ray %zu: lists differ", what, i);
+            if (memcmp(x->list + i * MAX_HITS, y->list + i * MAX_HITS,
+                       k * sizeof *x->list) != 0)
+                ck_abort_msg("%s all ray %zu: lists differ", what, i);
         }
         }
     }
@@ -754,13 +757,19 @@ START_TEST(test_cl_walk_failures)
         answer_free(&want);
     }
     rb_scene_destroy(sc);
-    /* The tree over the budget: the device's brute force answers. */
-    rb_context *small = rbt_context_limited(RBT_OPENCL, 0, 12 << 10, 0);
+    /* The tree over the budget (its nodes and leaf records beside one
+     * work-group of rays), the shapes within it: the device's brute
+     * force answers. */
+    const uint64_t budget = 26 << 10;
+    rb_context *small = rbt_context_limited(RBT_OPENCL, 0, budget, 0);
     ck_assert_int_eq(
         rb_scene_create_shapes(small, 3, s.boxes, s.nb, &sh, &sc), RB_OK);
     rb_scene_stats st;
     rb_scene_stats_get(sc, &st);
-    ck_assert_uint_gt(st.shape_nodes * sizeof(rb_bvh_node), 12 << 10);
+    ck_assert_uint_gt(st.shape_nodes * sizeof(rb_bvh_node) +
+                          (s.no + s.nx) * sizeof(rb_lbox) +
+                          s.ns * sizeof(rb_ball),
+                      budget);
     for (int m = 0; m < 4; m++) {
         answer want, got;
         run(brute, &s, modes[m], rays, N, &want);
@@ -774,10 +783,348 @@ START_TEST(test_cl_walk_failures)
     }
     rb_scene_destroy(sc);
     rb_context_destroy(small);
+    /* Not even the shapes fit: the device says so, and with fallback
+     * the CPU answers. */
+    for (int fallback = 0; fallback < 2; fallback++) {
+        small = rbt_context_limited(RBT_OPENCL, 0, 12 << 10, fallback);
+        ck_assert_int_eq(
+            rb_scene_create_shapes(small, 3, s.boxes, s.nb, &sh, &sc), RB_OK);
+        answer want, got;
+        run(brute, &s, RB_MODE_NEAREST, rays, N, &want);
+        if (fallback) {
+            run_on(small, &s, sc, RB_MODE_NEAREST, rays, N, &got);
+            ck_assert_int_eq(got.info.fell_back, 1);
+            same(RB_MODE_NEAREST, &want, &got, N, "shapes over the budget");
+            answer_free(&got);
+        } else {
+            rb_hit *h = calloc(N, sizeof *h);
+            rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                          .n_rays = N, .scene = sc};
+            rb_results r = {.hits = h, .capacity = N};
+            ck_assert_int_eq(rb_intersect(small, &q, &r), RB_EDEVMEM);
+            const char *msg = rb_context_error(small)->message;
+            ck_assert_msg(strstr(msg, "do not fit the device memory budget"),
+                          "%s", msg);
+            free(h);
+        }
+        answer_free(&want);
+        rb_scene_destroy(sc);
+        rb_context_destroy(small);
+    }
     rb_context_destroy(brute);
     rb_context_destroy(cl);
     free(rays);
     scene_free(&s);
+}
+END_TEST
+
+/* The budget bounds what the backend keeps between queries: a shape tree
+ * left on the device by a scene's walk, then a big box query, then the
+ * walk again (the tree goes, and comes back). */
+START_TEST(test_cl_walk_budget)
+{
+    enum { PER_KIND = 600, N = 3000, NB = 4000 };
+    const uint64_t budget = 320 << 10;
+    rbt_rng g = {42};
+    scene s;
+    make_scene(&g, PER_KIND, 20, 3, &s);
+    rb_ray *rays = malloc(N * sizeof *rays);
+    make_rays(&g, &s, RAYS_RANDOM, 20, 25, rays, N);
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    for (size_t i = 0; i < NB; i++)
+        for (int a = 0; a < 3; a++) {
+            boxes[i].min[a] = rbt_uniform(&g, -20, 20);
+            boxes[i].max[a] = boxes[i].min[a] + rbt_uniform(&g, 0, 3);
+        }
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *cl = rbt_context_limited(RBT_OPENCL, 0, budget, 0);
+    rb_shapes sh = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns, s.planes,
+                    s.np};
+    rb_scene *sc = NULL;
+    ck_assert_int_eq(rb_scene_create_shapes(cl, 3, NULL, 0, &sh, &sc), RB_OK);
+    scene only = s;
+    only.nb = 0;
+    answer want, got;
+    run(brute, &only, RB_MODE_NEAREST, rays, N, &want);
+    for (int round = 0; round < 2; round++) {
+        unsigned long long w0 = rb_cl_shape_walks(cl);
+        run_on(cl, &only, sc, RB_MODE_NEAREST, rays, N, &got);
+        ck_assert_uint_eq(rb_cl_shape_walks(cl), w0 + 1);
+        same(RB_MODE_NEAREST, &want, &got, N, "walk within the budget");
+        answer_free(&got);
+        ck_assert_uint_le(rb_cl_kept_bytes(cl), budget);
+        /* every box against every ray: the box pass's buffers grow */
+        rb_hit *h = calloc(N, sizeof *h);
+        rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                      .n_rays = N, .boxes = boxes, .n_boxes = NB};
+        rb_results r = {.hits = h, .capacity = N};
+        ck_assert_int_eq(rb_intersect(cl, &q, &r), RB_OK);
+        ck_assert_uint_le(rb_cl_kept_bytes(cl), budget);
+        free(h);
+    }
+    answer_free(&want);
+    rb_scene_destroy(sc);
+    rb_context_destroy(brute);
+    rb_context_destroy(cl);
+    free(boxes);
+    free(rays);
+    scene_free(&s);
+}
+END_TEST
+
+/* ---- a million rays per kind and mode --------------------------------
+ *
+ * One scene per kind (its elements only, big beside the span so that most
+ * rays cross several), a million rays each: a third at random, a third
+ * aimed at the kind's hard places (obb and xbox edges and corners, within
+ * a few ulps; sphere silhouettes and centers; box corners; for planes,
+ * origins on the plane and directions along it), a third from origins
+ * inside the elements. Sphere scenes hold zero-radius spheres, xbox
+ * scenes near-singular matrices. Every path must give the CPU brute
+ * force's bits in every mode: the hierarchy's SIMD and portable scalar
+ * walks, the scalar box scan (the shape scan is one code for every
+ * instruction set), the OpenCL brute force and the OpenCL walk of the
+ * shape tree; pairs (ray i against element i of a million) on the CPU's
+ * scalar and SIMD code and on OpenCL. */
+enum { KIND_BOX, KIND_OBB, KIND_XBOX, KIND_SPHERE, KIND_PLANE, N_KINDS };
+static const char *const kind_names[N_KINDS] = {"box", "obb", "xbox",
+                                                "sphere", "plane"};
+
+/* n elements of one kind in s (the other arrays empty). */
+static void kind_scene(rbt_rng *g, int kind, size_t n, float span,
+                       float size, scene *s)
+{
+    memset(s, 0, sizeof *s);
+    switch (kind) {
+    case KIND_BOX:
+        s->nb = n;
+        s->boxes = calloc(n, sizeof *s->boxes);
+        for (size_t i = 0; i < n; i++)
+            for (int a = 0; a < 3; a++) {
+                s->boxes[i].min[a] = rbt_uniform(g, -span, span);
+                s->boxes[i].max[a] =
+                    s->boxes[i].min[a] + rbt_uniform(g, 0, size);
+            }
+        break;
+    case KIND_OBB:
+        s->no = n;
+        s->obbs = calloc(n, sizeof *s->obbs);
+        for (size_t i = 0; i < n; i++)
+            random_obb(g, span, size, &s->obbs[i]);
+        break;
+    case KIND_XBOX:
+        s->nx = n;
+        s->xboxes = calloc(n, sizeof *s->xboxes);
+        for (size_t i = 0; i < n; i++) {
+            random_xbox(g, span, size, &s->xboxes[i]);
+            if (i % 8 == 7) /* near-singular: one column almost gone */
+                for (int a = 0; a < 3; a++)
+                    s->xboxes[i].a[a][i % 3] *= 1e-5f;
+        }
+        break;
+    case KIND_SPHERE:
+        s->ns = n;
+        s->spheres = calloc(n, sizeof *s->spheres);
+        for (size_t i = 0; i < n; i++) {
+            for (int a = 0; a < 3; a++)
+                s->spheres[i].center[a] = rbt_uniform(g, -span, span);
+            s->spheres[i].radius = i % 8 == 3 ? 0 : rbt_uniform(g, 0, size);
+        }
+        break;
+    default:
+        s->np = n;
+        s->planes = calloc(n, sizeof *s->planes);
+        for (size_t i = 0; i < n; i++) {
+            for (int a = 0; a < 3; a++)
+                s->planes[i].normal[a] = rbt_uniform(g, -1, 1);
+            /* an axis plane now and then: rays along it are exact */
+            if (i % 4 == 0)
+                for (int a = 0; a < 3; a++)
+                    s->planes[i].normal[a] = a == (int)(i / 4 % 3);
+            s->planes[i].d = rbt_uniform(g, -span, span);
+        }
+    }
+}
+
+/* A point on a plane: p = -d n / |n|^2, then nudged along it. */
+static void plane_point(rbt_rng *g, const rb_plane *pl, float span, float p[3])
+{
+    float nn = 0;
+    for (int a = 0; a < 3; a++)
+        nn += pl->normal[a] * pl->normal[a];
+    for (int a = 0; a < 3; a++)
+        p[a] = -pl->d * pl->normal[a] / nn;
+    /* move within the plane: along n x e for a random axis e */
+    int e = (int)rbt_below(g, 3);
+    float u[3] = {0, 0, 0}, k = rbt_uniform(g, -span, span);
+    u[(e + 1) % 3] = pl->normal[(e + 2) % 3];
+    u[(e + 2) % 3] = -pl->normal[(e + 1) % 3];
+    for (int a = 0; a < 3; a++)
+        p[a] += k * u[a];
+}
+
+/* Ray i of a kind's million (see above). */
+static void kind_ray(rbt_rng *g, const scene *s, int kind, float span,
+                     float far, rb_ray *r)
+{
+    uint32_t what = rbt_below(g, 3);
+    float target[3];
+    for (int a = 0; a < 3; a++) {
+        r->origin[a] = rbt_uniform(g, -far, far);
+        target[a] = rbt_uniform(g, -span, span);
+    }
+    if (what == 1 && kind == KIND_PLANE) {
+        const rb_plane *pl = &s->planes[rbt_below(g, (uint32_t)s->np)];
+        plane_point(g, pl, span, r->origin);
+        if (rbt_below(g, 2)) /* along the plane: the target on it too */
+            plane_point(g, pl, span, target);
+    } else if (what == 1 && kind == KIND_BOX) {
+        const rb_box *b = &s->boxes[rbt_below(g, (uint32_t)s->nb)];
+        for (int a = 0; a < 3; a++)
+            target[a] = rbt_below(g, 2) ? b->max[a] : b->min[a];
+    } else if (what == 1 && kind == KIND_SPHERE && rbt_below(g, 2)) {
+        const rb_sphere *sp = &s->spheres[rbt_below(g, (uint32_t)s->ns)];
+        memcpy(target, sp->center, sizeof target); /* through the center */
+    } else if (what == 1) {
+        edge_target(g, s, target, kind == KIND_OBB    ? 0
+                                  : kind == KIND_XBOX ? 1
+                                                      : 2);
+    } else if (what == 2 && kind == KIND_BOX) {
+        /* from inside (or on) an element */
+        const rb_box *b = &s->boxes[rbt_below(g, (uint32_t)s->nb)];
+        for (int a = 0; a < 3; a++)
+            r->origin[a] = rbt_uniform(g, b->min[a], b->max[a]);
+    } else if (what == 2 && kind != KIND_PLANE) {
+        edge_target(g, s, r->origin, kind == KIND_OBB    ? 0
+                                     : kind == KIND_XBOX ? 1
+                                                         : 2);
+    }
+    for (int a = 0; a < 3; a++)
+        r->dir[a] = target[a] - r->origin[a];
+    r->tmin = 0;
+    r->tmax = rbt_below(g, 4) ? INFINITY : rbt_uniform(g, 0.5f, 4.0f);
+}
+
+static void million_same(const char *kind, const char *path, rb_mode mode,
+                         const answer *x, const answer *y, size_t n)
+{
+    char label[96];
+    snprintf(label, sizeof label, "%s million, %s", kind, path);
+    same(mode, x, y, n, label);
+}
+
+/* The million rays of one kind against every path, every mode. */
+static void million_kind(int kind)
+{
+    enum { PER_KIND = 24 }; /* a root and three nodes: a walk, and cheap */
+    const size_t n = (size_t)1 << 20;
+    const float span = 4, size = 3, far = 8;
+    rbt_rng g = {100 + (uint64_t)kind};
+    scene s;
+    kind_scene(&g, kind, kind == KIND_PLANE ? 6 : PER_KIND, span, size, &s);
+    rb_ray *rays = malloc(n * sizeof *rays);
+    for (size_t i = 0; i < n; i++)
+        kind_ray(&g, &s, kind, span, far, &rays[i]);
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *tree = context(RB_HIERARCHY_ALWAYS);
+    rb_context *cl_brute = cl_context();
+    rb_context *cl_tree = cl_context_with(RB_HIERARCHY_ALWAYS);
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    const char *name = kind_names[kind];
+    uint64_t hits = 0;
+    for (int m = 0; m < 4; m++) {
+        answer want, got;
+        run(brute, &s, modes[m], rays, n, &want);
+        run(tree, &s, modes[m], rays, n, &got);
+        million_same(name, "hierarchy", modes[m], &want, &got, n);
+        answer_free(&got);
+        unsigned long long walks = rb_cl_shape_walks(cl_tree);
+        run(cl_tree, &s, modes[m], rays, n, &got);
+        /* the bounded kinds walk their tree on the device; boxes take
+         * the box walk, planes have no tree */
+        int walked = kind != KIND_BOX && kind != KIND_PLANE;
+        ck_assert_msg(rb_cl_shape_walks(cl_tree) == walks + (unsigned)walked,
+                      "%s million: %llu OpenCL shape walks, expected %d",
+                      name, rb_cl_shape_walks(cl_tree) - walks, walked);
+        million_same(name, "OpenCL walk", modes[m], &want, &got, n);
+        answer_free(&got);
+        run(cl_brute, &s, modes[m], rays, n, &got);
+        million_same(name, "OpenCL brute force", modes[m], &want, &got, n);
+        answer_free(&got);
+        /* the portable scalar code, picked per query while set: the
+         * walks' node tests, and the box scan (the shape scan is one
+         * code for every instruction set) */
+        ck_assert_int_eq(setenv("RAYBOX_SIMD", "scalar", 1), 0);
+        run(tree, &s, modes[m], rays, n, &got);
+        million_same(name, "scalar walk", modes[m], &want, &got, n);
+        answer_free(&got);
+        if (kind == KIND_BOX) {
+            run(brute, &s, modes[m], rays, n, &got);
+            million_same(name, "scalar scan", modes[m], &want, &got, n);
+            answer_free(&got);
+        }
+        ck_assert_int_eq(unsetenv("RAYBOX_SIMD"), 0);
+        if (modes[m] == RB_MODE_COUNT)
+            for (size_t i = 0; i < n; i++)
+                hits += want.counts[i];
+        answer_free(&want);
+    }
+    ck_assert_msg(hits > n / 2, "%s million: only %llu hits for %zu rays", name,
+                  (unsigned long long)hits, n);
+    scene_free(&s);
+
+    /* pairs: ray i against element i of a million of the kind */
+    kind_scene(&g, kind, n, span, size, &s);
+    rb_shapes sh = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns,
+                    s.planes, s.np};
+    rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
+                  .n_rays = n, .boxes = s.boxes, .n_boxes = s.nb,
+                  .shapes = sh, .outputs = RB_OUTPUT_NORMAL};
+    rb_hit *want = calloc(n, sizeof *want), *got = calloc(n, sizeof *got);
+    float *nw = calloc(3 * n, sizeof *nw), *ng = calloc(3 * n, sizeof *ng);
+    rb_results rw = {.hits = want, .normals = nw, .capacity = n};
+    rb_results rg = {.hits = got, .normals = ng, .capacity = n};
+    ck_assert_int_eq(rb_intersect(brute, &q, &rw), RB_OK);
+    size_t hit = 0;
+    for (size_t i = 0; i < n; i++)
+        hit += want[i].hit != 0;
+    ck_assert_msg(hit > n / 100, "%s million pairs: %zu hits", name, hit);
+    for (int p = 0; p < 2; p++) {
+        /* OpenCL, then the CPU's portable scalar code */
+        rb_context *on = p == 0 ? cl_brute : brute;
+        if (p == 1)
+            ck_assert_int_eq(setenv("RAYBOX_SIMD", "scalar", 1), 0);
+        int rc = rb_intersect(on, &q, &rg);
+        ck_assert_msg(rc == RB_OK, "%s million pairs: %s", name,
+                      rb_context_error(on)->message);
+        for (size_t i = 0; i < n; i++) {
+            if (rbt_same_hit(&want[i], &got[i]) &&
+                memcmp(nw + 3 * i, ng + 3 * i, 12) == 0)
+                continue;
+            char b1[128], b2[128];
+            ck_abort_msg("%s million, %s pairs ray %zu: %s vs %s", name,
+                         p == 0 ? "OpenCL" : "scalar", i,
+                         rbt_hit_str(&want[i], b1, sizeof b1),
+                         rbt_hit_str(&got[i], b2, sizeof b2));
+        }
+    }
+    ck_assert_int_eq(unsetenv("RAYBOX_SIMD"), 0);
+    free(want);
+    free(got);
+    free(nw);
+    free(ng);
+    rb_context_destroy(brute);
+    rb_context_destroy(tree);
+    rb_context_destroy(cl_brute);
+    rb_context_destroy(cl_tree);
+    free(rays);
+    scene_free(&s);
+}
+
+START_TEST(test_million)
+{
+    million_kind(_i);
 }
 END_TEST
 
@@ -806,6 +1153,14 @@ int main(void)
     tcase_add_test(tc, test_cl_walk_far_and_scales);
     tcase_add_test(tc, test_cl_walk_scene_versions);
     tcase_add_test(tc, test_cl_walk_failures);
+    tcase_add_test(tc, test_cl_walk_budget);
+    suite_add_tcase(s, tc);
+    /* A million rays per kind and mode: its own ctest entry
+     * (tests/CMakeLists.txt), left out of the others by its tag. */
+    tc = tcase_create("million");
+    tcase_set_tags(tc, "million");
+    tcase_set_timeout(tc, 900);
+    tcase_add_loop_test(tc, test_million, 0, N_KINDS);
     suite_add_tcase(s, tc);
     return rbt_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

@@ -99,8 +99,8 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
 /* bvh_morton.c: the binary tree of RB_HIERARCHY_BUILD_FAST over the n
  * prims of `in` (centre bounds clo..chi; their pad words are overwritten)
  * into tmp (root at 0; at most 2n nodes), on the pool's threads, its
- * leaves over `out`, which receives the prims in tree order. RB_OK or
- * RB_ENOMEM. */
+ * leaves over `out`, which receives the prims in tree order (and holds
+ * the sort's keys before). RB_OK or RB_ENOMEM. */
 /* Below this many prims it runs on the calling thread: waking the pool
  * several times cost more than it saved (100K boxes on a busy 2-core
  * machine: 40-50 ms against 20-27). */
@@ -118,7 +118,9 @@ size_t rb_bvh_bytes(const rb_bvh *bvh);
 /* Collapses a binary tree (bvh_build.c) whose leaves are prims into wide
  * nodes, in an exactly sized array allocated with alloc (*out, *n_nodes),
  * on the pool's threads; where[i] gets the slot of original box i and
- * *depth the wide depth. Returns RB_OK or RB_ENOMEM. */
+ * *depth the wide depth. The leaves under any binary node must hold
+ * consecutive prims (both builders split ranges). Returns RB_OK,
+ * RB_ENOMEM, or RB_EINVAL for a tree that breaks that rule. */
 int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
                     const rb_bvh2_node *bin, const rb_bvh_prim *prims,
                     uint32_t *where, rb_bvh_node **out, size_t *n_nodes,

@@ -605,8 +605,10 @@ static void load_task(void *arg, size_t t, unsigned worker)
     bounds_of(p, (uint32_t)begin, (uint32_t)end, l->lo[t], l->hi[t],
               &l->part[t]);
     /* Touch the second array here, in parallel, rather than in the first
-     * (single-threaded) partition. */
-    memset(&l->other[begin], 0, (end - begin) * sizeof *l->other);
+     * (single-threaded) partition; the fast build writes it in parallel
+     * itself (other is NULL). */
+    if (l->other)
+        memset(&l->other[begin], 0, (end - begin) * sizeof *l->other);
 }
 
 /* Copies the boxes into prims in original order; fills the root range. */
@@ -678,8 +680,9 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     pthread_mutex_init(&bld.lock, NULL);
     pthread_cond_init(&bld.cond, NULL);
     atomic_init(&bld.next, 1);
-    load_prims(pool, boxes, bld.prims, bld.other, &bld.queue[0],
-               &bld.tmp[0]);
+    load_prims(pool, boxes, bld.prims,
+               build == RB_HIERARCHY_BUILD_FAST ? NULL : bld.other,
+               &bld.queue[0], &bld.tmp[0]);
     bld.len = 1;
     if (build == RB_HIERARCHY_BUILD_FAST) {
         const range *root = &bld.queue[0];

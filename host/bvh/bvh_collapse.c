@@ -14,6 +14,7 @@
  * pages.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../threadpool.h"
@@ -96,6 +97,27 @@ static void empty_slot(rb_bvh_node *w, int k)
     w->child[k] = 0;
 }
 
+static void set_bounds(rb_bvh_node *w, int k, const float lo[3],
+                       const float hi[3])
+{
+    for (int a = 0; a < 3; a++) {
+        w->lo[a][k] = lo[a];
+        w->hi[a][k] = hi[a];
+    }
+}
+
+/* Slot k of node w (number wi) becomes prim `prim`'s box slot. */
+static void box_slot(rb_bvh_node *w, uint32_t wi, int k,
+                     const rb_bvh_prim *prims, uint32_t prim,
+                     uint32_t *where)
+{
+    const rb_bvh_prim *p = &prims[prim];
+    set_bounds(w, k, p->lo, p->hi);
+    w->child[k] = p->index;
+    w->boxes |= 1u << k;
+    where[p->index] = wi * RB_BVH_WIDTH + (uint32_t)k;
+}
+
 /* Writes slot k of node w (number wi): kid becomes a box slot, or an
  * inner slot pointing at node `child`. */
 static void write_slot(rb_bvh_node *w, uint32_t wi, int k,
@@ -103,23 +125,14 @@ static void write_slot(rb_bvh_node *w, uint32_t wi, int k,
                        const kid *kd, uint32_t child, uint32_t *where)
 {
     const rb_bvh2_node *c = &bin[kd->bin];
-    const float *lo = c->lo, *hi = c->hi;
-    int64_t prim = kd->prim;
-    if (prim < 0 && c->count == 1)
-        prim = c->first;
-    if (prim >= 0) {
-        const rb_bvh_prim *p = &prims[prim];
-        lo = p->lo;
-        hi = p->hi;
-        child = p->index;
-        w->boxes |= 1u << k;
-        where[child] = wi * RB_BVH_WIDTH + (uint32_t)k;
+    if (kd->prim >= 0)
+        box_slot(w, wi, k, prims, (uint32_t)kd->prim, where);
+    else if (c->count == 1)
+        box_slot(w, wi, k, prims, c->first, where);
+    else {
+        set_bounds(w, k, c->lo, c->hi);
+        w->child[k] = child;
     }
-    for (int a = 0; a < 3; a++) {
-        w->lo[a][k] = lo[a];
-        w->hi[a][k] = hi[a];
-    }
-    w->child[k] = child;
 }
 
 /* 1 when kid becomes a node of its own (a subtree, or a leaf of several
@@ -129,77 +142,149 @@ static int is_node(const rb_bvh2_node *bin, const kid *kd)
     return kd->prim < 0 && bin[kd->bin].count != 1;
 }
 
-/* Collapses the binary subtree under b into nodes base, base + 1, ...
- * (only counts them when out is NULL). Returns the count; *depth gets
- * the subtree's depth in wide levels. */
-static size_t collapse(const rb_bvh2_node *bin, const rb_bvh_prim *prims,
-                       uint32_t b, uint32_t base, rb_bvh_node *out,
-                       uint32_t *where, unsigned *depth)
-{
-    struct {
-        uint32_t bin, wide, depth;
-    } stack[RB_BVH_STACK + RB_BVH_WIDTH];
-    int sp = 0;
-    size_t next = (size_t)base + 1;
-    stack[sp].bin = b;
-    stack[sp].wide = base;
-    stack[sp++].depth = 1;
-    *depth = 0;
-    while (sp) {
-        sp--;
-        uint32_t wi = stack[sp].wide, d = stack[sp].depth;
-        if (d > *depth)
-            *depth = d;
-        kid kids[RB_BVH_WIDTH];
-        int n = gather(bin, stack[sp].bin, kids);
-        rb_bvh_node *w = out ? &out[wi] : NULL;
-        if (w)
-            memset(w, 0, sizeof *w);
-        for (int k = 0; k < RB_BVH_WIDTH; k++) {
-            if (k >= n) {
-                if (w)
-                    empty_slot(w, k);
-                continue;
-            }
-            uint32_t child = 0;
-            if (is_node(bin, &kids[k])) {
-                child = (uint32_t)next++;
-                stack[sp].bin = kids[k].bin;
-                stack[sp].wide = child;
-                stack[sp++].depth = d + 1;
-            }
-            if (w)
-                write_slot(w, wi, k, bin, prims, &kids[k], child, where);
-        }
-    }
-    return next - base;
-}
+/* A wide node as the first pass chose it, for the second to write
+ * without choosing again: slot k is prim code[k] when bit k of singles
+ * is set, else binary node code[k]; the node children among the slots
+ * are numbered first_child, first_child + 1, ... (relative to the
+ * subtree's first node). */
+typedef struct planned {
+    uint32_t code[RB_BVH_WIDTH];
+    uint32_t first_child;
+    uint8_t n, singles;
+} planned;
 
 /* The top two levels are collapsed on the calling thread; the subtrees
- * below them are counted, then filled, in parallel, each into its own
+ * below them are planned, then written, in parallel, each into its own
  * range of node numbers (assigned in order, so the layout does not depend
  * on the thread count). */
 #define MAX_TOP (1 + RB_BVH_WIDTH)
 #define MAX_TASKS (RB_BVH_WIDTH * RB_BVH_WIDTH)
+/* A task's plan is kept in chunks of this many nodes, taken from one
+ * array as the task reaches them: the pages touched are about those the
+ * nodes need, not each task's bound (huge pages would touch it all). */
+#define PLAN_CHUNK 256
+#define NO_CHUNK UINT32_MAX
 
 typedef struct collapsing {
     const rb_bvh2_node *bin;
     const rb_bvh_prim *prims;
     rb_bvh_node *out;
     uint32_t *where;
+    planned *plan;   /* chunks of PLAN_CHUNK nodes */
+    uint32_t *chunk; /* task t's chunks from chunk_at[t], in node order */
+    atomic_size_t next_chunk;
     size_t n_tasks;
     uint32_t task_bin[MAX_TASKS];
+    size_t chunk_at[MAX_TASKS], cap[MAX_TASKS];
     uint32_t base[MAX_TASKS];
     size_t count[MAX_TASKS];
     unsigned depth[MAX_TASKS];
 } collapsing;
 
-static void collapse_task(void *arg, size_t t, unsigned worker)
+/* Task t's node i (< cap[t]) in the plan; its chunk is taken on first
+ * use (only task t writes its chunk list). */
+static planned *plan_entry(collapsing *c, size_t t, size_t i)
+{
+    uint32_t *ch = &c->chunk[c->chunk_at[t] + i / PLAN_CHUNK];
+    if (*ch == NO_CHUNK)
+        *ch = (uint32_t)atomic_fetch_add_explicit(&c->next_chunk, 1,
+                                                  memory_order_relaxed);
+    return &c->plan[(size_t)*ch * PLAN_CHUNK + i % PLAN_CHUNK];
+}
+
+/* Plans the collapse of task t's binary subtree: its wide nodes are
+ * numbered 0, 1, ... (children together, each above its parent) and
+ * node i's choice is kept while i < cap[t] (a subtree over c prims has
+ * at most c - 1 wide nodes, each having two slots or more). Sets the
+ * count and the subtree's depth in wide levels. */
+static void plan_task(void *arg, size_t t, unsigned worker)
 {
     collapsing *c = arg;
     (void)worker;
-    c->count[t] = collapse(c->bin, c->prims, c->task_bin[t], c->base[t],
-                           c->out, c->where, &c->depth[t]);
+    const rb_bvh2_node *bin = c->bin;
+    struct {
+        uint32_t bin, wide, depth;
+    } stack[RB_BVH_STACK + RB_BVH_WIDTH];
+    int sp = 0;
+    size_t next = 1;
+    unsigned depth = 0;
+    stack[sp].bin = c->task_bin[t];
+    stack[sp].wide = 0;
+    stack[sp++].depth = 1;
+    while (sp) {
+        sp--;
+        uint32_t wi = stack[sp].wide, d = stack[sp].depth;
+        if (d > depth)
+            depth = d;
+        kid kids[RB_BVH_WIDTH];
+        int n = gather(bin, stack[sp].bin, kids);
+        planned *p = wi < c->cap[t] ? plan_entry(c, t, wi) : NULL;
+        if (p) {
+            p->n = (uint8_t)n;
+            p->singles = 0;
+            p->first_child = (uint32_t)next;
+        }
+        for (int k = 0; k < n; k++) {
+            if (p) {
+                p->code[k] = kids[k].prim >= 0 ? (uint32_t)kids[k].prim
+                                               : kids[k].bin;
+                p->singles |= (uint8_t)((kids[k].prim >= 0) << k);
+            }
+            if (is_node(bin, &kids[k])) {
+                stack[sp].bin = kids[k].bin;
+                stack[sp].wide = (uint32_t)next++;
+                stack[sp++].depth = d + 1;
+            }
+        }
+    }
+    c->count[t] = next;
+    c->depth[t] = depth;
+}
+
+/* Writes task t's planned nodes as nodes base[t], base[t] + 1, ... */
+static void write_task(void *arg, size_t t, unsigned worker)
+{
+    collapsing *c = arg;
+    (void)worker;
+    const rb_bvh2_node *bin = c->bin;
+    const rb_bvh_prim *prims = c->prims;
+    uint32_t base = c->base[t];
+    for (size_t i = 0; i < c->count[t]; i++) {
+        const planned *p = plan_entry(c, t, i);
+        uint32_t wi = base + (uint32_t)i;
+        uint32_t child = base + p->first_child;
+        rb_bvh_node *w = &c->out[wi];
+        memset(w, 0, sizeof *w);
+        for (int k = 0; k < RB_BVH_WIDTH; k++) {
+            if (k >= p->n) {
+                empty_slot(w, k);
+                continue;
+            }
+            if (p->singles >> k & 1) {
+                box_slot(w, wi, k, prims, p->code[k], c->where);
+                continue;
+            }
+            const rb_bvh2_node *b = &bin[p->code[k]];
+            if (b->count == 1) {
+                box_slot(w, wi, k, prims, b->first, c->where);
+            } else {
+                set_bounds(w, k, b->lo, b->hi);
+                w->child[k] = child++;
+            }
+        }
+    }
+}
+
+/* The prims under binary node b: [first, end) (a subtree's leaves hold
+ * consecutive prims, as both builders make them). */
+static size_t prims_under(const rb_bvh2_node *bin, uint32_t b)
+{
+    uint32_t l = b, r = b;
+    while (bin[l].count == 0)
+        l = bin[l].first;
+    while (bin[r].count == 0)
+        r = bin[r].first + 1;
+    return (size_t)bin[r].first + bin[r].count - bin[l].first;
 }
 
 int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
@@ -227,17 +312,46 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
             if (is_node(bin, &top[j][k]))
                 c.task_bin[c.n_tasks++] = top[j][k].bin;
 
-    rb_pool_run(pool, c.n_tasks, collapse_task, &c);
+    /* Room for each task's bound (prims - 1) in chunks. */
+    size_t chunks = 0;
+    for (size_t t = 0; t < c.n_tasks; t++) {
+        c.chunk_at[t] = chunks;
+        c.cap[t] = prims_under(bin, c.task_bin[t]) - 1;
+        chunks += c.cap[t] / PLAN_CHUNK + 1;
+    }
+    atomic_init(&c.next_chunk, 0);
+    if (c.n_tasks) {
+        c.plan = rb_alloc_with(alloc, chunks * PLAN_CHUNK * sizeof *c.plan,
+                               64);
+        c.chunk = rb_alloc_with(alloc, chunks * sizeof *c.chunk, 64);
+        if (!c.plan || !c.chunk) {
+            rb_free_with(alloc, c.plan);
+            rb_free_with(alloc, c.chunk);
+            return RB_ENOMEM;
+        }
+        memset(c.chunk, 0xff, chunks * sizeof *c.chunk); /* NO_CHUNK */
+    }
+    rb_pool_run(pool, c.n_tasks, plan_task, &c);
     size_t total = n_top;
+    int rc = RB_OK;
     for (size_t t = 0; t < c.n_tasks; t++) {
         c.base[t] = (uint32_t)total;
         total += c.count[t];
         if (total > UINT32_MAX / RB_BVH_WIDTH)
-            return RB_ENOMEM; /* where[] packs node * 8 + slot in 32 bits */
+            rc = RB_ENOMEM; /* where[] packs node * 8 + slot in 32 bits */
+        if (c.count[t] > c.cap[t])
+            rc = RB_EINVAL; /* a builder broke the consecutive prims */
     }
-    c.out = rb_alloc_with(alloc, total * sizeof *c.out, 64);
-    if (!c.out)
-        return RB_ENOMEM;
+    if (rc == RB_OK) {
+        c.out = rb_alloc_with(alloc, total * sizeof *c.out, 64);
+        if (!c.out)
+            rc = RB_ENOMEM;
+    }
+    if (rc != RB_OK) {
+        rb_free_with(alloc, c.plan);
+        rb_free_with(alloc, c.chunk);
+        return rc;
+    }
 
     size_t task = 0;
     uint32_t next_top = 1;
@@ -257,7 +371,9 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
                        where);
         }
     }
-    rb_pool_run(pool, c.n_tasks, collapse_task, &c);
+    rb_pool_run(pool, c.n_tasks, write_task, &c);
+    rb_free_with(alloc, c.plan);
+    rb_free_with(alloc, c.chunk);
     for (size_t t = 0; t < c.n_tasks; t++)
         if (c.depth[t] + 2 > *depth)
             *depth = c.depth[t] + 2;

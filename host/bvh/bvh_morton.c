@@ -45,8 +45,11 @@ typedef struct morton {
     rb_bvh_prim *out; /* key order: the leaves index it */
     size_t n;
     float base[3], scale[3];
-    uint64_t *keys;   /* 2n */
+    uint64_t *keys;   /* 2n, in out until the gather */
     uint32_t *order;  /* n */
+    uint32_t *codes;  /* n, the codes in key order, over order as the
+                       * gather reads it: split_at's searches stay in
+                       * cache */
     rb_bvh2_node *tmp;
     atomic_size_t next; /* next free node of tmp */
     size_t n_sub;
@@ -99,8 +102,11 @@ static void gather_task(void *arg, size_t t, unsigned worker)
     (void)worker;
     size_t b, e;
     slice(m, t, &b, &e);
-    for (size_t i = b; i < e; i++)
-        m->out[i] = m->in[m->order[i]];
+    for (size_t i = b; i < e; i++) {
+        const rb_bvh_prim *p = &m->in[m->order[i]];
+        m->out[i] = *p;
+        m->codes[i] = p->pad; /* order[i] is read: its word is free */
+    }
 }
 
 /* Where [b, e) (sorted, more than RB_BVH_LEAF prims) is split: the first
@@ -108,14 +114,15 @@ static void gather_task(void *arg, size_t t, unsigned worker)
  * differ, or the middle when they are all equal. */
 static uint32_t split_at(const morton *m, uint32_t b, uint32_t e)
 {
-    uint32_t first = m->out[b].pad, last = m->out[e - 1].pad;
+    const uint32_t *codes = m->codes;
+    uint32_t first = codes[b], last = codes[e - 1];
     if (first == last)
         return b + (e - b) / 2;
     uint32_t bit = 1u << (31 - __builtin_clz(first ^ last));
     uint32_t lo = b, hi = e - 1; /* code(lo) lacks the bit, code(hi) has it */
     while (hi - lo > 1) {
         uint32_t mid = lo + (hi - lo) / 2;
-        if (m->out[mid].pad & bit)
+        if (codes[mid] & bit)
             hi = mid;
         else
             lo = mid;
@@ -219,12 +226,13 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
                   rb_bvh_prim *in, rb_bvh_prim *out, size_t n,
                   const float clo[3], const float chi[3], rb_bvh2_node *tmp)
 {
+    _Static_assert(sizeof(rb_bvh_prim) >= 2 * sizeof(uint64_t),
+                   "the sort's keys fit in out");
     morton *m = rb_alloc_with(alloc, sizeof *m, 64);
-    uint64_t *keys = rb_alloc_with(alloc, 2 * n * sizeof *keys, 64);
+    uint64_t *keys = (uint64_t *)(void *)out; /* written by the gather after */
     uint32_t *order = rb_alloc_with(alloc, n * sizeof *order, 64);
-    if (!m || !keys || !order) {
+    if (!m || !order) {
         rb_free_with(alloc, m);
-        rb_free_with(alloc, keys);
         rb_free_with(alloc, order);
         return RB_ENOMEM;
     }
@@ -245,9 +253,9 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
     size_t slices = (n + SLICE - 1) / SLICE;
     run(pool, m, slices, key_task, m);
     rb_key_order(pool, keys, n, order);
+    m->codes = order;
     run(pool, m, slices, gather_task, m);
     build_tree(pool, m);
-    rb_free_with(alloc, keys);
     rb_free_with(alloc, order);
     rb_free_with(alloc, m);
     return RB_OK;

@@ -141,8 +141,9 @@ static void shape_task(void *arg, size_t task, unsigned worker)
         switch (run->mode) {
         case RB_MODE_PAIRS: {
             rb_hit *h = &run->res->hits[i];
-            rb_shape_full(&run->view, (rb_u32)i, &w, h);
-            h->box = h->hit ? (int32_t)i : -1;
+            rb_u32 e = (rb_u32)(run->job->pair_first + i);
+            rb_shape_full(&run->view, e, &w, h);
+            h->box = h->hit ? (int32_t)e : -1;
             break;
         }
         case RB_MODE_NEAREST:

@@ -292,6 +292,16 @@ unsigned long long rb_cl_shape_uploads(const rb_context *ctx)
     HOOK_SUM(shape_uploads);
 }
 
+unsigned long long rb_cl_kept_bytes(const rb_context *ctx)
+{
+    rb_cl_backend *b[RB_MAX_DEVICES];
+    size_t n = hook_backends(ctx, b);
+    unsigned long long sum = 0;
+    for (size_t k = 0; k < n; k++)
+        sum += rb_cl_box_buffer_bytes(b[k]) + b[k]->shapes_bytes;
+    return sum;
+}
+
 unsigned long long rb_cl_vis_launches(const rb_context *ctx)
 {
     HOOK_SUM(vis_launches);

@@ -123,6 +123,7 @@ typedef struct rb_cl_backend {
      * bounds have uid shapes_uid (every rebuild of a scene's or query's
      * shape tree comes with a new one), so a scene stays on the device. */
     cl_mem shape_tree[RB_CLS_N];
+    uint64_t shapes_bytes; /* what they hold on the device; 0 without */
     int shapes_valid;
     uint64_t shapes_uid;
     const void *shapes_tree;
@@ -213,5 +214,10 @@ size_t rb_cl_multi_devices(const rb_backend *b, rb_context **out, size_t cap);
 int rb_cl_multi_speeds(const rb_backend *b, double *out, size_t cap);
 /* Releases every grow-only buffer (after a device memory failure). */
 void rb_cl_release_buffers(rb_cl_backend *be);
+/* cl_run.c: the box pass's grow-only buffers (be->bufs): the bytes they
+ * hold, and their release (they are a cache; the shape pass frees them
+ * when it needs their room within the budget). */
+uint64_t rb_cl_box_buffer_bytes(const rb_cl_backend *be);
+void rb_cl_release_box_buffers(rb_cl_backend *be);
 
 #endif /* RB_CL_INTERNAL_H */

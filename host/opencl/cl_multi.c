@@ -189,6 +189,7 @@ static void cut_job(const rb_job *job, const rb_results *res, part *p)
     p->job.n_rays = p->count;
     if (job->pair_boxes)
         p->job.pair_boxes = (const char *)job->pair_boxes + p->first * box_rec;
+    p->job.pair_first = job->pair_first + p->first; /* pairs of shapes */
     memset(&p->res, 0, sizeof p->res);
     p->res.capacity = p->count;
     if (res->hits)
@@ -233,8 +234,11 @@ static int multi_rays(rb_cl_multi *m, int what, const rb_job *job,
     }
     if (!rc && bad && bad->index != UINT64_MAX)
         rc = RB_EINPUT;
-    /* pairs answer box i for ray i: indices of the whole batch */
-    for (size_t k = 0; k < m->n && !rc && job->mode == RB_MODE_PAIRS; k++)
+    /* pairs answer box i for ray i: indices of the whole batch (pairs of
+     * shapes answer with them already, job.pair_first) */
+    for (size_t k = 0;
+         k < m->n && !rc && job->mode == RB_MODE_PAIRS && what == PART_RUN;
+         k++)
         for (size_t i = 0; i < parts[k].count; i++)
             if (parts[k].res.hits[i].hit)
                 parts[k].res.hits[i].box += (int32_t)parts[k].first;

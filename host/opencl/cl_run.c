@@ -90,7 +90,7 @@ static int wrap_host(run_state *st, int b, const void *ptr, size_t bytes,
                      flags | CL_MEM_USE_HOST_PTR, bytes, (void *)ptr);
 }
 
-void rb_cl_release_buffers(rb_cl_backend *be)
+void rb_cl_release_box_buffers(rb_cl_backend *be)
 {
     for (int b = 0; b < RB_CLB_N; b++) {
         if (be->bufs[b].mem)
@@ -100,6 +100,19 @@ void rb_cl_release_buffers(rb_cl_backend *be)
     }
     be->boxes_valid = 0;
     be->nodes_valid = 0;
+}
+
+uint64_t rb_cl_box_buffer_bytes(const rb_cl_backend *be)
+{
+    uint64_t total = 0;
+    for (int b = 0; b < RB_CLB_N; b++)
+        total += be->bufs[b].cap;
+    return total;
+}
+
+void rb_cl_release_buffers(rb_cl_backend *be)
+{
+    rb_cl_release_box_buffers(be);
     rb_cl_release_shape_tree(be);
 }
 
@@ -115,15 +128,20 @@ static void release_buffer(rb_cl_backend *be, int b)
         be->nodes_valid = 0;
 }
 
-/* Keeps the device memory the query may hold within the budget: buffers
- * this query does not use, then oversized ones, are released when the
- * buffers kept from earlier queries would push the total over it. */
+/* Keeps the device memory the query may hold within the budget: a shape
+ * tree kept from an earlier query (cl_shapes.c uploads it again when it
+ * walks), buffers this query does not use, then oversized ones, are
+ * released when what earlier queries left would push the total over it. */
 static void fit_budget(rb_cl_backend *be, const rb_cl_plan *plan)
 {
-    uint64_t total = 0;
+    uint64_t total = be->shapes_bytes;
     for (int b = 0; b < RB_CLB_N; b++)
         total += plan->bytes[b] > be->bufs[b].cap ? plan->bytes[b]
                                                   : be->bufs[b].cap;
+    if (total > be->budget && be->shapes_bytes) {
+        total -= be->shapes_bytes;
+        rb_cl_release_shape_tree(be);
+    }
     for (int pass = 0; pass < 2 && total > be->budget; pass++) {
         for (int b = 0; b < RB_CLB_N && total > be->budget; b++) {
             int unused = plan->bytes[b] == 0;

@@ -103,14 +103,15 @@ static int transfer(rb_cl_backend *be, const out_array *o, size_t r0,
 }
 
 /* Device bytes a ray of the mode needs: the ray, its answers and (walks)
- * its place in the order. */
+ * its place in the order and nearest's winning leaf. */
 static size_t bytes_per_ray(rb_mode mode, uint32_t max_hits)
 {
     size_t n = sizeof(rb_ray) + sizeof(uint32_t);
     switch (mode) {
     case RB_MODE_PAIRS:
-    case RB_MODE_NEAREST:
         return n + sizeof(rb_hit);
+    case RB_MODE_NEAREST:
+        return n + sizeof(rb_hit) + sizeof(uint32_t);
     case RB_MODE_ANY:
         return n + 1;
     case RB_MODE_COUNT:
@@ -119,6 +120,29 @@ static size_t bytes_per_ray(rb_mode mode, uint32_t max_hits)
         return n + sizeof(uint32_t) + (size_t)max_hits * sizeof(rb_list_hit);
     }
     return n;
+}
+
+/* Rays per chunk of a launch that keeps `fixed` bytes on the device
+ * beside `held` bytes other buffers hold: within the budget, each buffer
+ * within max_buf, at most CHUNK_RAYS; 0 when not even one work-group's
+ * rays (or every ray, when fewer) fit. */
+static size_t chunk_rays(const rb_cl_backend *be, const rb_job *job,
+                         uint64_t fixed, uint64_t held)
+{
+    uint64_t per_ray = bytes_per_ray(job->mode, job->max_hits);
+    uint64_t first = (job->n_rays < be->wg ? job->n_rays : be->wg) * per_ray;
+    if (held > be->budget || fixed + first > be->budget - held)
+        return 0;
+    uint64_t rays = (be->budget - held - fixed) / per_ray;
+    if (rays > be->max_buf / per_ray)
+        rays = be->max_buf / per_ray;
+    if (rays > CHUNK_RAYS)
+        rays = CHUNK_RAYS;
+    if (rays > job->n_rays)
+        rays = job->n_rays;
+    if (rays < job->n_rays && rays > be->wg)
+        rays -= rays % be->wg;
+    return (size_t)rays;
 }
 
 /* The chunk's ray and answer buffers (b) and the answer arrays to move
@@ -167,7 +191,8 @@ static int make_chunk(rb_cl_backend *be, const rb_job *job, size_t chunk,
  * launched after k on each chunk, with the same argument numbers. */
 typedef struct chunk_run {
     cl_kernel k, k2; /* k2 may be NULL */
-    int arg_rays, arg_n_rays, arg_hits, arg_order;
+    /* arg_base (-1: none) gets the chunk's first ray (k only) */
+    int arg_rays, arg_n_rays, arg_hits, arg_order, arg_base;
     uint32_t *order;   /* NULL: rays in input order */
     uint64_t *keys;    /* rb_ray_order's scratch */
     float lo[3], hi[3]; /* the tree's bounds, for the order */
@@ -192,6 +217,7 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
         }
     }
     double kernel_ms = 0;
+    const rb_ray *rays = job->rays; /* 3D only: shapes have no 2D form */
     for (size_t r0 = 0; !rc && r0 < job->n_rays; r0 += chunk) {
         size_t n = job->n_rays - r0 < chunk ? job->n_rays - r0 : chunk;
         if (rb_job_stopped(job)) {
@@ -199,12 +225,11 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
             break;
         }
         rc = RB_CL(&be->env, clEnqueueWriteBuffer, be->queue, b->rays,
-                   CL_FALSE, 0, n * sizeof(rb_ray), job->rays + r0, 0, NULL,
-                   NULL);
+                   CL_FALSE, 0, n * sizeof(rb_ray), rays + r0, 0, NULL, NULL);
         if (cr->arg_order >= 0) {
             cl_mem order = NULL;
             if (!rc && cr->order && n >= RB_ORDER_MIN_RAYS) {
-                rb_ray_order(be->ctx->pool, job->rays + r0, 3, n, cr->lo,
+                rb_ray_order(be->ctx->pool, rays + r0, 3, n, cr->lo,
                              cr->hi,
                              mode == RB_MODE_COUNT || mode == RB_MODE_ALL,
                              cr->keys, cr->order);
@@ -220,6 +245,8 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
          * pass's. */
         for (int o = 0; !rc && mode != RB_MODE_PAIRS && o < n_outs; o++)
             rc = transfer(be, &outs[o], r0, n, 1);
+        if (!rc && cr->arg_base >= 0)
+            rc = arg_uint(be, cr->k, cr->arg_base, job->pair_first + r0);
         size_t global = (n + be->wg - 1) / be->wg * be->wg;
         cl_event ev[2] = {NULL, NULL};
         for (int q = 0; q < n_k && !rc; q++) {
@@ -259,8 +286,26 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
 static int run_brute(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
                      const rb_shapeset *set, rb_results *res)
 {
-    size_t chunk = job->n_rays < CHUNK_RAYS ? job->n_rays : CHUNK_RAYS;
     size_t n_lbox = set->n_obb + set->n_xbox;
+    uint64_t shapes = n_lbox * sizeof *set->lbox +
+                      set->n_ball * sizeof *set->ball +
+                      set->n_half * sizeof *set->half +
+                      (set->ids ? rb_shapeset_size(set) * sizeof *set->ids : 0);
+    /* Within the budget beside what earlier passes keep; else without
+     * them (caches: they are made again when needed). */
+    size_t chunk = chunk_rays(be, job, shapes,
+                              rb_cl_box_buffer_bytes(be) + be->shapes_bytes);
+    if (!chunk) {
+        rb_cl_release_buffers(be);
+        chunk = chunk_rays(be, job, shapes, 0);
+    }
+    if (!chunk)
+        return rb_fail(ctx, RB_EDEVMEM,
+                       "the shapes (%llu bytes) and %zu rays' buffers do "
+                       "not fit the device memory budget (%llu bytes)",
+                       (unsigned long long)shapes,
+                       job->n_rays < be->wg ? job->n_rays : be->wg,
+                       (unsigned long long)be->budget);
     shape_bufs b;
     memset(&b, 0, sizeof b);
     out_array outs[2];
@@ -277,7 +322,8 @@ static int run_brute(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
         rc = make_chunk(be, job, chunk, res, &b, outs, &n_outs);
     chunk_run cr = {.k = be->kernels[RB_CLK_SHAPES_PAIRS + (int)job->mode],
                     .arg_rays = RB_SHARG_RAYS, .arg_n_rays = RB_SHARG_N_RAYS,
-                    .arg_hits = RB_SHARG_HITS, .arg_order = -1};
+                    .arg_hits = RB_SHARG_HITS, .arg_order = -1,
+                    .arg_base = RB_SHARG_PAIR_BASE};
     cl_kernel k = cr.k;
     if (!rc)
         rc = arg_mem(be, k, RB_SHARG_LBOX, b.lbox);
@@ -314,6 +360,7 @@ void rb_cl_release_shape_tree(rb_cl_backend *be)
             clReleaseMemObject(be->shape_tree[i]);
         be->shape_tree[i] = NULL;
     }
+    be->shapes_bytes = 0;
     be->shapes_valid = 0;
     be->shapes_tree = NULL;
 }
@@ -332,12 +379,12 @@ static uint64_t tree_bytes(const rb_shapeset *set, size_t sizes[RB_CLS_N])
     return total;
 }
 
-/* Rays per chunk of a walk of set->tree, or 0 when the tree is not to be
- * walked: its buffers (or one of them) over the device's limits beside
- * one work-group of rays, or deeper than the walk's path holds (never
- * for the builder's trees, bvh.h). */
+/* Rays per chunk of a walk of set->tree beside `held` bytes of other
+ * buffers, or 0 when the tree is not to be walked: its buffers (or one of
+ * them) over the device's limits beside one work-group of rays, or deeper
+ * than the walk's path holds (never for the builder's trees, bvh.h). */
 static size_t walk_chunk(const rb_cl_backend *be, const rb_job *job,
-                         const rb_shapeset *set)
+                         const rb_shapeset *set, uint64_t held)
 {
     size_t sizes[RB_CLS_N];
     uint64_t resident = tree_bytes(set, sizes);
@@ -346,23 +393,9 @@ static size_t walk_chunk(const rb_cl_backend *be, const rb_job *job,
             return 0;
     uint64_t half = (uint64_t)set->n_half *
                     (sizeof(rb_halfspace) + sizeof(uint32_t));
-    /* nearest: the walk's winning leaf too */
-    uint64_t per_ray = bytes_per_ray(job->mode, job->max_hits) +
-                       (job->mode == RB_MODE_NEAREST ? sizeof(uint32_t) : 0);
-    uint64_t first = (job->n_rays < be->wg ? job->n_rays : be->wg) * per_ray;
-    if (set->tree->depth > RB_BVH_MAX_DEPTH ||
-        resident + half + first > be->budget)
+    if (set->tree->depth > RB_BVH_MAX_DEPTH)
         return 0;
-    uint64_t rays = (be->budget - resident - half) / per_ray;
-    if (rays > be->max_buf / per_ray)
-        rays = be->max_buf / per_ray;
-    if (rays > CHUNK_RAYS)
-        rays = CHUNK_RAYS;
-    if (rays > job->n_rays)
-        rays = job->n_rays;
-    if (rays < job->n_rays && rays > be->wg)
-        rays -= rays % be->wg;
-    return (size_t)rays;
+    return chunk_rays(be, job, resident + half, held);
 }
 
 /* The tree's nodes and leaves into the shape tree buffers, unless they
@@ -388,6 +421,7 @@ static int upload_tree(rb_cl_backend *be, const rb_shapeset *set)
             return rc;
         }
     }
+    be->shapes_bytes = tree_bytes(set, sizes);
     be->shapes_valid = 1;
     be->shapes_uid = set->bounds.uid;
     be->shapes_tree = set->tree;
@@ -413,7 +447,8 @@ static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
     chunk_run cr = {.k = be->kernels[kernel_of[job->mode]],
                     .k2 = be->kernels[kernel_of[job->mode] + rest],
                     .arg_rays = RB_SWARG_RAYS, .arg_n_rays = RB_SWARG_N_RAYS,
-                    .arg_hits = RB_SWARG_HITS, .arg_order = RB_SWARG_ORDER};
+                    .arg_hits = RB_SWARG_HITS, .arg_order = RB_SWARG_ORDER,
+                    .arg_base = -1};
     int rc = upload_tree(be, set);
     if (!rc)
         rc = upload(be, &b.half, set->half, set->n_half * sizeof *set->half);
@@ -509,7 +544,11 @@ int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
             return rc;
     }
     if (job->mode != RB_MODE_PAIRS && set->tree && set->tree->n_nodes) {
-        size_t chunk = walk_chunk(be, job, set);
+        /* beside the box pass's buffers, or in their room */
+        uint64_t held = rb_cl_box_buffer_bytes(be);
+        size_t chunk = walk_chunk(be, job, set, held);
+        if (!chunk && held && (chunk = walk_chunk(be, job, set, 0)) != 0)
+            rb_cl_release_box_buffers(be);
         if (chunk)
             return run_walk(be, ctx, job, set, chunk, res);
     }

@@ -33,6 +33,11 @@ unsigned long long rb_cl_node_uploads(const rb_context *ctx);
 unsigned long long rb_cl_shape_walks(const rb_context *ctx);
 unsigned long long rb_cl_shape_uploads(const rb_context *ctx);
 
+/* Device bytes ctx's backend keeps between queries (0 without one): the
+ * box pass's grow-only buffers and a resident shape tree, which the
+ * memory budget bounds. */
+unsigned long long rb_cl_kept_bytes(const rb_context *ctx);
+
 /* Launches of the visibility kernels (kernels/visibility.cl) made by
  * ctx's backend so far (0 without one): tests tell the segments made on
  * the device from the explicit ones. */

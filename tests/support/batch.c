@@ -190,6 +190,9 @@ static int same_list_hit(const rb_list_hit *a, const rb_list_hit *b)
            rbt_same_float(a->t_exit, b->t_exit);
 }
 
+/* Plain ifs, ck_abort_msg on the first difference: a passing ck_assert
+ * marks its point through check's pipe (a system call each), which made
+ * comparisons of big batches take seconds. */
 void rbt_assert_same(rb_mode mode, const rbt_out *a, const rbt_out *b,
                      const char *what)
 {
@@ -199,36 +202,37 @@ void rbt_assert_same(rb_mode mode, const rbt_out *a, const rbt_out *b,
         switch (mode) {
         case RB_MODE_PAIRS:
         case RB_MODE_NEAREST:
-            ck_assert_msg(rbt_same_hit(&a->hits[i], &b->hits[i]),
-                          "%s %s ray %zu: %s vs %s", what,
-                          rb_mode_name(mode), i,
-                          rbt_hit_str(&a->hits[i], x, sizeof x),
-                          rbt_hit_str(&b->hits[i], y, sizeof y));
+            if (!rbt_same_hit(&a->hits[i], &b->hits[i]))
+                ck_abort_msg("%s %s ray %zu: %s vs %s", what,
+                             rb_mode_name(mode), i,
+                             rbt_hit_str(&a->hits[i], x, sizeof x),
+                             rbt_hit_str(&b->hits[i], y, sizeof y));
             break;
         case RB_MODE_ANY:
-            ck_assert_msg(a->any[i] == b->any[i], "%s any ray %zu: %d vs %d",
-                          what, i, a->any[i], b->any[i]);
+            if (a->any[i] != b->any[i])
+                ck_abort_msg("%s any ray %zu: %d vs %d", what, i, a->any[i],
+                             b->any[i]);
             break;
         case RB_MODE_COUNT:
-            ck_assert_msg(a->counts[i] == b->counts[i],
-                          "%s count ray %zu: %u vs %u", what, i,
-                          a->counts[i], b->counts[i]);
+            if (a->counts[i] != b->counts[i])
+                ck_abort_msg("%s count ray %zu: %u vs %u", what, i,
+                             a->counts[i], b->counts[i]);
             break;
         case RB_MODE_ALL: {
-            ck_assert_msg(a->counts[i] == b->counts[i],
-                          "%s all ray %zu: count %u vs %u", what, i,
-                          a->counts[i], b->counts[i]);
+            if (a->counts[i] != b->counts[i])
+                ck_abort_msg("%s all ray %zu: count %u vs %u", what, i,
+                             a->counts[i], b->counts[i]);
             uint32_t m = a->counts[i] < a->max_hits ? a->counts[i]
                                                     : a->max_hits;
             for (uint32_t k = 0; k < m; k++) {
                 const rb_list_hit *p = &a->list[i * a->max_hits + k];
                 const rb_list_hit *q = &b->list[i * b->max_hits + k];
-                ck_assert_msg(same_list_hit(p, q),
-                              "%s all ray %zu entry %u: box %d t=[%.9g, "
-                              "%.9g] vs box %d t=[%.9g, %.9g]",
-                              what, i, k, p->box, (double)p->t_enter,
-                              (double)p->t_exit, q->box, (double)q->t_enter,
-                              (double)q->t_exit);
+                if (!same_list_hit(p, q))
+                    ck_abort_msg("%s all ray %zu entry %u: box %d t=[%.9g, "
+                                 "%.9g] vs box %d t=[%.9g, %.9g]",
+                                 what, i, k, p->box, (double)p->t_enter,
+                                 (double)p->t_exit, q->box,
+                                 (double)q->t_enter, (double)q->t_exit);
             }
             break;
         }
