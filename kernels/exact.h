@@ -382,6 +382,23 @@ static inline rb_ray_raw rb_raw_ray(float ox, float oy, float oz, float dx,
     return w;
 }
 
+/* The prepared ray of a flushed ray: rb_prep_ray of the same numbers
+ * (rb_flush is idempotent, so nothing is flushed twice), for a kernel
+ * that needs both forms without holding two copies of o, tmin, tmax. */
+static inline rb_ray_prep rb_prep_raw(const rb_ray_raw *w)
+{
+    rb_ray_prep p; /* written out: PoCL leaves short loops rolled */
+    p.o[0] = w->o[0];
+    p.o[1] = w->o[1];
+    p.o[2] = w->o[2];
+    p.inv[0] = rb_recip(w->d[0]);
+    p.inv[1] = rb_recip(w->d[1]);
+    p.inv[2] = rb_recip(w->d[2]);
+    p.tmin = w->tmin;
+    p.tmax = w->tmax;
+    return p;
+}
+
 /* obb and xbox (R12): the local box [lo, hi], the world point b and the
  * world->local matrix m (row-major 3x3). 18 floats. */
 typedef struct rb_lbox {
@@ -800,10 +817,12 @@ enum rb_shape_arg {
     RB_SHARG_COUNT
 };
 
-/* shapes.cl, rb_shape_walk_*: the shape tree's walk. Leaves are the
- * tree's records (rb_shapeset.leaves, a box slot's child indexes them)
- * with their ids; planes are the set's half-spaces with theirs (null:
- * first id + p). Every ray tests every plane. */
+/* shapes.cl, rb_shape_walk_* and rb_shape_rest_*: the shape tree's walk
+ * and the launch after it, with the same arguments (the walk reads no
+ * planes, the rest no nodes nor order). Leaves are the tree's records
+ * (rb_shapeset.leaves, a box slot's child indexes them) with their ids;
+ * planes are the set's half-spaces with theirs (null: first id + p).
+ * Every ray tests every plane. */
 enum rb_shape_walk_arg {
     RB_SWARG_RAYS,      /* rb_ray records of the chunk */
     RB_SWARG_N_RAYS,
@@ -823,6 +842,7 @@ enum rb_shape_walk_arg {
     RB_SWARG_ANY,
     RB_SWARG_COUNTS,
     RB_SWARG_LISTS,
+    RB_SWARG_LEAF,      /* nearest: a uint a ray, the walk's leaf winner */
     RB_SWARG_MAX_HITS,
     RB_SWARG_COUNT
 };

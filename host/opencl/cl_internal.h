@@ -31,6 +31,10 @@ typedef enum rb_cl_kernel_id {
     RB_CLK_SHAPE_WALK_ANY,
     RB_CLK_SHAPE_WALK_COUNT,
     RB_CLK_SHAPE_WALK_ALL,
+    RB_CLK_SHAPE_REST_NEAREST, /* kernels/shapes.cl, launched after a walk */
+    RB_CLK_SHAPE_REST_ANY,
+    RB_CLK_SHAPE_REST_COUNT,
+    RB_CLK_SHAPE_REST_ALL,
     RB_CLK_VIS_BRUTE, /* kernels/visibility.cl */
     RB_CLK_VIS_BVH,
     RB_CLK_N

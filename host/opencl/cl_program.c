@@ -39,6 +39,8 @@ static const char *const kernel_names[RB_CLK_N] = {
     "rb_shapes_count", "rb_shapes_all",
     "rb_shape_walk_nearest", "rb_shape_walk_any", "rb_shape_walk_count",
     "rb_shape_walk_all",
+    "rb_shape_rest_nearest", "rb_shape_rest_any", "rb_shape_rest_count",
+    "rb_shape_rest_all",
     "rb_vis_brute",    "rb_vis_bvh",
 };
 

@@ -12,7 +12,10 @@
  * order of ray_order.h over big trees, as on the CPU. A tree whose
  * buffers do not fit the device's limits beside one work-group of rays
  * is not walked: every shape is tested instead, with the same answers
- * (R16).
+ * (R16). A walk is two launches a chunk (kernels/shapes.cl): the tree's
+ * walk for the rays routed through it, then the rest (the other rays'
+ * scan, the planes, nearest's answer), which keeps the walk's kernel
+ * within a GPU's registers (docs/gpu.md).
  *
  * The brute-force pass (every ray against every shape) copies the
  * prepared shapes to the device once a query and releases them after it.
@@ -33,7 +36,8 @@
 #define ORDER_MIN_BYTES ((size_t)4 << 20)
 
 typedef struct shape_bufs {
-    cl_mem rays, lbox, ball, half, ids, hits, any, counts, lists, order;
+    cl_mem rays, lbox, ball, half, ids, hits, any, counts, lists, order,
+        leaf;
 } shape_bufs;
 
 static void release_all(shape_bufs *b)
@@ -99,14 +103,15 @@ static int transfer(rb_cl_backend *be, const out_array *o, size_t r0,
 }
 
 /* Device bytes a ray of the mode needs: the ray, its answers and (walks)
- * its place in the order. */
+ * its place in the order and nearest's winning leaf. */
 static size_t bytes_per_ray(rb_mode mode, uint32_t max_hits)
 {
     size_t n = sizeof(rb_ray) + sizeof(uint32_t);
     switch (mode) {
     case RB_MODE_PAIRS:
-    case RB_MODE_NEAREST:
         return n + sizeof(rb_hit);
+    case RB_MODE_NEAREST:
+        return n + sizeof(rb_hit) + sizeof(uint32_t);
     case RB_MODE_ANY:
         return n + 1;
     case RB_MODE_COUNT:
@@ -182,30 +187,34 @@ static int make_chunk(rb_cl_backend *be, const rb_job *job, size_t chunk,
 }
 
 /* How a query's chunks go: the kernel, its argument numbers for the rays,
- * their count and the answers, and (walks) the order. */
+ * their count and the answers, and (walks) the order and the kernel
+ * launched after k on each chunk, with the same argument numbers. */
 typedef struct chunk_run {
-    cl_kernel k;
-    /* arg_base (-1: none) gets the chunk's first ray */
+    cl_kernel k, k2; /* k2 may be NULL */
+    /* arg_base (-1: none) gets the chunk's first ray (k only) */
     int arg_rays, arg_n_rays, arg_hits, arg_order, arg_base;
     uint32_t *order;   /* NULL: rays in input order */
     uint64_t *keys;    /* rb_ray_order's scratch */
     float lo[3], hi[3]; /* the tree's bounds, for the order */
 } chunk_run;
 
-/* Every chunk of the job through kernel cr->k, whose other arguments are
- * set: rays and answers in, the launch, answers out. */
+/* Every chunk of the job through kernel cr->k (then cr->k2), whose other
+ * arguments are set: rays and answers in, the launches, answers out. */
 static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
                       size_t chunk, const chunk_run *cr, shape_bufs *b,
                       const out_array *outs, int n_outs, rb_results *res)
 {
     rb_mode mode = job->mode;
-    cl_kernel k = cr->k;
-    int rc = arg_mem(be, k, cr->arg_rays, b->rays);
-    for (int o = 0; o < 4 && !rc; o++) {
-        cl_mem m = o == 0 ? b->hits : o == 1 ? b->any
-                                : o == 2     ? b->counts
-                                             : b->lists;
-        rc = arg_mem(be, k, cr->arg_hits + o, m);
+    cl_kernel ks[2] = {cr->k, cr->k2};
+    int n_k = cr->k2 ? 2 : 1, rc = RB_OK;
+    for (int q = 0; q < n_k && !rc; q++) {
+        rc = arg_mem(be, ks[q], cr->arg_rays, b->rays);
+        for (int o = 0; o < 4 && !rc; o++) {
+            cl_mem m = o == 0 ? b->hits : o == 1 ? b->any
+                                    : o == 2     ? b->counts
+                                                 : b->lists;
+            rc = arg_mem(be, ks[q], cr->arg_hits + o, m);
+        }
     }
     double kernel_ms = 0;
     const rb_ray *rays = job->rays; /* 3D only: shapes have no 2D form */
@@ -230,38 +239,42 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
                 order = b->order;
             }
             if (!rc)
-                rc = arg_mem(be, k, cr->arg_order, order);
+                rc = arg_mem(be, cr->k, cr->arg_order, order);
         }
         /* pairs writes every answer; the other modes combine with the box
          * pass's. */
         for (int o = 0; !rc && mode != RB_MODE_PAIRS && o < n_outs; o++)
             rc = transfer(be, &outs[o], r0, n, 1);
-        if (!rc)
-            rc = arg_uint(be, k, cr->arg_n_rays, n);
         if (!rc && cr->arg_base >= 0)
-            rc = arg_uint(be, k, cr->arg_base, job->pair_first + r0);
+            rc = arg_uint(be, cr->k, cr->arg_base, job->pair_first + r0);
         size_t global = (n + be->wg - 1) / be->wg * be->wg;
-        cl_event ev = NULL;
-        rb_cl_note_launch(be, k);
-        if (!rc)
-            rc = RB_CL(&be->env, clEnqueueNDRangeKernel, be->queue, k, 1,
-                       NULL, &global, &be->wg, 0, NULL, &ev);
+        cl_event ev[2] = {NULL, NULL};
+        for (int q = 0; q < n_k && !rc; q++) {
+            rc = arg_uint(be, ks[q], cr->arg_n_rays, n);
+            rb_cl_note_launch(be, ks[q]);
+            if (!rc)
+                rc = RB_CL(&be->env, clEnqueueNDRangeKernel, be->queue,
+                           ks[q], 1, NULL, &global, &be->wg, 0, NULL,
+                           &ev[q]);
+        }
         for (int o = 0; !rc && o < n_outs; o++)
             rc = transfer(be, &outs[o], r0, n, 0);
         /* Each chunk is waited for: the order and the host's answer
          * arrays are read until then. */
         if (!rc)
             rc = RB_CL(&be->env, clFinish, be->queue);
-        cl_ulong t0 = 0, t1 = 0;
-        if (!rc && ev &&
-            clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START,
-                                    sizeof t0, &t0, NULL) == CL_SUCCESS &&
-            clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1,
-                                    &t1, NULL) == CL_SUCCESS &&
-            t1 > t0)
-            kernel_ms += (double)(t1 - t0) * 1e-6;
-        if (ev)
-            clReleaseEvent(ev);
+        for (int q = 0; q < n_k; q++) {
+            cl_ulong t0 = 0, t1 = 0;
+            if (!rc && ev[q] &&
+                clGetEventProfilingInfo(ev[q], CL_PROFILING_COMMAND_START,
+                                        sizeof t0, &t0, NULL) == CL_SUCCESS &&
+                clGetEventProfilingInfo(ev[q], CL_PROFILING_COMMAND_END,
+                                        sizeof t1, &t1, NULL) == CL_SUCCESS &&
+                t1 > t0)
+                kernel_ms += (double)(t1 - t0) * 1e-6;
+            if (ev[q])
+                clReleaseEvent(ev[q]);
+        }
         res->info.chunks++;
     }
     res->info.kernel_ms += kernel_ms;
@@ -424,16 +437,18 @@ static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
         [RB_MODE_ANY] = RB_CLK_SHAPE_WALK_ANY,
         [RB_MODE_COUNT] = RB_CLK_SHAPE_WALK_COUNT,
         [RB_MODE_ALL] = RB_CLK_SHAPE_WALK_ALL};
+    /* the launch after each walk: the same modes, RB_CLK_SHAPE_REST_* */
+    const int rest = RB_CLK_SHAPE_REST_NEAREST - RB_CLK_SHAPE_WALK_NEAREST;
     size_t n_lbox = set->n_obb + set->n_xbox, n_bounded = n_lbox + set->n_ball;
     shape_bufs b;
     memset(&b, 0, sizeof b);
     out_array outs[2];
     int n_outs = 0;
     chunk_run cr = {.k = be->kernels[kernel_of[job->mode]],
+                    .k2 = be->kernels[kernel_of[job->mode] + rest],
                     .arg_rays = RB_SWARG_RAYS, .arg_n_rays = RB_SWARG_N_RAYS,
                     .arg_hits = RB_SWARG_HITS, .arg_order = RB_SWARG_ORDER,
                     .arg_base = -1};
-    cl_kernel k = cr.k;
     int rc = upload_tree(be, set);
     if (!rc)
         rc = upload(be, &b.half, set->half, set->n_half * sizeof *set->half);
@@ -442,6 +457,8 @@ static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
                     set->n_half * sizeof *set->ids);
     if (!rc)
         rc = make_chunk(be, job, chunk, res, &b, outs, &n_outs);
+    if (!rc && job->mode == RB_MODE_NEAREST)
+        rc = make(be, &b.leaf, chunk * sizeof(uint32_t));
     size_t order_bytes = (size_t)set->tree->n_nodes * sizeof(rb_bvh_node) +
                          n_lbox * sizeof(rb_lbox) +
                          set->n_ball * sizeof(rb_ball);
@@ -463,31 +480,40 @@ static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
         rb_bvh_bounds(set->tree, cr.lo, cr.hi);
     }
     cl_float cover = set->cover;
+    /* Both kernels take the same arguments; the rest walks no order. */
     if (!rc)
+        rc = arg_mem(be, cr.k2, RB_SWARG_ORDER, NULL);
+    for (int q = 0; q < 2 && !rc; q++) {
+        cl_kernel k = q ? cr.k2 : cr.k;
         rc = arg_mem(be, k, RB_SWARG_NODES, be->shape_tree[RB_CLS_NODES]);
-    if (!rc)
-        rc = RB_CL(&be->env, clSetKernelArg, k, RB_SWARG_COVER, sizeof cover,
-                   &cover);
-    if (!rc)
-        rc = arg_mem(be, k, RB_SWARG_LBOX, be->shape_tree[RB_CLS_LBOX]);
-    if (!rc)
-        rc = arg_uint(be, k, RB_SWARG_N_LBOX, n_lbox);
-    if (!rc)
-        rc = arg_mem(be, k, RB_SWARG_BALL, be->shape_tree[RB_CLS_BALL]);
-    if (!rc)
-        rc = arg_uint(be, k, RB_SWARG_N_BALL, set->n_ball);
-    if (!rc)
-        rc = arg_mem(be, k, RB_SWARG_LEAF_IDS, be->shape_tree[RB_CLS_IDS]);
-    if (!rc)
-        rc = arg_mem(be, k, RB_SWARG_HALF, b.half);
-    if (!rc)
-        rc = arg_uint(be, k, RB_SWARG_N_HALF, set->n_half);
-    if (!rc)
-        rc = arg_mem(be, k, RB_SWARG_HALF_IDS, b.ids);
-    if (!rc)
-        rc = arg_uint(be, k, RB_SWARG_HALF_FIRST, set->first_id + n_bounded);
-    if (!rc)
-        rc = arg_uint(be, k, RB_SWARG_MAX_HITS, job->max_hits);
+        if (!rc)
+            rc = RB_CL(&be->env, clSetKernelArg, k, RB_SWARG_COVER,
+                       sizeof cover, &cover);
+        if (!rc)
+            rc = arg_mem(be, k, RB_SWARG_LBOX, be->shape_tree[RB_CLS_LBOX]);
+        if (!rc)
+            rc = arg_uint(be, k, RB_SWARG_N_LBOX, n_lbox);
+        if (!rc)
+            rc = arg_mem(be, k, RB_SWARG_BALL, be->shape_tree[RB_CLS_BALL]);
+        if (!rc)
+            rc = arg_uint(be, k, RB_SWARG_N_BALL, set->n_ball);
+        if (!rc)
+            rc = arg_mem(be, k, RB_SWARG_LEAF_IDS,
+                         be->shape_tree[RB_CLS_IDS]);
+        if (!rc)
+            rc = arg_mem(be, k, RB_SWARG_HALF, b.half);
+        if (!rc)
+            rc = arg_uint(be, k, RB_SWARG_N_HALF, set->n_half);
+        if (!rc)
+            rc = arg_mem(be, k, RB_SWARG_HALF_IDS, b.ids);
+        if (!rc)
+            rc = arg_uint(be, k, RB_SWARG_HALF_FIRST,
+                          set->first_id + n_bounded);
+        if (!rc)
+            rc = arg_mem(be, k, RB_SWARG_LEAF, b.leaf);
+        if (!rc)
+            rc = arg_uint(be, k, RB_SWARG_MAX_HITS, job->max_hits);
+    }
     if (!rc)
         rc = run_chunks(be, ctx, job, chunk, &cr, &b, outs, n_outs, res);
     if (!rc)
