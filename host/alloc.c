@@ -1,40 +1,18 @@
 /* alloc.c - host memory through the context's allocator hooks, so that
  * tests can make the Nth allocation fail and check nothing leaks. */
-#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #include "internal.h"
-
-/* Blocks of this size or more start on a 2 MiB boundary and are marked
- * for transparent huge pages, as Embree marks its own: a hierarchy build
- * writes most of its memory for the first time, and one fault per 2 MiB
- * instead of per 4 KiB made a 1M-box fast build 1.5x faster (190 ms
- * against 125, repeated builds). Smaller blocks are left to malloc, which
- * reuses them from one build to the next: marked from 2 MiB up, repeated
- * 100K-box builds took 11 ms instead of 7.3 (docs/benchmarks.md, "Build
- * speed"). Where the kernel gives no huge pages the advice does nothing. */
-#define HUGE_MIN ((size_t)16 << 20)
-#define HUGE_PAGE ((size_t)2 << 20)
 
 static void *default_alloc(void *user, size_t size, size_t align)
 {
     (void)user;
     if (align < sizeof(void *))
         align = sizeof(void *);
-#ifdef MADV_HUGEPAGE
-    int huge = size >= HUGE_MIN;
-    if (huge && align < HUGE_PAGE)
-        align = HUGE_PAGE;
-#endif
     void *p = NULL;
     if (posix_memalign(&p, align, size ? size : 1) != 0)
         return NULL;
-#ifdef MADV_HUGEPAGE
-    if (huge)
-        (void)madvise(p, size & ~(size_t)4095, MADV_HUGEPAGE);
-#endif
     return p;
 }
 
