@@ -7,7 +7,7 @@
  *
  * It reads every box a few times (keys, the sort's passes, the gather,
  * the bounds) instead of once per level, and splits without looking at
- * areas: a build 1.3-1.9x faster (1M and 100K boxes, whose SAH build
+ * areas: a build 1.1-2.7x faster (1M and 100K boxes, whose SAH build
  * is itself parallel), a tree whose walks are a few percent slower
  * (docs/benchmarks.md, "Hierarchies", has both). Bounds are exact unions
  * of box corners, as in the SAH build, so the walks stay exact.
