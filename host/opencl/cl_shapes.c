@@ -407,7 +407,7 @@ static int upload_tree(rb_cl_backend *be, const rb_shapeset *set)
         return RB_OK;
     rb_cl_release_shape_tree(be);
     size_t sizes[RB_CLS_N];
-    tree_bytes(set, sizes);
+    uint64_t bytes = tree_bytes(set, sizes);
     const void *data[RB_CLS_N] = {
         [RB_CLS_NODES] = set->tree->nodes,
         [RB_CLS_LBOX] = set->leaves.lbox,
@@ -421,7 +421,7 @@ static int upload_tree(rb_cl_backend *be, const rb_shapeset *set)
             return rc;
         }
     }
-    be->shapes_bytes = tree_bytes(set, sizes);
+    be->shapes_bytes = bytes;
     be->shapes_valid = 1;
     be->shapes_uid = set->bounds.uid;
     be->shapes_tree = set->tree;
