@@ -10,6 +10,13 @@
 enum { RB_SHAPE_PAIRS, RB_SHAPE_NEAREST, RB_SHAPE_ANY, RB_SHAPE_COUNT,
        RB_SHAPE_ALL };
 
+/* Ray i of the chunk, flushed (rb_ray records are 8 floats). */
+static inline rb_ray_raw rb_shape_ray(__global const float *rays, size_t i)
+{
+    __global const float *r = rays + i * 8;
+    return rb_raw_ray(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+}
+
 static inline void rb_shape_pass(const int mode,
                                  __global const float *rays, uint n_rays,
                                  const rb_shape_view *v,
@@ -21,8 +28,7 @@ static inline void rb_shape_pass(const int mode,
     size_t i = get_global_id(0);
     if (i >= n_rays)
         return;
-    __global const float *r = rays + i * 8;
-    rb_ray_raw w = rb_raw_ray(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+    rb_ray_raw w = rb_shape_ray(rays, i);
     uint n = v->n_lbox + v->n_ball + v->n_half;
     if (mode == RB_SHAPE_PAIRS) {
         /* ray i of the chunk is ray pair_base + i of the query, and its
@@ -109,12 +115,6 @@ static inline int rb_shape_fast(const rb_shape_view *lv, const rb_ray_raw *w,
 {
     return lv->n_lbox + lv->n_ball &&
            rb_shape_route(w, cover) == RB_SHAPE_ROUTE_FAST;
-}
-
-static inline rb_ray_raw rb_shape_ray(__global const float *rays, size_t i)
-{
-    __global const float *r = rays + i * 8;
-    return rb_raw_ray(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
 }
 
 static inline void rb_shape_walk_pass(const int mode,
