@@ -354,12 +354,6 @@ static int route(const rb_shapeset *set, const rb_ray_raw *w)
     return rb_shape_route(w, set->cover);
 }
 
-static rb_ray_prep prep_of(const rb_ray_raw *w)
-{
-    return rb_prep_ray(w->o[0], w->o[1], w->o[2], w->d[0], w->d[1], w->d[2],
-                       w->tmin, w->tmax);
-}
-
 /* The WIDE and SCAN routes. */
 static void walk(const rb_shapeset *set, const rb_shape_view *v,
                  const rb_ray_raw *w, int how, swalk *s)
@@ -373,7 +367,7 @@ static void walk(const rb_shapeset *set, const rb_shape_view *v,
         return;
     }
     sray r;
-    r.p = prep_of(w);
+    r.p = rb_prep_raw(w);
     r.delta = set->widen * (rb_max_abs3(w->o) + set->reach) + WIDEN_FLOOR;
     sentry stack[RB_BVH_STACK];
     int sp = 0;
@@ -428,7 +422,7 @@ void rb_shape_walk_nearest(const rb_shapeset *set, const rb_shape_view *v,
         return;
     int how = route(set, w);
     if (how == ROUTE_FAST) {
-        rb_ray_prep p = prep_of(w);
+        rb_ray_prep p = rb_prep_raw(w);
         walkers->shape_nearest(set->tree, &p, v, w, best_t, best_id, best_j);
         return;
     }
@@ -448,7 +442,7 @@ int rb_shape_walk_any(const rb_shapeset *set, const rb_shape_view *v,
         return 0;
     int how = route(set, w);
     if (how == ROUTE_FAST) {
-        rb_ray_prep p = prep_of(w);
+        rb_ray_prep p = rb_prep_raw(w);
         return walkers->shape_any(set->tree, &p, v, w);
     }
     swalk s = {.mode = RB_MODE_ANY};
@@ -464,7 +458,7 @@ uint32_t rb_shape_walk_count(const rb_shapeset *set, const rb_shape_view *v,
         return 0;
     int how = route(set, w);
     if (how == ROUTE_FAST) {
-        rb_ray_prep p = prep_of(w);
+        rb_ray_prep p = rb_prep_raw(w);
         return walkers->shape_count(set->tree, &p, v, w);
     }
     swalk s = {.mode = RB_MODE_COUNT};
@@ -481,7 +475,7 @@ uint32_t rb_shape_walk_all(const rb_shapeset *set, const rb_shape_view *v,
         return 0;
     int how = route(set, w);
     if (how == ROUTE_FAST) {
-        rb_ray_prep p = prep_of(w);
+        rb_ray_prep p = rb_prep_raw(w);
         return walkers->shape_all(set->tree, &p, v, w, list, stored, cap);
     }
     swalk s = {.mode = RB_MODE_ALL, .list = list, .cap = cap,
