@@ -17,6 +17,23 @@ static size_t padded(size_t n)
     return p ? p : RB_BOX_PAD;
 }
 
+/* The flushed corners of n boxes into the lo/hi arrays. Inlined with dims
+ * a constant at each call: the corners become six flushes and six stores
+ * a box. */
+static inline __attribute__((always_inline)) void
+copy_corners(const void *boxes, unsigned dims, size_t n, float *lo[3],
+             float *hi[3])
+{
+    for (size_t i = 0; i < n; i++) {
+        float l[3], h[3];
+        rb_box_corners(boxes, dims, i, l, h);
+        for (int a = 0; a < 3; a++) {
+            lo[a][i] = l[a];
+            hi[a][i] = h[a];
+        }
+    }
+}
+
 int rb_boxset_build(rb_context *ctx, rb_boxset *set, size_t *cap,
                     const void *boxes, unsigned dims, size_t n)
 {
@@ -46,27 +63,10 @@ int rb_boxset_build(rb_context *ctx, rb_boxset *set, size_t *cap,
         lo[a] = set->data + (size_t)a * stride;
         hi[a] = set->data + (size_t)(3 + a) * stride;
     }
-    /* dims as a constant in each loop: the corners inline to six flushes
-     * and six stores a box. */
-    if (dims == 3) {
-        for (size_t i = 0; i < n; i++) {
-            float l[3], h[3];
-            rb_box_corners(boxes, 3, i, l, h);
-            for (int a = 0; a < 3; a++) {
-                lo[a][i] = l[a];
-                hi[a][i] = h[a];
-            }
-        }
-    } else {
-        for (size_t i = 0; i < n; i++) {
-            float l[3], h[3];
-            rb_box_corners(boxes, 2, i, l, h);
-            for (int a = 0; a < 3; a++) {
-                lo[a][i] = l[a];
-                hi[a][i] = h[a];
-            }
-        }
-    }
+    if (dims == 3)
+        copy_corners(boxes, 3, n, lo, hi);
+    else
+        copy_corners(boxes, 2, n, lo, hi);
     for (size_t i = n; i < stride; i++) {
         for (int a = 0; a < 3; a++) {
             lo[a][i] = INFINITY;
