@@ -260,17 +260,11 @@ static void write_task(void *arg, size_t t, unsigned worker)
                 empty_slot(w, k);
                 continue;
             }
-            if (p->singles >> k & 1) {
-                box_slot(w, wi, k, prims, p->code[k], c->where);
-                continue;
-            }
-            const rb_bvh2_node *b = &bin[p->code[k]];
-            if (b->count == 1) {
-                box_slot(w, wi, k, prims, b->first, c->where);
-            } else {
-                set_bounds(w, k, b->lo, b->hi);
-                w->child[k] = child++;
-            }
+            /* the kid as gather() made it (a single's leaf is not read) */
+            kid kd = p->singles >> k & 1 ? single(0, p->code[k])
+                                         : (kid){p->code[k], -1, 0.0};
+            write_slot(w, wi, k, bin, prims, &kd,
+                       is_node(bin, &kd) ? child++ : 0, c->where);
         }
     }
 }
