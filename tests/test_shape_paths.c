@@ -387,31 +387,42 @@ static void compare_paths(uint64_t seed, size_t per_kind, float span,
     scene_free(&s);
 }
 
-/* pairs: ray i against element i of one kind, on both backends. */
-static void pairs_same(rb_context *a, rb_context *b, const rb_ray *rays,
-                       size_t n, rb_shapes sh, const char *what)
+/* pairs (ray i against element i) of query q: the same bits on a and on
+ * b. Returns how many rays hit on a. */
+static size_t pairs_same(rb_context *a, rb_context *b, const rb_query *q,
+                         const char *what)
 {
+    size_t n = q->n_rays, hits = 0;
     rb_hit *x = calloc(n, sizeof *x), *y = calloc(n, sizeof *y);
     float *nx = calloc(3 * n, sizeof *nx), *ny = calloc(3 * n, sizeof *ny);
-    rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
-                  .n_rays = n, .shapes = sh, .outputs = RB_OUTPUT_NORMAL};
     rb_results rx = {.hits = x, .normals = nx, .capacity = n};
     rb_results ry = {.hits = y, .normals = ny, .capacity = n};
-    ck_assert_int_eq(rb_intersect(a, &q, &rx), RB_OK);
-    ck_assert_msg(rb_intersect(b, &q, &ry) == RB_OK, "%s: %s", what,
+    ck_assert_int_eq(rb_intersect(a, q, &rx), RB_OK);
+    ck_assert_msg(rb_intersect(b, q, &ry) == RB_OK, "%s: %s", what,
                   rb_context_error(b)->message);
     for (size_t i = 0; i < n; i++) {
+        hits += x[i].hit != 0;
+        if (rbt_same_hit(&x[i], &y[i]) &&
+            memcmp(nx + 3 * i, ny + 3 * i, 12) == 0)
+            continue;
         char b1[128], b2[128];
-        ck_assert_msg(rbt_same_hit(&x[i], &y[i]) &&
-                          memcmp(nx + 3 * i, ny + 3 * i, 12) == 0,
-                      "%s pairs ray %zu: %s vs %s", what, i,
-                      rbt_hit_str(&x[i], b1, sizeof b1),
-                      rbt_hit_str(&y[i], b2, sizeof b2));
+        ck_abort_msg("%s pairs ray %zu: %s vs %s", what, i,
+                     rbt_hit_str(&x[i], b1, sizeof b1),
+                     rbt_hit_str(&y[i], b2, sizeof b2));
     }
     free(x);
     free(y);
     free(nx);
     free(ny);
+    return hits;
+}
+
+/* pairs of n rays against the n shapes of sh (one kind). */
+static rb_query pairs_query(const rb_ray *rays, size_t n, rb_shapes sh)
+{
+    return (rb_query){.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
+                      .n_rays = n, .shapes = sh,
+                      .outputs = RB_OUTPUT_NORMAL};
 }
 
 /* The CPU (brute force and walk) against OpenCL, every mode and pairs of
@@ -438,14 +449,14 @@ static void compare_backends(uint64_t seed, int rays_kind, const char *what)
         answer_free(&y);
     }
     size_t n = PER_KIND;
-    pairs_same(cpu, cl, rays, n, (rb_shapes){.obbs = s.obbs, .n_obbs = n},
-               what);
-    pairs_same(cpu, cl, rays, n,
-               (rb_shapes){.xboxes = s.xboxes, .n_xboxes = n}, what);
-    pairs_same(cpu, cl, rays, n,
-               (rb_shapes){.spheres = s.spheres, .n_spheres = n}, what);
-    pairs_same(cpu, cl, rays, 2,
-               (rb_shapes){.planes = s.planes, .n_planes = 2}, what);
+    const rb_query pq[] = {
+        pairs_query(rays, n, (rb_shapes){.obbs = s.obbs, .n_obbs = n}),
+        pairs_query(rays, n, (rb_shapes){.xboxes = s.xboxes, .n_xboxes = n}),
+        pairs_query(rays, n,
+                    (rb_shapes){.spheres = s.spheres, .n_spheres = n}),
+        pairs_query(rays, 2, (rb_shapes){.planes = s.planes, .n_planes = 2})};
+    for (size_t k = 0; k < sizeof pq / sizeof pq[0]; k++)
+        pairs_same(cpu, cl, &pq[k], what);
     rb_context_destroy(cpu);
     rb_context_destroy(cl);
     free(rays);
@@ -1078,42 +1089,19 @@ static void million_kind(int kind)
     kind_scene(&g, kind, n, span, size, &s);
     rb_shapes sh = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns,
                     s.planes, s.np};
-    rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
-                  .n_rays = n, .boxes = s.boxes, .n_boxes = s.nb,
-                  .shapes = sh, .outputs = RB_OUTPUT_NORMAL};
-    rb_hit *want = calloc(n, sizeof *want), *got = calloc(n, sizeof *got);
-    float *nw = calloc(3 * n, sizeof *nw), *ng = calloc(3 * n, sizeof *ng);
-    rb_results rw = {.hits = want, .normals = nw, .capacity = n};
-    rb_results rg = {.hits = got, .normals = ng, .capacity = n};
-    ck_assert_int_eq(rb_intersect(brute, &q, &rw), RB_OK);
-    size_t hit = 0;
-    for (size_t i = 0; i < n; i++)
-        hit += want[i].hit != 0;
+    rb_query q = pairs_query(rays, n, sh);
+    q.boxes = s.boxes;
+    q.n_boxes = s.nb;
+    char label[64];
+    snprintf(label, sizeof label, "%s million, OpenCL", name);
+    size_t hit = pairs_same(brute, cl_brute, &q, label);
     ck_assert_msg(hit > n / 100, "%s million pairs: %zu hits", name, hit);
-    for (int p = 0; p < 2; p++) {
-        /* OpenCL, then the CPU's portable scalar code */
-        rb_context *on = p == 0 ? cl_brute : brute;
-        if (p == 1)
-            ck_assert_int_eq(setenv("RAYBOX_SIMD", "scalar", 1), 0);
-        int rc = rb_intersect(on, &q, &rg);
-        ck_assert_msg(rc == RB_OK, "%s million pairs: %s", name,
-                      rb_context_error(on)->message);
-        for (size_t i = 0; i < n; i++) {
-            if (rbt_same_hit(&want[i], &got[i]) &&
-                memcmp(nw + 3 * i, ng + 3 * i, 12) == 0)
-                continue;
-            char b1[128], b2[128];
-            ck_abort_msg("%s million, %s pairs ray %zu: %s vs %s", name,
-                         p == 0 ? "OpenCL" : "scalar", i,
-                         rbt_hit_str(&want[i], b1, sizeof b1),
-                         rbt_hit_str(&got[i], b2, sizeof b2));
-        }
-    }
+    /* the CPU's portable scalar code against OpenCL, so against the
+     * SIMD code too */
+    ck_assert_int_eq(setenv("RAYBOX_SIMD", "scalar", 1), 0);
+    snprintf(label, sizeof label, "%s million, scalar", name);
+    pairs_same(brute, cl_brute, &q, label);
     ck_assert_int_eq(unsetenv("RAYBOX_SIMD"), 0);
-    free(want);
-    free(got);
-    free(nw);
-    free(ng);
     rb_context_destroy(brute);
     rb_context_destroy(tree);
     rb_context_destroy(cl_brute);
