@@ -13,11 +13,17 @@ struct rb_pool {
     rb_allocator alloc;
     pthread_mutex_t lock;
     pthread_cond_t wake;     /* a new job or stop */
-    pthread_cond_t done;     /* a worker finished its share */
+    pthread_cond_t done;     /* a thread started, or left a job */
     pthread_t threads[RB_POOL_MAX_THREADS];
     unsigned n_threads;      /* background threads */
     unsigned generation;     /* bumped for every job */
-    unsigned finished;       /* background threads done with this job */
+    unsigned started;        /* background threads that have started */
+    /* The job may still be joined: set by rb_pool_run, cleared by it
+     * once no thread is inside. A thread that wakes after that (a busy
+     * machine had it waiting for a core) skips the job, so the caller
+     * never waits for a thread that had no part in it. */
+    int live;
+    unsigned active;         /* background threads inside the job */
     int stop;
     rb_task_fn fn;
     void *arg;
@@ -48,7 +54,7 @@ static void *pool_worker(void *p)
     unsigned seen = 0;
 
     pthread_mutex_lock(&pool->lock);
-    pool->finished++; /* tells create() this thread has read its start */
+    pool->started++; /* tells create() this thread has read its start */
     pthread_cond_signal(&pool->done);
     for (;;) {
         while (pool->generation == seen && !pool->stop)
@@ -56,10 +62,13 @@ static void *pool_worker(void *p)
         if (pool->stop)
             break;
         seen = pool->generation;
+        if (!pool->live)
+            continue; /* woke too late: the caller has done it all */
+        pool->active++;
         pthread_mutex_unlock(&pool->lock);
         pool_drain(pool, index);
         pthread_mutex_lock(&pool->lock);
-        if (++pool->finished == pool->n_threads)
+        if (--pool->active == 0)
             pthread_cond_signal(&pool->done);
     }
     pthread_mutex_unlock(&pool->lock);
@@ -86,14 +95,14 @@ int rb_pool_create(const rb_allocator *alloc, unsigned threads,
     for (unsigned i = 1; i < threads; i++) {
         struct worker_start start = {pool, i};
         pthread_mutex_lock(&pool->lock);
-        pool->finished = 0;
+        pool->started = 0;
         if (pthread_create(&pool->threads[pool->n_threads], NULL, pool_worker,
                            &start) != 0) {
             pthread_mutex_unlock(&pool->lock);
             break; /* run with the threads we have */
         }
         pool->n_threads++;
-        while (pool->finished == 0)
+        while (pool->started == 0)
             pthread_cond_wait(&pool->done, &pool->lock);
         pthread_mutex_unlock(&pool->lock);
     }
@@ -138,15 +147,18 @@ void rb_pool_run(struct rb_pool *pool, size_t n_tasks, rb_task_fn fn,
     pool->arg = arg;
     pool->n_tasks = n_tasks;
     atomic_store(&pool->next, 0);
-    pool->finished = 0;
+    pool->live = 1;
     pool->generation++;
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
 
     pool_drain(pool, 0);
 
+    /* Every task is taken now. Threads inside finish theirs before they
+     * leave; once none is inside and live is cleared, none can enter. */
     pthread_mutex_lock(&pool->lock);
-    while (pool->finished < pool->n_threads)
+    while (pool->active > 0)
         pthread_cond_wait(&pool->done, &pool->lock);
+    pool->live = 0;
     pthread_mutex_unlock(&pool->lock);
 }
