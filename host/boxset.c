@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "threadpool.h"
 
 uint64_t rb_next_uid(void)
 {
@@ -34,10 +35,76 @@ copy_corners(const void *boxes, unsigned dims, size_t n, float *lo[3],
     }
 }
 
+/* Many boxes are checked and copied on the pool, in slices. */
+#define PARALLEL_MIN 131072
+#define SLICE_MIN 65536
+#define SLICES_MAX 256
+
+typedef struct loading {
+    const void *boxes;
+    unsigned dims;
+    size_t n, slice;
+    float *lo[3], *hi[3];
+    size_t bad[SLICES_MAX]; /* per slice: its first invalid box, or its end */
+} loading;
+
+static void slice_of(const loading *l, size_t t, size_t *b, size_t *e)
+{
+    *b = t * l->slice;
+    *e = *b + l->slice < l->n ? *b + l->slice : l->n;
+}
+
+static void check_task(void *arg, size_t t, unsigned worker)
+{
+    loading *l = arg;
+    (void)worker;
+    size_t b, e;
+    slice_of(l, t, &b, &e);
+    l->bad[t] = rb_check_boxes(l->boxes, l->dims, b, e);
+}
+
+static void copy_task(void *arg, size_t t, unsigned worker)
+{
+    loading *l = arg;
+    (void)worker;
+    size_t b, e;
+    slice_of(l, t, &b, &e);
+    float *lo[3], *hi[3];
+    for (int a = 0; a < 3; a++) {
+        lo[a] = l->lo[a] + b;
+        hi[a] = l->hi[a] + b;
+    }
+    if (l->dims == 3)
+        copy_corners((const rb_box *)l->boxes + b, 3, e - b, lo, hi);
+    else
+        copy_corners((const rb_box2 *)l->boxes + b, 2, e - b, lo, hi);
+}
+
+/* The first invalid box of n, or n. */
+static size_t first_bad(rb_context *ctx, loading *l, size_t slices)
+{
+    if (slices == 1)
+        return rb_check_boxes(l->boxes, l->dims, 0, l->n);
+    rb_pool_run(ctx->pool, slices, check_task, l);
+    for (size_t t = 0; t < slices; t++) {
+        size_t b, e;
+        slice_of(l, t, &b, &e);
+        if (l->bad[t] < e)
+            return l->bad[t];
+    }
+    return l->n;
+}
+
 int rb_boxset_build(rb_context *ctx, rb_boxset *set, size_t *cap,
                     const void *boxes, unsigned dims, size_t n)
 {
-    size_t bad = rb_check_boxes(boxes, dims, 0, n);
+    loading l = {.boxes = boxes, .dims = dims, .n = n, .slice = n};
+    if (n >= PARALLEL_MIN) {
+        l.slice = (n + SLICES_MAX - 1) / SLICES_MAX;
+        l.slice = l.slice < SLICE_MIN ? SLICE_MIN : l.slice;
+    }
+    size_t slices = n ? (n + l.slice - 1) / l.slice : 1;
+    size_t bad = first_bad(ctx, &l, slices);
     if (bad < n) {
         rb_bad_input where = {bad, RB_ELEMENT_BOX};
         return rb_report_bad_input(ctx, dims, NULL, boxes,
@@ -58,15 +125,15 @@ int rb_boxset_build(rb_context *ctx, rb_boxset *set, size_t *cap,
     set->n = n;
     set->stride = stride;
     set->uid = rb_next_uid();
-    float *lo[3], *hi[3];
+    float **lo = l.lo, **hi = l.hi;
     for (int a = 0; a < 3; a++) {
         lo[a] = set->data + (size_t)a * stride;
         hi[a] = set->data + (size_t)(3 + a) * stride;
     }
-    if (dims == 3)
-        copy_corners(boxes, 3, n, lo, hi);
-    else
-        copy_corners(boxes, 2, n, lo, hi);
+    if (slices > 1)
+        rb_pool_run(ctx->pool, slices, copy_task, &l);
+    else if (n)
+        copy_task(&l, 0, 0);
     for (size_t i = n; i < stride; i++) {
         for (int a = 0; a < 3; a++) {
             lo[a][i] = INFINITY;

@@ -553,6 +553,67 @@ START_TEST(test_hierarchy_option)
 }
 END_TEST
 
+/* Box sets of 131072 boxes or more are checked and copied on the pool in
+ * slices: the error still names the first bad box (with a second bad box
+ * in a later slice), for scenes and inline boxes, at 1, 2 and 3 threads;
+ * a valid set is stored whole. */
+START_TEST(test_large_box_sets)
+{
+    enum { NB = 400000 };
+    rb_box *boxes = malloc(NB * sizeof *boxes);
+    ck_assert_ptr_nonnull(boxes);
+    for (size_t i = 0; i < NB; i++) {
+        for (int a = 0; a < 3; a++) {
+            boxes[i].min[a] = (float)(i % 1000) + (float)a;
+            boxes[i].max[a] = boxes[i].min[a] + 0.5f;
+        }
+    }
+    const unsigned threads[] = {1, 2, 3};
+    static const size_t first[] = {0, 65535, 65536, 200001, NB - 1};
+    for (size_t t = 0; t < 3; t++) {
+        rb_context_options opt;
+        rb_context_options_init(&opt);
+        opt.backend = RB_BACKEND_CPU;
+        opt.threads = threads[t];
+        rb_context *ctx = NULL;
+        ck_assert_int_eq(rb_context_create(&opt, &ctx, NULL, 0), RB_OK);
+        rb_scene *s = NULL;
+        ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, NB, &s), RB_OK);
+        rb_scene_stats st;
+        rb_scene_stats_get(s, &st);
+        ck_assert_uint_eq(st.boxes, NB);
+        ck_assert(st.bounds_min[0] == 0 && st.bounds_max[2] == 1001.5f);
+        rb_scene_destroy(s);
+        for (size_t f = 0; f < sizeof first / sizeof first[0]; f++) {
+            size_t bad = first[f], later = bad + 70000 < NB ? bad + 70000 : 0;
+            rb_box keep = boxes[bad], keep_later = boxes[later];
+            boxes[bad].max[1] = NAN;
+            if (later)
+                boxes[later].min[0] = boxes[later].max[0] + 1;
+            s = NULL;
+            ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, NB, &s),
+                             RB_EINPUT);
+            ck_assert_ptr_null(s);
+            const rb_error *e = rb_context_error(ctx);
+            ck_assert_int_eq(e->element, RB_ELEMENT_BOX);
+            ck_assert_uint_eq(e->index, bad);
+            ck_assert_int_eq(e->field, 4);
+            rb_ray ray = {{-1, -1, -1}, {1, 1, 1}, 0, INFINITY};
+            rb_hit hit;
+            rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = &ray,
+                          .n_rays = 1, .boxes = boxes, .n_boxes = NB};
+            rb_results r = {.hits = &hit, .capacity = 1};
+            ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
+            ck_assert_uint_eq(rb_context_error(ctx)->index, bad);
+            boxes[bad] = keep;
+            boxes[later] = keep_later;
+        }
+        rb_context_destroy(ctx);
+    }
+    free(boxes);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("validate");
@@ -566,6 +627,7 @@ int main(void)
     tcase_add_test(tc, test_malformed_queries);
     tcase_add_loop_test(tc, test_scenes, 0, RBT_BACKENDS);
     tcase_add_test(tc, test_thread_counts);
+    tcase_add_test(tc, test_large_box_sets);
     tcase_add_test(tc, test_hierarchy_option);
     suite_add_tcase(s, tc);
     int failed = rbt_run_suite(s);
