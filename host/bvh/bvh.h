@@ -96,24 +96,44 @@ typedef struct rb_bvh {
  * *bvh. On RB_ENOMEM *bvh is unchanged. */
 int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
                  const rb_boxset *boxes, int build, rb_bvh *bvh);
-/* bvh_morton.c: the binary tree of RB_HIERARCHY_BUILD_FAST over the n
- * prims of `in` (centre bounds clo..chi; their pad words are overwritten)
- * into tmp (root at 0; at most 2n nodes), on the pool's threads, its
- * leaves over `out`, which receives the prims in tree order (and holds
- * the sort's keys before). RB_OK or RB_ENOMEM. */
-/* Below this many prims it runs on the calling thread: waking the pool
- * several times cost more than it saved (100K boxes on a busy 2-core
- * machine: 40-50 ms against 20-27). */
-#define RB_BVH_MORTON_PARALLEL_MIN 262144
+/* bvh_morton.c: the binary tree of RB_HIERARCHY_BUILD_FAST over the
+ * boxes' n real boxes, read from their six arrays, into tmp (root at 0;
+ * at most 2n nodes), on the pool's threads, its leaves over `out`, which
+ * receives the prims in tree order (and holds the sort's keys before);
+ * `in` (n prims) is scratch. RB_OK or RB_ENOMEM. */
+/* Below this many prims it runs on the calling thread. (It was 262144
+ * while rb_pool_run waited for every worker to wake, which on a busy
+ * machine cost more than the threads saved; now that a late worker skips
+ * the job, 100K boxes build in 7-9 ms on two threads against 12-17 on
+ * one when the 2-core machine is quiet, and 10-19 against 23-27 with two
+ * busy loops beside them.) */
+#define RB_BVH_MORTON_PARALLEL_MIN 16384
 int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
-                  rb_bvh_prim *in, rb_bvh_prim *out, size_t n,
-                  const float clo[3], const float chi[3], rb_bvh2_node *tmp);
+                  const rb_boxset *boxes, rb_bvh_prim *in, rb_bvh_prim *out,
+                  rb_bvh2_node *tmp);
 /* Frees the arrays and zeroes *bvh (counters included); NULL-safe. */
 void rb_bvh_free(rb_bvh *bvh);
 /* Deep copy into *out (which must not hold arrays) with alloc. */
 int rb_bvh_clone(const rb_allocator *alloc, const rb_bvh *src, rb_bvh *out);
 /* Bytes held by the arrays. */
 size_t rb_bvh_bytes(const rb_bvh *bvh);
+
+/* Sums over inner slots (every node but the root is the bounds of one)
+ * for the SAH cost: half surface areas and, for flat scenes, extents. */
+typedef struct rb_bvh_sums {
+    double area, perimeter;
+} rb_bvh_sums;
+
+/* Adds the box lo..hi to *s. */
+static inline void rb_bvh_sums_add(rb_bvh_sums *s, const float lo[3],
+                                   const float hi[3])
+{
+    double dx = (double)hi[0] - lo[0];
+    double dy = (double)hi[1] - lo[1];
+    double dz = (double)hi[2] - lo[2];
+    s->area += dx * dy + dy * dz + dz * dx;
+    s->perimeter += dx + dy + dz;
+}
 
 /* Collapses a binary tree (bvh_build.c) whose leaves are prims into wide
  * nodes, in an exactly sized array allocated with alloc (*out, *n_nodes),
@@ -124,7 +144,7 @@ size_t rb_bvh_bytes(const rb_bvh *bvh);
 int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
                     const rb_bvh2_node *bin, const rb_bvh_prim *prims,
                     uint32_t *where, rb_bvh_node **out, size_t *n_nodes,
-                    unsigned *depth);
+                    unsigned *depth, rb_bvh_sums *inner);
 
 /* Copies boxes indices[0..n) (original indices) from `boxes`, which holds
  * their new corners, into their slots, then refits. */
@@ -135,10 +155,11 @@ void rb_bvh_update(rb_bvh *bvh, const rb_boxset *boxes,
 void rb_bvh_refit(rb_bvh *bvh);
 /* The union of every box; empty bounds (+inf..-inf) for an empty tree. */
 void rb_bvh_bounds(const rb_bvh *bvh, float lo[3], float hi[3]);
-/* SAH cost of the tree as it is: expected node visits of a random ray
- * that hits the root's bounds (areas relative to the root). Uses surface
- * area, or the sum of extents when the root is flat in two axes. */
-double rb_bvh_sah(const rb_bvh *bvh);
+/* SAH cost of the tree: expected node visits of a random ray that hits
+ * the root's bounds (areas relative to the root), from the sums over its
+ * inner slots (rb_bvh_collapse's, as it writes them). Uses surface area,
+ * or the sum of extents when the root is flat in two axes. */
+double rb_bvh_sah_of(const rb_bvh *bvh, const rb_bvh_sums *inner);
 
 /* ---- traversal of one prepared ray; the same answers as the every-box
  * scans. One table per instruction set, like host/cpu/scan.h. */

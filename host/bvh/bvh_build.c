@@ -605,10 +605,8 @@ static void load_task(void *arg, size_t t, unsigned worker)
     bounds_of(p, (uint32_t)begin, (uint32_t)end, l->lo[t], l->hi[t],
               &l->part[t]);
     /* Touch the second array here, in parallel, rather than in the first
-     * (single-threaded) partition; the fast build writes it in parallel
-     * itself (other is NULL). */
-    if (l->other)
-        memset(&l->other[begin], 0, (end - begin) * sizeof *l->other);
+     * (single-threaded) partition. */
+    memset(&l->other[begin], 0, (end - begin) * sizeof *l->other);
 }
 
 /* Copies the boxes into prims in original order; fills the root range. */
@@ -680,14 +678,9 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     pthread_mutex_init(&bld.lock, NULL);
     pthread_cond_init(&bld.cond, NULL);
     atomic_init(&bld.next, 1);
-    load_prims(pool, boxes, bld.prims,
-               build == RB_HIERARCHY_BUILD_FAST ? NULL : bld.other,
-               &bld.queue[0], &bld.tmp[0]);
-    bld.len = 1;
     if (build == RB_HIERARCHY_BUILD_FAST) {
-        const range *root = &bld.queue[0];
-        if (rb_bvh_morton(pool, alloc, bld.prims, bld.other, n, root->clo,
-                          root->chi, bld.tmp) != RB_OK) {
+        if (rb_bvh_morton(pool, alloc, boxes, bld.prims, bld.other,
+                          bld.tmp) != RB_OK) {
             pthread_cond_destroy(&bld.cond);
             pthread_mutex_destroy(&bld.lock);
             goto oom;
@@ -695,10 +688,14 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
         rb_bvh_prim *sorted = bld.other; /* the leaves index it */
         bld.other = bld.prims;
         bld.prims = sorted;
-    } else if (n >= 2 * SHARE_MIN) {
-        rb_pool_run(pool, rb_pool_size(pool), build_worker, &bld);
     } else {
-        build_worker(&bld, 0, 0);
+        load_prims(pool, boxes, bld.prims, bld.other, &bld.queue[0],
+                   &bld.tmp[0]);
+        bld.len = 1;
+        if (n >= 2 * SHARE_MIN)
+            rb_pool_run(pool, rb_pool_size(pool), build_worker, &bld);
+        else
+            build_worker(&bld, 0, 0);
     }
     pthread_cond_destroy(&bld.cond);
     pthread_mutex_destroy(&bld.lock);
@@ -709,15 +706,16 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
 
     unsigned depth;
     size_t n_nodes;
+    rb_bvh_sums inner;
     if (rb_bvh_collapse(pool, alloc, bld.tmp, bld.prims, where, &nodes,
-                        &n_nodes, &depth) != RB_OK)
+                        &n_nodes, &depth, &inner) != RB_OK)
         goto oom;
     rb_free_with(alloc, bld.tmp);
     rb_free_with(alloc, bld.prims);
 
     replace(bvh, alloc, build, nodes, n_nodes, where, n);
     bvh->depth = depth;
-    bvh->sah = bvh->sah_built = rb_bvh_sah(bvh);
+    bvh->sah = bvh->sah_built = rb_bvh_sah_of(bvh, &inner);
     bvh->build_ms = rb_now_ms() - t0;
     return RB_OK;
 oom:

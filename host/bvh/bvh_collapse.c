@@ -122,7 +122,8 @@ static void box_slot(rb_bvh_node *w, uint32_t wi, int k,
  * inner slot pointing at node `child`. */
 static void write_slot(rb_bvh_node *w, uint32_t wi, int k,
                        const rb_bvh2_node *bin, const rb_bvh_prim *prims,
-                       const kid *kd, uint32_t child, uint32_t *where)
+                       const kid *kd, uint32_t child, uint32_t *where,
+                       rb_bvh_sums *inner)
 {
     const rb_bvh2_node *c = &bin[kd->bin];
     if (kd->prim >= 0)
@@ -132,6 +133,7 @@ static void write_slot(rb_bvh_node *w, uint32_t wi, int k,
     else {
         set_bounds(w, k, c->lo, c->hi);
         w->child[k] = child;
+        rb_bvh_sums_add(inner, c->lo, c->hi);
     }
 }
 
@@ -179,6 +181,7 @@ typedef struct collapsing {
     uint32_t base[MAX_TASKS];
     size_t count[MAX_TASKS];
     unsigned depth[MAX_TASKS];
+    rb_bvh_sums inner[MAX_TASKS]; /* task t's inner slots */
 } collapsing;
 
 /* Task t's node i (< cap[t]) in the plan; its chunk is taken on first
@@ -249,6 +252,7 @@ static void write_task(void *arg, size_t t, unsigned worker)
     const rb_bvh2_node *bin = c->bin;
     const rb_bvh_prim *prims = c->prims;
     uint32_t base = c->base[t];
+    rb_bvh_sums inner = {0, 0};
     for (size_t i = 0; i < c->count[t]; i++) {
         const planned *p = plan_entry(c, t, i);
         uint32_t wi = base + (uint32_t)i;
@@ -264,9 +268,10 @@ static void write_task(void *arg, size_t t, unsigned worker)
             kid kd = p->singles >> k & 1 ? single(0, p->code[k])
                                          : (kid){p->code[k], -1, 0.0};
             write_slot(w, wi, k, bin, prims, &kd,
-                       is_node(bin, &kd) ? child++ : 0, c->where);
+                       is_node(bin, &kd) ? child++ : 0, c->where, &inner);
         }
     }
+    c->inner[t] = inner;
 }
 
 /* The prims under binary node b: [first, end) (a subtree's leaves hold
@@ -284,7 +289,7 @@ static size_t prims_under(const rb_bvh2_node *bin, uint32_t b)
 int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
                     const rb_bvh2_node *bin, const rb_bvh_prim *prims,
                     uint32_t *where, rb_bvh_node **out, size_t *n_nodes,
-                    unsigned *depth)
+                    unsigned *depth, rb_bvh_sums *inner)
 {
     collapsing c = {.bin = bin, .prims = prims, .where = where};
     /* Top nodes: the root (0) and its node children (1..), numbered in
@@ -349,6 +354,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
 
     size_t task = 0;
     uint32_t next_top = 1;
+    rb_bvh_sums sums = {0, 0};
     *depth = n_top > 1 ? 2 : 1;
     for (size_t j = 0; j < n_top; j++) {
         rb_bvh_node *w = &c.out[j];
@@ -362,15 +368,20 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
             if (is_node(bin, &top[j][k]))
                 child = j == 0 ? next_top++ : c.base[task++];
             write_slot(w, (uint32_t)j, k, bin, prims, &top[j][k], child,
-                       where);
+                       where, &sums);
         }
     }
     rb_pool_run(pool, c.n_tasks, write_task, &c);
     rb_free_with(alloc, c.plan);
     rb_free_with(alloc, c.chunk);
-    for (size_t t = 0; t < c.n_tasks; t++)
+    /* Summed in task order: the cost does not depend on the threads. */
+    for (size_t t = 0; t < c.n_tasks; t++) {
         if (c.depth[t] + 2 > *depth)
             *depth = c.depth[t] + 2;
+        sums.area += c.inner[t].area;
+        sums.perimeter += c.inner[t].perimeter;
+    }
+    *inner = sums;
     *out = c.out;
     *n_nodes = total;
     return RB_OK;

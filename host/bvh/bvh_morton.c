@@ -5,12 +5,14 @@
  * BVH construction on GPUs"), into the same binary tree that binned SAH
  * makes (bvh_build.c), which bvh_collapse.c then turns into wide nodes.
  *
- * It reads every box a few times (keys, the sort's passes, the gather,
- * the bounds) instead of once per level, and splits without looking at
- * areas: a build 1.1-2.7x faster (1M and 100K boxes, whose SAH build
- * is itself parallel), a tree whose walks are a few percent slower
- * (docs/benchmarks.md, "Hierarchies", has both). Bounds are exact unions
- * of box corners, as in the SAH build, so the walks stay exact.
+ * It reads every box a few times instead of once per level - the box
+ * set's six arrays twice (the centres' bounds, then the prims and their
+ * keys), the keys in the sort's passes, the prims in the gather and the
+ * leaves - and splits without looking at areas: a build about 2-3x
+ * faster than the SAH build (1M and 100K boxes; that one is parallel
+ * too), a tree whose walks are a few percent slower (docs/benchmarks.md,
+ * "Hierarchies", has both). Bounds are exact unions of box corners, as
+ * in the SAH build, so the walks stay exact.
  * Everything runs on the pool: keys and the gather in slices, the sort as
  * rb_ray_order's, and the tree as subtrees below the top few splits. The
  * tree does not depend on the thread count (only the scratch numbering of
@@ -22,13 +24,18 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "../cpu/ray_order.h"
+#include "../internal.h"
 #include "../threadpool.h"
 #include "bvh.h"
 
 #define GRID 1024 /* cells per axis: 10 bits each, a 30-bit code */
-#define SLICE 65536     /* prims per task of the keys and the gather */
+#define SLICE 16384     /* prims per task of the loads and the gather */
+#define MAX_SLICES 4096 /* centre bounds kept per slice: 64M prims */
 #define SUBTREE_MIN 8192 /* ranges split at the top until below this */
 #define MAX_SUBTREES 256
 
@@ -41,6 +48,9 @@ static uint32_t cell(float c, float base, float scale)
 }
 
 typedef struct morton {
+    const rb_boxset *boxes;
+    size_t slice;     /* prims per task of the loads and the gather */
+    float (*cbounds)[2][4]; /* per slice: centre lo, hi (lane 3 unused) */
     rb_bvh_prim *in;  /* original order; pad gets the code */
     rb_bvh_prim *out; /* key order: the leaves index it */
     size_t n;
@@ -72,25 +82,92 @@ static void run(struct rb_pool *pool, const morton *m, size_t n_tasks,
 
 static void slice(const morton *m, size_t t, size_t *b, size_t *e)
 {
-    *b = t * SLICE;
-    *e = *b + SLICE < m->n ? *b + SLICE : m->n;
+    *b = t * m->slice;
+    *e = *b + m->slice < m->n ? *b + m->slice : m->n;
 }
 
-/* Key: the code in the high half, the prim's position in the low half
- * (the sort is stable on the code). */
-static void key_task(void *arg, size_t t, unsigned worker)
+/* Halves first: lo + hi may overflow for huge coordinates (the SAH
+ * build's centre, bvh_build.c). */
+static inline float centre(float lo, float hi)
+{
+    return lo * 0.5f + hi * 0.5f;
+}
+
+/* The key of prim i from its centre: the code in the high half, i in
+ * the low half (the sort is stable on the code). */
+static inline uint32_t code_of(const morton *m, const float c[3])
+{
+    uint32_t code = 0;
+    for (int a = 0; a < 3; a++)
+        code |= rb_spread3(cell(c[a], m->base[a], m->scale[a])) << (2 - a);
+    return code;
+}
+
+/* The bounds of the boxes' centres in slice t, read from the box set's
+ * six arrays. */
+static void centre_task(void *arg, size_t t, unsigned worker)
 {
     morton *m = arg;
     (void)worker;
     size_t b, e;
     slice(m, t, &b, &e);
+    float *lo = m->cbounds[t][0], *hi = m->cbounds[t][1];
+    for (int a = 0; a < 3; a++) {
+        const float *l = rb_boxset_lo(m->boxes, a);
+        const float *h = rb_boxset_hi(m->boxes, a);
+        size_t i = b;
+        float cl = INFINITY, ch = -INFINITY;
+#ifdef __SSE2__
+        /* b is a multiple of the slice, so of 4: the loads are aligned. */
+        __m128 vl = _mm_set1_ps(INFINITY), vh = _mm_set1_ps(-INFINITY);
+        const __m128 half = _mm_set1_ps(0.5f);
+        for (; i + 4 <= e; i += 4) {
+            __m128 c = _mm_add_ps(_mm_mul_ps(_mm_load_ps(&l[i]), half),
+                                  _mm_mul_ps(_mm_load_ps(&h[i]), half));
+            vl = _mm_min_ps(c, vl);
+            vh = _mm_max_ps(c, vh);
+        }
+        float fl[4], fh[4];
+        _mm_storeu_ps(fl, vl);
+        _mm_storeu_ps(fh, vh);
+        for (int k = 0; k < 4; k++) {
+            cl = fl[k] < cl ? fl[k] : cl;
+            ch = fh[k] > ch ? fh[k] : ch;
+        }
+#endif
+        for (; i < e; i++) {
+            float c = centre(l[i], h[i]);
+            cl = c < cl ? c : cl;
+            ch = c > ch ? c : ch;
+        }
+        lo[a] = cl;
+        hi[a] = ch;
+    }
+}
+
+/* Slice t of the boxes into prims (original order, the code in pad) and
+ * their keys. */
+static void load_task(void *arg, size_t t, unsigned worker)
+{
+    morton *m = arg;
+    (void)worker;
+    size_t b, e;
+    slice(m, t, &b, &e);
+    const float *lo[3], *hi[3];
+    for (int a = 0; a < 3; a++) {
+        lo[a] = rb_boxset_lo(m->boxes, a);
+        hi[a] = rb_boxset_hi(m->boxes, a);
+    }
     for (size_t i = b; i < e; i++) {
         rb_bvh_prim *p = &m->in[i];
-        uint32_t code = 0;
+        float c[3];
         for (int a = 0; a < 3; a++) {
-            float c = p->lo[a] * 0.5f + p->hi[a] * 0.5f;
-            code |= rb_spread3(cell(c, m->base[a], m->scale[a])) << (2 - a);
+            p->lo[a] = lo[a][i];
+            p->hi[a] = hi[a][i];
+            c[a] = centre(lo[a][i], hi[a][i]);
         }
+        uint32_t code = code_of(m, c);
+        p->index = (uint32_t)i;
         p->pad = code;
         m->keys[i] = (uint64_t)code << 32 | (uint64_t)i;
     }
@@ -223,20 +300,31 @@ static void build_tree(struct rb_pool *pool, morton *m)
 }
 
 int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
-                  rb_bvh_prim *in, rb_bvh_prim *out, size_t n,
-                  const float clo[3], const float chi[3], rb_bvh2_node *tmp)
+                  const rb_boxset *boxes, rb_bvh_prim *in, rb_bvh_prim *out,
+                  rb_bvh2_node *tmp)
 {
     _Static_assert(sizeof(rb_bvh_prim) >= 2 * sizeof(uint64_t),
                    "the sort's keys fit in out");
+    size_t n = boxes->n;
     morton *m = rb_alloc_with(alloc, sizeof *m, 64);
     uint64_t *keys = (uint64_t *)(void *)out; /* written by the gather after */
     uint32_t *order = rb_alloc_with(alloc, n * sizeof *order, 64);
-    if (!m || !order) {
+    size_t slice = SLICE;
+    while ((n + slice - 1) / slice > MAX_SLICES)
+        slice *= 2;
+    size_t slices = (n + slice - 1) / slice;
+    float(*cbounds)[2][4] =
+        rb_alloc_with(alloc, slices * sizeof *cbounds, 64);
+    if (!m || !order || !cbounds) {
         rb_free_with(alloc, m);
         rb_free_with(alloc, order);
+        rb_free_with(alloc, cbounds);
         return RB_ENOMEM;
     }
     memset(m, 0, sizeof *m);
+    m->boxes = boxes;
+    m->slice = slice;
+    m->cbounds = cbounds;
     m->in = in;
     m->out = out;
     m->n = n;
@@ -244,18 +332,27 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
     m->order = order;
     m->tmp = tmp;
     atomic_init(&m->next, 1);
+    run(pool, m, slices, centre_task, m);
+    float clo[3] = {INFINITY, INFINITY, INFINITY};
+    float chi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    for (size_t t = 0; t < slices; t++) {
+        for (int a = 0; a < 3; a++) {
+            clo[a] = cbounds[t][0][a] < clo[a] ? cbounds[t][0][a] : clo[a];
+            chi[a] = cbounds[t][1][a] > chi[a] ? cbounds[t][1][a] : chi[a];
+        }
+    }
     for (int a = 0; a < 3; a++) {
         double ext = (double)chi[a] - clo[a];
         double s = ext > 0 ? GRID * (1.0 - 1e-6) / ext : 0.0;
         m->base[a] = clo[a];
         m->scale[a] = s < FLT_MAX ? (float)s : FLT_MAX;
     }
-    size_t slices = (n + SLICE - 1) / SLICE;
-    run(pool, m, slices, key_task, m);
+    run(pool, m, slices, load_task, m);
     rb_key_order(pool, keys, n, order);
     m->codes = order;
     run(pool, m, slices, gather_task, m);
     build_tree(pool, m);
+    rb_free_with(alloc, cbounds);
     rb_free_with(alloc, order);
     rb_free_with(alloc, m);
     return RB_OK;

@@ -21,12 +21,6 @@
 
 #define UPDATE_PREFETCH 16 /* slots fetched ahead: the writes scatter */
 
-/* SAH sums of inner slots: surface areas and, for flat scenes,
- * extents. */
-typedef struct sums {
-    double area, perimeter;
-} sums;
-
 /* Union of a node's slots (empty slots add nothing). */
 static void node_bounds(const rb_bvh_node *n, float lo[3], float hi[3])
 {
@@ -41,23 +35,14 @@ static void node_bounds(const rb_bvh_node *n, float lo[3], float hi[3])
     }
 }
 
-static void add(sums *s, const float lo[3], const float hi[3])
-{
-    double dx = (double)hi[0] - lo[0];
-    double dy = (double)hi[1] - lo[1];
-    double dz = (double)hi[2] - lo[2];
-    s->area += dx * dy + dy * dz + dz * dx;
-    s->perimeter += dx + dy + dz;
-}
-
 /* The SAH cost from the root's bounds and the sums over inner slots:
  * every node but the root is the bounds of one inner slot. */
-static double sah_of(const rb_bvh *bvh, const sums *s)
+double rb_bvh_sah_of(const rb_bvh *bvh, const rb_bvh_sums *s)
 {
     float lo[3], hi[3];
-    sums root = {0, 0};
+    rb_bvh_sums root = {0, 0};
     node_bounds(&bvh->nodes[0], lo, hi);
-    add(&root, lo, hi);
+    rb_bvh_sums_add(&root, lo, hi);
     if (root.area > 0)
         return 1 + s->area / root.area;
     if (root.perimeter > 0)
@@ -69,7 +54,7 @@ static double sah_of(const rb_bvh *bvh, const sums *s)
 void rb_bvh_refit(rb_bvh *bvh)
 {
     rb_bvh_node *nodes = bvh->nodes;
-    sums total = {0, 0};
+    rb_bvh_sums total = {0, 0};
     for (size_t i = bvh->n_nodes; i-- > 0;) {
         rb_bvh_node *n = &nodes[i];
         for (int k = 0; k < RB_BVH_WIDTH; k++) {
@@ -82,12 +67,12 @@ void rb_bvh_refit(rb_bvh *bvh)
                 n->lo[a][k] = lo[a];
                 n->hi[a][k] = hi[a];
             }
-            add(&total, lo, hi);
+            rb_bvh_sums_add(&total, lo, hi);
         }
     }
     if (bvh->n_nodes) {
         bvh->refits++;
-        bvh->sah = sah_of(bvh, &total);
+        bvh->sah = rb_bvh_sah_of(bvh, &total);
     }
 }
 
@@ -125,22 +110,4 @@ void rb_bvh_bounds(const rb_bvh *bvh, float lo[3], float hi[3])
         lo[a] = INFINITY;
         hi[a] = -INFINITY;
     }
-}
-
-double rb_bvh_sah(const rb_bvh *bvh)
-{
-    if (!bvh->n_nodes)
-        return 0;
-    sums s = {0, 0};
-    for (size_t i = 0; i < bvh->n_nodes; i++) {
-        const rb_bvh_node *n = &bvh->nodes[i];
-        for (int k = 0; k < RB_BVH_WIDTH; k++) {
-            if ((n->boxes >> k) & 1 || !n->child[k])
-                continue;
-            float lo[3] = {n->lo[0][k], n->lo[1][k], n->lo[2][k]};
-            float hi[3] = {n->hi[0][k], n->hi[1][k], n->hi[2][k]};
-            add(&s, lo, hi);
-        }
-    }
-    return sah_of(bvh, &s);
 }
