@@ -39,7 +39,10 @@ typedef struct em_result {
     int ok;
     char error[160];
     int quality;            /* RTC_BUILD_QUALITY_* of the figures below */
-    double build_ms;        /* rtcCommitScene */
+    /* rtcCommitScene: the median of `repeat` builds (the first, then
+     * rebuilds of the same scene after rtcCommitGeometry of each
+     * geometry, which reuse its memory), and the first alone. */
+    double build_ms, cold_build_ms;
     double nearest_ms, any_ms; /* medians of `repeat` runs */
     /* Per ray: the nearest element's id (-1: none) and any (0/1). */
     int32_t *nearest_id;
@@ -49,7 +52,7 @@ typedef struct em_result {
 
 /* Builds the scene in Embree 3 as `setup` (EM_NATIVE, EM_USER, EM_TRIS) with build
  * quality `quality` (RTC_BUILD_QUALITY_*), scene flags NONE and `threads`
- * build threads, then traces every ray with rtcIntersect1 / rtcOccluded1
+ * build threads (`repeat` times, out->build_ms), then traces every ray with rtcIntersect1 / rtcOccluded1
  * on the pool (the threads raybox uses), `repeat` times per mode; the
  * answers of the last run go to out->nearest_id / out->any (arrays of
  * n_rays the caller owns). Returns 0, or -1 with out->error. */
