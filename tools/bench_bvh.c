@@ -864,30 +864,6 @@ static void make_city(uint64_t *s, rb_box *b, size_t n, rb_ray *ends,
     *grid_out = g;
 }
 
-/* The rays in raybox's walk order for nearest and any (origins on a
- * Morton curve over the box lo..hi, host/cpu/ray_order.h); the median
- * time of `repeat` sorts in *ms. */
-static int walk_order(rb_context *ctx, const rb_ray *rays, size_t n,
-                      const float lo[3], const float hi[3], rb_ray *sorted,
-                      uint32_t *order, double *ms)
-{
-    uint64_t *scratch = malloc(2 * (n ? n : 1) * sizeof *scratch);
-    if (!scratch)
-        return -1;
-    double t[64];
-    int runs = repeat < 64 ? repeat : 64;
-    for (int k = 0; k < runs; k++) {
-        double t0 = bench_now_ms();
-        rb_ray_order(ctx->pool, rays, 3, n, lo, hi, 0, scratch, order);
-        for (size_t i = 0; i < n; i++)
-            sorted[i] = rays[order[i]];
-        t[k] = bench_now_ms() - t0;
-    }
-    *ms = bench_median(t, runs);
-    free(scratch);
-    return 0;
-}
-
 static int bench_los(rb_context *ctx, const run_options *o, size_t nb,
                      size_t n_obs, size_t n_tgt, uint64_t seed, int embree,
                      los_result *out)
@@ -1012,8 +988,8 @@ static int bench_los(rb_context *ctx, const run_options *o, size_t nb,
             rb_ray *sorted = malloc((segs ? segs : 1) * sizeof *sorted);
             uint32_t *order = malloc((segs ? segs : 1) * sizeof *order);
             int sorted_ok = sorted && order &&
-                            !walk_order(ctx, rays, segs, lo, hi, sorted,
-                                        order, &out->sort_ms);
+                            !bench_walk_order(ctx, repeat, rays, segs, lo, hi,
+                                              sorted, order, &out->sort_ms);
             bench_embree_all(ctx, o, boxes, nb, rays,
                              sorted_ok ? sorted : NULL,
                              sorted_ok ? order : NULL, segs, &out->em);
@@ -1204,8 +1180,8 @@ int main(int argc, char **argv)
     bench_random_rays(&s, rays, nr);
     double sort_ms = 0;
     const float unit_lo[3] = {0, 0, 0}, unit_hi[3] = {1, 1, 1};
-    if (embree && walk_order(ctx, rays, nr, unit_lo, unit_hi, sorted, order,
-                             &sort_ms))
+    if (embree && bench_walk_order(ctx, repeat, rays, nr, unit_lo, unit_hi,
+                                   sorted, order, &sort_ms))
         return fail("walk order", NULL, RB_ENOMEM);
     if (!json) {
         printf("raybox-bench-bvh: %u threads, %zu rays, %s (%s)\n", threads,

@@ -5,6 +5,9 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "cpu/ray_order.h"
+#include "internal.h"
+
 double bench_now_ms(void)
 {
     struct timespec ts;
@@ -49,4 +52,25 @@ void bench_random_rays(uint64_t *s, rb_ray *r, size_t n)
         r[i].tmin = 0;
         r[i].tmax = INFINITY;
     }
+}
+
+int bench_walk_order(rb_context *ctx, int repeat, const rb_ray *rays,
+                     size_t n, const float lo[3], const float hi[3],
+                     rb_ray *sorted, uint32_t *order, double *ms)
+{
+    uint64_t *scratch = malloc(2 * (n ? n : 1) * sizeof *scratch);
+    if (!scratch)
+        return -1;
+    double t[64];
+    int runs = repeat < 1 ? 1 : repeat < 64 ? repeat : 64;
+    for (int k = 0; k < runs; k++) {
+        double t0 = bench_now_ms();
+        rb_ray_order(ctx->pool, rays, 3, n, lo, hi, 0, scratch, order);
+        for (size_t i = 0; i < n; i++)
+            sorted[i] = rays[order[i]];
+        t[k] = bench_now_ms() - t0;
+    }
+    *ms = bench_median(t, runs);
+    free(scratch);
+    return 0;
 }
