@@ -35,7 +35,7 @@
 
 #define GRID 1024 /* cells per axis: 10 bits each, a 30-bit code */
 #define SLICE 16384     /* prims per task of the loads and the gather */
-#define MAX_SLICES 4096 /* centre bounds kept per slice: 64M prims */
+#define MAX_SLICES 4096 /* tasks at most: slices grow beyond 64M prims */
 #define SUBTREE_MIN 8192 /* ranges split at the top until below this */
 #define MAX_SUBTREES 256
 
@@ -93,8 +93,7 @@ static inline float centre(float lo, float hi)
     return lo * 0.5f + hi * 0.5f;
 }
 
-/* The key of prim i from its centre: the code in the high half, i in
- * the low half (the sort is stable on the code). */
+/* The Morton code of a centre. */
 static inline uint32_t code_of(const morton *m, const float c[3])
 {
     uint32_t code = 0;
@@ -146,7 +145,8 @@ static void centre_task(void *arg, size_t t, unsigned worker)
 }
 
 /* Slice t of the boxes into prims (original order, the code in pad) and
- * their keys. */
+ * their keys: the code in the high half, the prim's position in the low
+ * half (the sort is stable on the code). */
 static void load_task(void *arg, size_t t, unsigned worker)
 {
     morton *m = arg;
