@@ -51,7 +51,6 @@
 #include "bench_shapes.h"
 #include "rbench_version.h"
 #include "rows.h"
-#include "cpu/ray_order.h"
 #include "internal.h"
 
 #define MAX_SIZES 8
@@ -885,23 +884,21 @@ static int parse(int argc, char **argv, options *o)
     return 0;
 }
 
-/* --sort-rays: the rays along raybox's own walk order (origins on a
- * Morton curve, then direction octant), given to both sides. */
+/* --sort-rays: the rays along raybox's own walk order
+ * (bench_walk_order), given to both sides. */
 static int sort_rays(rb_context *ctx, rb_ray *rays, size_t n)
 {
-    uint64_t *scratch = malloc(2 * (n ? n : 1) * sizeof *scratch);
     uint32_t *order = malloc((n ? n : 1) * sizeof *order);
     rb_ray *copy = malloc((n ? n : 1) * sizeof *copy);
-    int rc = -1;
-    if (scratch && order && copy) {
-        const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
-        rb_ray_order(ctx->pool, rays, 3, n, lo, hi, 0, scratch, order);
-        for (size_t i = 0; i < n; i++)
-            copy[i] = rays[order[i]];
+    const float lo[3] = {0, 0, 0}, hi[3] = {1, 1, 1};
+    double ms;
+    int rc = order && copy &&
+                     !bench_walk_order(ctx, 1, rays, n, lo, hi, copy, order,
+                                       &ms)
+                 ? 0
+                 : -1;
+    if (!rc)
         memcpy(rays, copy, n * sizeof *rays);
-        rc = 0;
-    }
-    free(scratch);
     free(order);
     free(copy);
     return rc;

@@ -61,6 +61,13 @@ typedef struct rb_bvh_prim {
     uint32_t pad;
 } rb_bvh_prim;
 
+/* A box's centre along one axis, as both builders split and key on it.
+ * Halves first: lo + hi may overflow for huge coordinates. */
+static inline float rb_bvh_centre(float lo, float hi)
+{
+    return lo * 0.5f + hi * 0.5f;
+}
+
 /* The builder's binary tree (scratch): root at 0, the children of an
  * inner node (count == 0) at first and first + 1; a leaf holds the
  * builder's prims [first, first + count). */

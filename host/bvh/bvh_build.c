@@ -83,8 +83,7 @@ typedef struct builder {
 
 static inline float centre(const rb_bvh_prim *p, int a)
 {
-    /* Halves first: lo + hi may overflow for huge coordinates. */
-    return p->lo[a] * 0.5f + p->hi[a] * 0.5f;
+    return rb_bvh_centre(p->lo[a], p->hi[a]);
 }
 
 static inline void grow(float lo[3], float hi[3], const float plo[3],

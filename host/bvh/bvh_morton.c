@@ -86,13 +86,6 @@ static void slice(const morton *m, size_t t, size_t *b, size_t *e)
     *e = *b + m->slice < m->n ? *b + m->slice : m->n;
 }
 
-/* Halves first: lo + hi may overflow for huge coordinates (the SAH
- * build's centre, bvh_build.c). */
-static inline float centre(float lo, float hi)
-{
-    return lo * 0.5f + hi * 0.5f;
-}
-
 /* The Morton code of a centre. */
 static inline uint32_t code_of(const morton *m, const float c[3])
 {
@@ -117,7 +110,8 @@ static void centre_task(void *arg, size_t t, unsigned worker)
         size_t i = b;
         float cl = INFINITY, ch = -INFINITY;
 #ifdef __SSE2__
-        /* b is a multiple of the slice, so of 4: the loads are aligned. */
+        /* rb_bvh_centre four at a time. b is a multiple of the slice, so
+         * of 4: the loads are aligned. */
         __m128 vl = _mm_set1_ps(INFINITY), vh = _mm_set1_ps(-INFINITY);
         const __m128 half = _mm_set1_ps(0.5f);
         for (; i + 4 <= e; i += 4) {
@@ -135,7 +129,7 @@ static void centre_task(void *arg, size_t t, unsigned worker)
         }
 #endif
         for (; i < e; i++) {
-            float c = centre(l[i], h[i]);
+            float c = rb_bvh_centre(l[i], h[i]);
             cl = c < cl ? c : cl;
             ch = c > ch ? c : ch;
         }
@@ -164,7 +158,7 @@ static void load_task(void *arg, size_t t, unsigned worker)
         for (int a = 0; a < 3; a++) {
             p->lo[a] = lo[a][i];
             p->hi[a] = hi[a][i];
-            c[a] = centre(lo[a][i], hi[a][i]);
+            c[a] = rb_bvh_centre(lo[a][i], hi[a][i]);
         }
         uint32_t code = code_of(m, c);
         p->index = (uint32_t)i;
