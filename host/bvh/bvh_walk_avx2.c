@@ -80,6 +80,18 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
     return maybe & ~n->boxes;
 }
 
+static inline unsigned lanes_gt(const float e[RB_BVH_WIDTH], float t)
+{
+    return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(
+        _mm256_loadu_ps(e), _mm256_set1_ps(t), _CMP_GT_OQ));
+}
+
+static inline unsigned lanes_eq(const float e[RB_BVH_WIDTH], float t)
+{
+    return (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(
+        _mm256_loadu_ps(e), _mm256_set1_ps(t), _CMP_EQ_OQ));
+}
+
 #define WALK_TABLE rb_bvh_walk_avx2
 #define WALK_SIMD "avx2"
 #include "bvh_walk.inc"

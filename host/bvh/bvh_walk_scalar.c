@@ -52,6 +52,22 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
     return maybe;
 }
 
+static inline unsigned lanes_gt(const float e[RB_BVH_WIDTH], float t)
+{
+    unsigned m = 0;
+    for (int k = 0; k < RB_BVH_WIDTH; k++)
+        m |= (unsigned)(e[k] > t) << k;
+    return m;
+}
+
+static inline unsigned lanes_eq(const float e[RB_BVH_WIDTH], float t)
+{
+    unsigned m = 0;
+    for (int k = 0; k < RB_BVH_WIDTH; k++)
+        m |= (unsigned)(e[k] == t) << k;
+    return m;
+}
+
 #define WALK_TABLE rb_bvh_walk_scalar
 #define WALK_SIMD "scalar"
 #include "bvh_walk.inc"
