@@ -317,8 +317,8 @@ static inline void rb_slab_full(const rb_ray_prep *r, const float lo[3],
     float e = -INFINITY, x = INFINITY;
     rb_u8 ef = RB_FACE_NONE, xf = RB_FACE_NONE;
     /* Selects, not branches: a ray's signs and which plane decides are
-     * unpredictable from one call to the next (one mispredicted branch
-     * each cost the hierarchy's nearest ~3 a ray); same values. */
+     * unpredictable from one call to the next (as branches they cost the
+     * hierarchy's nearest 1.7 mispredicts a ray); same values. */
     for (int a = 0; a < 3; a++) {
         int s = signbit(r->inv[a]) ? 1 : 0;
         float pl[2];
