@@ -185,6 +185,7 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
     }
     memset(ctx, 0, sizeof *ctx);
     ctx->alloc = alloc;
+    rb_workmem_init(&ctx->workmem, &alloc);
     ctx->opt = opt;
     ctx->opt.allocator = NULL;
     ctx->opt.device_name = NULL; /* only used during creation */
@@ -262,6 +263,7 @@ void rb_context_destroy(rb_context *ctx)
     if (ctx->cpu)
         ctx->cpu->ops->destroy(ctx->cpu);
     rb_pool_destroy(ctx->pool);
+    rb_workmem_destroy(&ctx->workmem);
     rb_free(ctx, ctx->scratch_boxes.data);
     rb_bvh_free(ctx->scratch_bvh);
     rb_free(ctx, ctx->scratch_bvh);
@@ -270,6 +272,12 @@ void rb_context_destroy(rb_context *ctx)
     rb_free(ctx, ctx->kernel_dir);
     rb_allocator alloc = ctx->alloc;
     rb_free_with(&alloc, ctx);
+}
+
+void rb_context_trim(rb_context *ctx)
+{
+    if (ctx)
+        rb_workmem_trim(&ctx->workmem);
 }
 
 int rb_context_info(const rb_context *ctx, rb_backend_info *out)

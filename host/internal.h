@@ -11,6 +11,7 @@
 
 #include "raybox.h"
 #include "slab.h"
+#include "workmem.h"
 
 struct rb_pool;
 struct rb_bvh;
@@ -145,6 +146,7 @@ struct rb_context {
     char skipped[256];           /* why OpenCL is not active (auto) */
     rb_error err;
     char *build_log;             /* owned, "" when none */
+    rb_workmem workmem;          /* big work arrays kept between calls */
     rb_boxset scratch_boxes;     /* grow-only, for queries with inline boxes */
     size_t scratch_cap;          /* floats allocated in scratch_boxes.data */
     int bvh_use;                 /* RB_BVH_USE_*: options.hierarchy, or

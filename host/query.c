@@ -61,8 +61,9 @@ static const rb_bvh *transient_bvh(rb_context *ctx)
         if (!ctx->scratch_bvh)
             return NULL;
     }
-    if (rb_bvh_build(ctx->pool, &ctx->alloc, &ctx->scratch_boxes,
-                     ctx->bvh_build, ctx->scratch_bvh) != RB_OK)
+    if (rb_bvh_build(ctx->pool, &ctx->alloc, &ctx->workmem,
+                     &ctx->scratch_boxes, ctx->bvh_build,
+                     ctx->scratch_bvh) != RB_OK)
         return NULL;
     return ctx->scratch_bvh;
 }

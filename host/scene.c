@@ -205,8 +205,8 @@ int rb_scene_create(rb_context *ctx, unsigned dims, const void *boxes,
     s->dims = dims;
     s->version = 1;
     rc = rb_boxset_build(ctx, &s->set, &s->cap, boxes, dims, n);
-    if (rc == RB_OK && rb_bvh_build(ctx->pool, &s->alloc, &s->set,
-                                    ctx->bvh_build, &s->bvh))
+    if (rc == RB_OK && rb_bvh_build(ctx->pool, &s->alloc, &ctx->workmem,
+                                    &s->set, ctx->bvh_build, &s->bvh))
         rc = rb_fail(ctx, RB_ENOMEM, "no memory for the hierarchy of %zu "
                                      "boxes", n);
     if (rc) {
@@ -405,8 +405,8 @@ static void refit_boxes(rb_context *ctx, rb_scene *scene,
     /* Out of memory for the rebuild is not an error: the refit tree is
      * exact, only slower. */
     if (scene->bvh.sah > REBUILD_RATIO * scene->bvh.sah_built)
-        (void)rb_bvh_build(ctx->pool, &scene->alloc, &scene->set,
-                           scene->bvh.build, &scene->bvh);
+        (void)rb_bvh_build(ctx->pool, &scene->alloc, &ctx->workmem,
+                           &scene->set, scene->bvh.build, &scene->bvh);
 }
 
 int rb_scene_set(rb_context *ctx, rb_scene *scene, const uint32_t *indices,
@@ -706,7 +706,7 @@ static int append_boxes(rb_context *ctx, rb_scene *scene, const void *boxes,
     }
     pad_from(&scene->set, total);
     scene->set.n = total;
-    if (rb_bvh_build(ctx->pool, &scene->alloc, &scene->set,
+    if (rb_bvh_build(ctx->pool, &scene->alloc, &ctx->workmem, &scene->set,
                      scene->bvh.build, &scene->bvh)) {
         pad_from(&scene->set, old_n);
         scene->set.n = old_n;

@@ -322,6 +322,12 @@ RB_API void rb_context_options_init(rb_context_options *opt);
 RB_API int rb_context_create(const rb_context_options *opt, rb_context **out,
                              char *err_text, size_t err_len);
 RB_API void rb_context_destroy(rb_context *ctx);
+/* A context keeps the big work arrays of hierarchy builds and ray orders
+ * (blocks of 1 MiB or more, at most 256 MiB) for its next calls: rebuilds
+ * of large scenes then skip the page faults of fresh memory. This frees
+ * them now (rb_context_destroy does too). Thread-safe: it may be called
+ * while another thread uses the context. */
+RB_API void rb_context_trim(rb_context *ctx);
 
 typedef struct rb_backend_info {
     char backend[16];   /* "cpu" or "opencl" */

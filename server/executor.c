@@ -485,6 +485,12 @@ void executor_destroy(rbd_executor *ex)
     free(ex);
 }
 
+void executor_trim(rbd_executor *ex)
+{
+    for (unsigned i = 0; i < ex->n_workers; i++)
+        rb_context_trim(ex->workers[i].ctx);
+}
+
 void executor_stats(rbd_executor *ex, rbd_executor_stats *out)
 {
     pthread_mutex_lock(&ex->lock);

@@ -86,6 +86,8 @@ int executor_submit(rbd_executor *ex, rbd_job *job,
  * (done() with aborted = 1) and joins the workers. */
 void executor_close(rbd_executor *ex);
 void executor_destroy(rbd_executor *ex);
+/* rb_context_trim on every worker's context (from any thread). */
+void executor_trim(rbd_executor *ex);
 
 /* Merging of small jobs (see rbd_job.merge): a worker that takes a
  * mergeable job takes every queued job of the same kind with it, up to

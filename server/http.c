@@ -107,7 +107,8 @@ static void request_start(rbd_request *r, const char *url, const char *method)
 }
 
 /* After a request that held this much, freed memory goes back to the
- * OS (glibc keeps a heap's free pages; RSS would stay at the peak)... */
+ * OS (glibc keeps a heap's free pages, the contexts their kept work
+ * arrays; RSS would stay at the peak)... */
 #define TRIM_AFTER_BYTES ((uint64_t)64 << 20)
 /* ...but not more often than this: malloc_trim walks every arena. */
 #define TRIM_EVERY_MS 1000.0
@@ -128,8 +129,10 @@ static void request_free(rbd_request *r)
         static _Atomic int64_t last_trim;
         int64_t now = (int64_t)rbd_now_ms(), last = atomic_load(&last_trim);
         if (now - last >= TRIM_EVERY_MS &&
-            atomic_compare_exchange_strong(&last_trim, &last, now))
+            atomic_compare_exchange_strong(&last_trim, &last, now)) {
+            server_trim_contexts(s);
             malloc_trim(0);
+        }
     }
 }
 

@@ -395,6 +395,14 @@ rb_context *server_inline_context(rbd_server *s)
     return inline_mine;
 }
 
+void server_trim_contexts(rbd_server *s)
+{
+    if (s->ex)
+        executor_trim(s->ex);
+    for (unsigned k = 0; k < s->inline_n; k++)
+        rb_context_trim(s->inline_ctx[k]);
+}
+
 /* What a server holds besides its daemon, listener and deadlines, freed
  * at stop and on a failed start alike (the workers closed first). */
 static void release_parts(rbd_server *s)

@@ -97,6 +97,8 @@ typedef enum rbd_stop_reason {
  * threads (the query then goes to a worker). I/O threads only: the
  * context is used by its thread alone. */
 rb_context *server_inline_context(rbd_server *s);
+/* rb_context_trim on every context of the server (workers and inline). */
+void server_trim_contexts(rbd_server *s);
 
 /* The metrics page's point-in-time values. */
 void server_gauges(rbd_server *s, rbd_gauges *g);

@@ -203,9 +203,10 @@ static int bench_opencl(rb_context *cl, const rb_scene *scene,
 }
 
 /* The scene built `repeat` times (all but the last destroyed): *ms the
- * median build time, *cold the first build's. Rebuilding in one process
- * reuses the memory the C library got back from the builds before, as
- * Embree's rebuilds of a scene reuse its own (bench_shapes_embree.c). */
+ * median build time, *cold the first build's. A rebuild in the same
+ * context reuses the work arrays the builds before kept (host/workmem.h)
+ * and small blocks the C library got back, as Embree's rebuilds of a
+ * scene reuse its own memory (bench_shapes_embree.c). */
 static int build_scene(rb_context *ctx, const rb_box *boxes, size_t nb,
                        rb_scene **out, double *ms, double *cold)
 {

@@ -36,6 +36,7 @@
 #include "../slab.h" /* rb_bvh_node, RB_BVH_WIDTH, the exit padding */
 
 struct rb_pool;
+struct rb_workmem;
 
 /* Most boxes in a leaf of the binary tree; the collapse puts a leaf's
  * boxes in the slots of one wide node. */
@@ -99,10 +100,12 @@ typedef struct rb_bvh {
 /* Builds a hierarchy over the n real boxes of `boxes` with the pool's
  * threads, by binned SAH or (build == RB_HIERARCHY_BUILD_FAST) along a
  * Morton curve, and replaces *bvh's arrays with it (counters are kept;
- * builds is incremented). alloc is used for every array and kept in
- * *bvh. On RB_ENOMEM *bvh is unchanged. */
+ * builds is incremented). alloc is used for the tree's arrays and kept in
+ * *bvh; the work arrays come from work (the context's, workmem.h; NULL:
+ * from alloc). On RB_ENOMEM *bvh is unchanged. */
 int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
-                 const rb_boxset *boxes, int build, rb_bvh *bvh);
+                 struct rb_workmem *work, const rb_boxset *boxes, int build,
+                 rb_bvh *bvh);
 /* bvh_morton.c: the binary tree of RB_HIERARCHY_BUILD_FAST over the
  * boxes' n real boxes, read from their six arrays, into tmp (root at 0;
  * at most 2n nodes), on the pool's threads, its leaves over `out`, which
@@ -116,8 +119,8 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
  * busy loops beside them.) */
 #define RB_BVH_MORTON_PARALLEL_MIN 16384
 int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
-                  const rb_boxset *boxes, rb_bvh_prim *in, rb_bvh_prim *out,
-                  rb_bvh2_node *tmp);
+                  struct rb_workmem *work, const rb_boxset *boxes,
+                  rb_bvh_prim *in, rb_bvh_prim *out, rb_bvh2_node *tmp);
 /* Frees the arrays and zeroes *bvh (counters included); NULL-safe. */
 void rb_bvh_free(rb_bvh *bvh);
 /* Deep copy into *out (which must not hold arrays) with alloc. */
@@ -149,8 +152,9 @@ static inline void rb_bvh_sums_add(rb_bvh_sums *s, const float lo[3],
  * consecutive prims (both builders split ranges). Returns RB_OK,
  * RB_ENOMEM, or RB_EINVAL for a tree that breaks that rule. */
 int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
-                    const rb_bvh2_node *bin, const rb_bvh_prim *prims,
-                    uint32_t *where, rb_bvh_node **out, size_t *n_nodes,
+                    struct rb_workmem *work, const rb_bvh2_node *bin,
+                    const rb_bvh_prim *prims, uint32_t *where,
+                    rb_bvh_node **out, size_t *n_nodes,
                     unsigned *depth, rb_bvh_sums *inner);
 
 /* Copies boxes indices[0..n) (original indices) from `boxes`, which holds

@@ -651,7 +651,8 @@ static void replace(rb_bvh *bvh, const rb_allocator *alloc, int build,
 }
 
 int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
-                 const rb_boxset *boxes, int build, rb_bvh *bvh)
+                 struct rb_workmem *work, const rb_boxset *boxes, int build,
+                 rb_bvh *bvh)
 {
     double t0 = rb_now_ms();
     size_t n = boxes->n;
@@ -666,10 +667,15 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     rb_bvh_node *nodes = NULL;
     uint32_t *where = NULL;
     bld.cap = n / SHARE_MIN * 2 + 2;
-    bld.prims = rb_alloc_with(alloc, n * sizeof *bld.prims, 64);
-    bld.other = rb_alloc_with(alloc, n * sizeof *bld.other, 64);
-    bld.tmp = rb_alloc_with(alloc, 2 * n * sizeof *bld.tmp, 64);
-    bld.queue = rb_alloc_with(alloc, bld.cap * sizeof *bld.queue, 16);
+    /* The work arrays; prims and other swap roles after the fast build,
+     * and are the same size. */
+    size_t prims_bytes = n * sizeof *bld.prims;
+    size_t tmp_bytes = 2 * n * sizeof *bld.tmp;
+    size_t queue_bytes = bld.cap * sizeof *bld.queue;
+    bld.prims = rb_workmem_take(work, alloc, prims_bytes);
+    bld.other = rb_workmem_take(work, alloc, prims_bytes);
+    bld.tmp = rb_workmem_take(work, alloc, tmp_bytes);
+    bld.queue = rb_workmem_take(work, alloc, queue_bytes);
     where = rb_alloc_with(alloc, n * sizeof *where, 64);
     if (!bld.prims || !bld.other || !bld.tmp || !bld.queue || !where)
         goto oom;
@@ -678,7 +684,7 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     pthread_cond_init(&bld.cond, NULL);
     atomic_init(&bld.next, 1);
     if (build == RB_HIERARCHY_BUILD_FAST) {
-        if (rb_bvh_morton(pool, alloc, boxes, bld.prims, bld.other,
+        if (rb_bvh_morton(pool, alloc, work, boxes, bld.prims, bld.other,
                           bld.tmp) != RB_OK) {
             pthread_cond_destroy(&bld.cond);
             pthread_mutex_destroy(&bld.lock);
@@ -698,19 +704,19 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     }
     pthread_cond_destroy(&bld.cond);
     pthread_mutex_destroy(&bld.lock);
-    rb_free_with(alloc, bld.queue);
-    rb_free_with(alloc, bld.other);
+    rb_workmem_give(work, alloc, bld.queue, queue_bytes);
+    rb_workmem_give(work, alloc, bld.other, prims_bytes);
     bld.queue = NULL;
     bld.other = NULL;
 
     unsigned depth;
     size_t n_nodes;
     rb_bvh_sums inner;
-    if (rb_bvh_collapse(pool, alloc, bld.tmp, bld.prims, where, &nodes,
+    if (rb_bvh_collapse(pool, alloc, work, bld.tmp, bld.prims, where, &nodes,
                         &n_nodes, &depth, &inner) != RB_OK)
         goto oom;
-    rb_free_with(alloc, bld.tmp);
-    rb_free_with(alloc, bld.prims);
+    rb_workmem_give(work, alloc, bld.tmp, tmp_bytes);
+    rb_workmem_give(work, alloc, bld.prims, prims_bytes);
 
     replace(bvh, alloc, build, nodes, n_nodes, where, n);
     bvh->depth = depth;
@@ -718,10 +724,10 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     bvh->build_ms = rb_now_ms() - t0;
     return RB_OK;
 oom:
-    rb_free_with(alloc, bld.prims);
-    rb_free_with(alloc, bld.other);
-    rb_free_with(alloc, bld.tmp);
-    rb_free_with(alloc, bld.queue);
+    rb_workmem_give(work, alloc, bld.prims, prims_bytes);
+    rb_workmem_give(work, alloc, bld.other, prims_bytes);
+    rb_workmem_give(work, alloc, bld.tmp, tmp_bytes);
+    rb_workmem_give(work, alloc, bld.queue, queue_bytes);
     rb_free_with(alloc, where);
     return RB_ENOMEM;
 }

@@ -287,8 +287,9 @@ static size_t prims_under(const rb_bvh2_node *bin, uint32_t b)
 }
 
 int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
-                    const rb_bvh2_node *bin, const rb_bvh_prim *prims,
-                    uint32_t *where, rb_bvh_node **out, size_t *n_nodes,
+                    struct rb_workmem *work, const rb_bvh2_node *bin,
+                    const rb_bvh_prim *prims, uint32_t *where,
+                    rb_bvh_node **out, size_t *n_nodes,
                     unsigned *depth, rb_bvh_sums *inner)
 {
     collapsing c = {.bin = bin, .prims = prims, .where = where};
@@ -319,12 +320,12 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
         chunks += c.cap[t] / PLAN_CHUNK + 1;
     }
     atomic_init(&c.next_chunk, 0);
+    size_t plan_bytes = chunks * PLAN_CHUNK * sizeof *c.plan;
     if (c.n_tasks) {
-        c.plan = rb_alloc_with(alloc, chunks * PLAN_CHUNK * sizeof *c.plan,
-                               64);
+        c.plan = rb_workmem_take(work, alloc, plan_bytes);
         c.chunk = rb_alloc_with(alloc, chunks * sizeof *c.chunk, 64);
         if (!c.plan || !c.chunk) {
-            rb_free_with(alloc, c.plan);
+            rb_workmem_give(work, alloc, c.plan, plan_bytes);
             rb_free_with(alloc, c.chunk);
             return RB_ENOMEM;
         }
@@ -347,7 +348,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
             rc = RB_ENOMEM;
     }
     if (rc != RB_OK) {
-        rb_free_with(alloc, c.plan);
+        rb_workmem_give(work, alloc, c.plan, plan_bytes);
         rb_free_with(alloc, c.chunk);
         return rc;
     }
@@ -372,7 +373,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
         }
     }
     rb_pool_run(pool, c.n_tasks, write_task, &c);
-    rb_free_with(alloc, c.plan);
+    rb_workmem_give(work, alloc, c.plan, plan_bytes);
     rb_free_with(alloc, c.chunk);
     /* Summed in task order: the cost does not depend on the threads. */
     for (size_t t = 0; t < c.n_tasks; t++) {

@@ -294,15 +294,16 @@ static void build_tree(struct rb_pool *pool, morton *m)
 }
 
 int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
-                  const rb_boxset *boxes, rb_bvh_prim *in, rb_bvh_prim *out,
-                  rb_bvh2_node *tmp)
+                  struct rb_workmem *work, const rb_boxset *boxes,
+                  rb_bvh_prim *in, rb_bvh_prim *out, rb_bvh2_node *tmp)
 {
     _Static_assert(sizeof(rb_bvh_prim) >= 2 * sizeof(uint64_t),
                    "the sort's keys fit in out");
     size_t n = boxes->n;
     morton *m = rb_alloc_with(alloc, sizeof *m, 64);
     uint64_t *keys = (uint64_t *)(void *)out; /* written by the gather after */
-    uint32_t *order = rb_alloc_with(alloc, n * sizeof *order, 64);
+    size_t order_bytes = n * sizeof(uint32_t);
+    uint32_t *order = rb_workmem_take(work, alloc, order_bytes);
     size_t slice = SLICE;
     while ((n + slice - 1) / slice > MAX_SLICES)
         slice *= 2;
@@ -311,7 +312,7 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
         rb_alloc_with(alloc, slices * sizeof *cbounds, 64);
     if (!m || !order || !cbounds) {
         rb_free_with(alloc, m);
-        rb_free_with(alloc, order);
+        rb_workmem_give(work, alloc, order, order_bytes);
         rb_free_with(alloc, cbounds);
         return RB_ENOMEM;
     }
@@ -347,7 +348,7 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
     run(pool, m, slices, gather_task, m);
     build_tree(pool, m);
     rb_free_with(alloc, cbounds);
-    rb_free_with(alloc, order);
+    rb_workmem_give(work, alloc, order, order_bytes);
     rb_free_with(alloc, m);
     return RB_OK;
 }

@@ -226,8 +226,8 @@ int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
     int rc = rb_boxset_build(ctx, &set->bounds, &cap, boxes, 3, n);
     rb_free(ctx, boxes);
     if (rc == RB_OK &&
-        (rb_bvh_build(ctx->pool, &ctx->alloc, &set->bounds, ctx->bvh_build,
-                      tree) != RB_OK ||
+        (rb_bvh_build(ctx->pool, &ctx->alloc, &ctx->workmem, &set->bounds,
+                      ctx->bvh_build, tree) != RB_OK ||
          order_leaves(ctx, set, tree) != RB_OK))
         rc = rb_fail(ctx, RB_ENOMEM, "no memory for a shape hierarchy");
     if (rc) {

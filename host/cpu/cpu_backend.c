@@ -272,6 +272,9 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
                                RB_SMALL_JOB_TESTS;
     uint32_t *order = NULL;
     uint64_t *keys = NULL;
+    rb_workmem *work = &be->ctx->workmem;
+    size_t order_bytes = job->n_rays * sizeof *order;
+    size_t keys_bytes = 2 * job->n_rays * sizeof *keys;
     if (job->mode == RB_MODE_PAIRS) {
         run.per_task = PAIRS_PER_TASK;
     } else if (job->bvh) {
@@ -283,8 +286,8 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         if (job->n_rays >= RB_ORDER_MIN_RAYS &&
             (big_tree || be->ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
             /* Without memory for the order, rays go in input order. */
-            order = rb_alloc(be->ctx, job->n_rays * sizeof *order, 64);
-            keys = rb_alloc(be->ctx, 2 * job->n_rays * sizeof *keys, 64);
+            order = rb_workmem_take(work, &be->ctx->alloc, order_bytes);
+            keys = rb_workmem_take(work, &be->ctx->alloc, keys_bytes);
             if (order && keys) {
                 float lo[3], hi[3];
                 rb_bvh_bounds(job->bvh, lo, hi);
@@ -294,7 +297,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
                              job->n_rays, lo, hi, far, keys, order);
                 run.order = order;
             }
-            rb_free(be->ctx, keys);
+            rb_workmem_give(work, &be->ctx->alloc, keys, keys_bytes);
         }
     } else {
         /* Enough tasks for the threads to balance, few enough rays per
@@ -311,7 +314,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     } else {
         rb_pool_run(be->ctx->pool, tasks, cpu_task, &run);
     }
-    rb_free(be->ctx, order);
+    rb_workmem_give(work, &be->ctx->alloc, order, order_bytes);
 
     res->info.chunks = tasks;
     rb_copy_str(res->info.device, sizeof res->info.device, be->cpu_name);

@@ -1,0 +1,289 @@
+/*
+ * test_workmem.c - the context's kept work arrays (host/workmem.h): a
+ * block given back is handed out again for a request it fits (never one
+ * under half its size), small blocks and blocks past the cap go back to
+ * the allocator, two threads never get the same block, and a context's
+ * repeated builds take their big work arrays from it and give the same
+ * answers as a fresh context's build; rb_context_trim frees what a
+ * context keeps.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <math.h>
+#include <string.h>
+
+#include "internal.h"
+#include "testutil.h"
+
+#define MIB ((size_t)1 << 20)
+
+/* An allocator that counts calls for blocks of a MiB or more. */
+typedef struct counting {
+    atomic_size_t big_allocs;
+    int fail; /* every allocation fails */
+} counting;
+
+static void *count_alloc(void *user, size_t size, size_t align)
+{
+    counting *c = user;
+    if (c->fail)
+        return NULL;
+    if (size >= MIB)
+        atomic_fetch_add(&c->big_allocs, 1);
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
+                       size ? size : 1))
+        return NULL;
+    return p;
+}
+
+static void count_free(void *user, void *ptr)
+{
+    (void)user;
+    free(ptr);
+}
+
+static rb_allocator counting_allocator(counting *c)
+{
+    rb_allocator a = {count_alloc, count_free, c};
+    return a;
+}
+
+START_TEST(test_reuse_and_fit)
+{
+    counting c = {0};
+    rb_allocator a = counting_allocator(&c);
+    rb_workmem w;
+    rb_workmem_init(&w, &a);
+    void *p = rb_workmem_take(&w, &a, 2 * MIB);
+    ck_assert_ptr_nonnull(p);
+    ck_assert_uint_eq((uintptr_t)p % 64, 0);
+    rb_workmem_give(&w, &a, p, 2 * MIB);
+    ck_assert_uint_eq(rb_workmem_kept(&w), 2 * MIB);
+    /* The same size, and a smaller one it still fits, get it back. */
+    void *q = rb_workmem_take(&w, &a, 2 * MIB);
+    ck_assert_ptr_eq(q, p);
+    ck_assert_uint_eq(rb_workmem_kept(&w), 0);
+    rb_workmem_give(&w, &a, q, 2 * MIB);
+    q = rb_workmem_take(&w, &a, MIB + 1);
+    ck_assert_ptr_eq(q, p);
+    rb_workmem_give(&w, &a, q, 2 * MIB);
+    /* Larger than the kept block: a new block. */
+    size_t before = c.big_allocs;
+    void *big = rb_workmem_take(&w, &a, 3 * MIB);
+    ck_assert_ptr_ne(big, p);
+    ck_assert_uint_eq(c.big_allocs, before + 1);
+    rb_workmem_give(&w, &a, big, 3 * MIB);
+    /* Of two that fit, the smaller. */
+    q = rb_workmem_take(&w, &a, 2 * MIB);
+    ck_assert_ptr_eq(q, p);
+    /* The one left is over twice the request: a new block. */
+    void *small = rb_workmem_take(&w, &a, MIB + MIB / 4);
+    ck_assert_ptr_ne(small, big);
+    ck_assert_uint_eq(c.big_allocs, before + 2);
+    rb_workmem_give(&w, &a, small, MIB + MIB / 4);
+    rb_workmem_give(&w, &a, q, 2 * MIB);
+    ck_assert_uint_eq(rb_workmem_kept(&w), 6 * MIB + MIB / 4);
+    rb_workmem_destroy(&w);
+}
+END_TEST
+
+START_TEST(test_limits)
+{
+    counting c = {0};
+    rb_allocator a = counting_allocator(&c);
+    rb_workmem w;
+    rb_workmem_init(&w, &a);
+    /* Under RB_WORKMEM_MIN: not kept. */
+    void *p = rb_workmem_take(&w, &a, RB_WORKMEM_MIN - 1);
+    rb_workmem_give(&w, &a, p, RB_WORKMEM_MIN - 1);
+    ck_assert_uint_eq(rb_workmem_kept(&w), 0);
+    /* At most RB_WORKMEM_SLOTS blocks. */
+    void *blocks[RB_WORKMEM_SLOTS + 2];
+    for (int k = 0; k < RB_WORKMEM_SLOTS + 2; k++)
+        blocks[k] = rb_workmem_take(&w, &a, MIB);
+    for (int k = 0; k < RB_WORKMEM_SLOTS + 2; k++)
+        rb_workmem_give(&w, &a, blocks[k], MIB);
+    ck_assert_uint_eq(rb_workmem_kept(&w), RB_WORKMEM_SLOTS * MIB);
+    rb_workmem_trim(&w);
+    ck_assert_uint_eq(rb_workmem_kept(&w), 0);
+    /* At most RB_WORKMEM_KEEP bytes. */
+    size_t quarter = RB_WORKMEM_KEEP / 4;
+    for (int k = 0; k < 5; k++)
+        blocks[k] = rb_workmem_take(&w, &a, quarter);
+    for (int k = 0; k < 5; k++)
+        rb_workmem_give(&w, &a, blocks[k], quarter);
+    ck_assert_uint_eq(rb_workmem_kept(&w), 4 * quarter);
+    rb_workmem_destroy(&w);
+    /* Without a workmem: plain allocations, nothing kept. */
+    size_t n0 = c.big_allocs;
+    void *x = rb_workmem_take(NULL, &a, 2 * MIB);
+    ck_assert_ptr_nonnull(x);
+    rb_workmem_give(NULL, &a, x, 2 * MIB);
+    x = rb_workmem_take(NULL, &a, 2 * MIB);
+    rb_workmem_give(NULL, &a, x, 2 * MIB);
+    ck_assert_uint_eq(c.big_allocs, n0 + 2);
+    /* Out of memory with nothing kept: NULL. */
+    rb_workmem_init(&w, &a);
+    c.fail = 1;
+    ck_assert_ptr_null(rb_workmem_take(&w, &a, 2 * MIB));
+    c.fail = 0;
+    rb_workmem_destroy(&w);
+}
+END_TEST
+
+/* Two threads take, fill, check and give blocks of changing sizes: a
+ * block handed to both at once shows the other's pattern. */
+typedef struct shared {
+    rb_workmem w;
+    rb_allocator a;
+    atomic_int bad;
+} shared;
+
+static void *churn(void *arg)
+{
+    shared *s = ((void **)arg)[0];
+    unsigned char me = (unsigned char)(uintptr_t)((void **)arg)[1];
+    rbt_rng rng = {me * 7919u + 1};
+    for (int it = 0; it < 4000; it++) {
+        size_t size = MIB + rbt_below(&rng, 3 * (uint32_t)MIB);
+        unsigned char *p = rb_workmem_take(&s->w, &s->a, size);
+        if (!p) {
+            atomic_fetch_add(&s->bad, 1);
+            continue;
+        }
+        p[0] = p[size / 2] = p[size - 1] = me;
+        for (volatile int spin = 0; spin < 200; spin++)
+            ;
+        if (p[0] != me || p[size / 2] != me || p[size - 1] != me)
+            atomic_fetch_add(&s->bad, 1);
+        rb_workmem_give(&s->w, &s->a, p, size);
+    }
+    return NULL;
+}
+
+START_TEST(test_two_threads)
+{
+    static shared s;
+    rb_allocator_default(&s.a);
+    rb_workmem_init(&s.w, &s.a);
+    atomic_init(&s.bad, 0);
+    void *args[2][2] = {{&s, (void *)1}, {&s, (void *)2}};
+    pthread_t t[2];
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(pthread_create(&t[k], NULL, churn, args[k]), 0);
+    for (int k = 0; k < 2; k++)
+        pthread_join(t[k], NULL);
+    ck_assert_int_eq(atomic_load(&s.bad), 0);
+    ck_assert_uint_le(rb_workmem_kept(&s.w), RB_WORKMEM_KEEP);
+    rb_workmem_destroy(&s.w);
+}
+END_TEST
+
+static rb_box *random_boxes(size_t n, uint64_t seed)
+{
+    rb_box *b = malloc(n * sizeof *b);
+    rbt_rng rng = {seed};
+    for (size_t i = 0; b && i < n; i++) {
+        for (int a = 0; a < 3; a++) {
+            b[i].min[a] = rbt_uniform(&rng, -100, 100);
+            b[i].max[a] = b[i].min[a] + rbt_uniform(&rng, 0.01f, 2);
+        }
+    }
+    return b;
+}
+
+/* Builds over n boxes twice in one context (counting its big
+ * allocations) and once in a fresh one; every build answers rays alike. */
+static void check_rebuilds(int build)
+{
+    const size_t n = 200000, n_rays = 20000;
+    rb_box *boxes = random_boxes(n, 42);
+    rb_ray *rays = malloc(n_rays * sizeof *rays);
+    rb_hit *hits[3];
+    ck_assert_ptr_nonnull(boxes);
+    ck_assert_ptr_nonnull(rays);
+    rbt_rng rng = {7};
+    for (size_t i = 0; i < n_rays; i++) {
+        for (int a = 0; a < 3; a++) {
+            rays[i].origin[a] = rbt_uniform(&rng, -120, 120);
+            rays[i].dir[a] = rbt_uniform(&rng, -1, 1);
+        }
+        rays[i].tmin = 0;
+        rays[i].tmax = INFINITY;
+    }
+    counting c = {0};
+    rb_allocator a = counting_allocator(&c);
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.backend = RB_BACKEND_CPU;
+    opt.allocator = &a;
+    opt.hierarchy_build = build;
+    rb_context *ctx = rbt_context_opts(RBT_CPU, &opt);
+    size_t allocs[2];
+    for (int k = 0; k < 3; k++) {
+        if (k == 2) { /* a fresh context: nothing kept */
+            rb_context_destroy(ctx);
+            ctx = rbt_context_opts(RBT_CPU, &opt);
+        }
+        size_t before = c.big_allocs;
+        rb_scene *scene = NULL;
+        ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, n, &scene), RB_OK);
+        if (k < 2)
+            allocs[k] = c.big_allocs - before;
+        hits[k] = malloc(n_rays * sizeof **hits);
+        ck_assert_ptr_nonnull(hits[k]);
+        rb_query q = {0};
+        q.mode = RB_MODE_NEAREST;
+        q.dims = 3;
+        q.rays = rays;
+        q.n_rays = n_rays;
+        q.scene = scene;
+        rb_results res = {.capacity = n_rays, .hits = hits[k]};
+        ck_assert_int_eq(rb_intersect(ctx, &q, &res), RB_OK);
+        rb_scene_destroy(scene);
+    }
+    /* The first build allocates its work arrays (prims twice, the binary
+     * tree, the plan of the collapse and more); the second takes them
+     * from what the first gave back. */
+    ck_assert_uint_ge(allocs[0], allocs[1] + 4);
+    /* The fresh context kept the third build's; rb_context_trim frees
+     * them. */
+    ck_assert_uint_gt(rb_workmem_kept(&ctx->workmem), 0);
+    rb_context_trim(ctx);
+    ck_assert_uint_eq(rb_workmem_kept(&ctx->workmem), 0);
+    for (int k = 1; k < 3; k++)
+        for (size_t i = 0; i < n_rays; i++)
+            if (!rbt_same_hit(&hits[0][i], &hits[k][i]))
+                ck_abort_msg("build %d, ray %zu answers differently", k, i);
+    rb_context_destroy(ctx); /* frees what it kept (LeakSanitizer) */
+    for (int k = 0; k < 3; k++)
+        free(hits[k]);
+    free(rays);
+    free(boxes);
+}
+
+START_TEST(test_context_rebuilds)
+{
+    check_rebuilds(_i ? RB_HIERARCHY_BUILD_FAST : RB_HIERARCHY_BUILD_SAH);
+}
+END_TEST
+
+static Suite *workmem_suite(void)
+{
+    Suite *s = suite_create("workmem");
+    TCase *tc = tcase_create("blocks");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_reuse_and_fit);
+    tcase_add_test(tc, test_limits);
+    tcase_add_test(tc, test_two_threads);
+    tcase_add_loop_test(tc, test_context_rebuilds, 0, 2);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return rbt_run_suite(workmem_suite()) ? EXIT_FAILURE : EXIT_SUCCESS;
+}
