@@ -30,8 +30,10 @@ void rb_workmem_destroy(rb_workmem *w)
     pthread_mutex_destroy(&w->lock);
 }
 
-void *rb_workmem_take(rb_workmem *w, const rb_allocator *alloc, size_t size)
+void *rb_workmem_take(rb_workmem *w, const rb_allocator *alloc,
+                      size_t *size_io)
 {
+    size_t size = *size_io;
     if (!w)
         return rb_alloc_with(alloc, size, 64);
     if (size >= RB_WORKMEM_MIN) {
@@ -46,6 +48,7 @@ void *rb_workmem_take(rb_workmem *w, const rb_allocator *alloc, size_t size)
         void *p = NULL;
         if (best >= 0) {
             p = w->kept[best].ptr;
+            *size_io = w->kept[best].size;
             w->kept_bytes -= w->kept[best].size;
             w->kept[best].ptr = NULL;
             w->kept[best].size = 0;

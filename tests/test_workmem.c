@@ -50,40 +50,57 @@ static rb_allocator counting_allocator(counting *c)
     return a;
 }
 
+/* rb_workmem_take of want bytes; *got: the block's size. */
+static void *take(rb_workmem *w, const rb_allocator *a, size_t want,
+                  size_t *got)
+{
+    *got = want;
+    void *p = rb_workmem_take(w, a, got);
+    if (p)
+        ck_assert_uint_ge(*got, want);
+    return p;
+}
+
 START_TEST(test_reuse_and_fit)
 {
     counting c = {0};
     rb_allocator a = counting_allocator(&c);
     rb_workmem w;
     rb_workmem_init(&w, &a);
-    void *p = rb_workmem_take(&w, &a, 2 * MIB);
+    size_t np, nq, nbig, nsmall;
+    void *p = take(&w, &a, 2 * MIB, &np);
     ck_assert_ptr_nonnull(p);
     ck_assert_uint_eq((uintptr_t)p % 64, 0);
-    rb_workmem_give(&w, &a, p, 2 * MIB);
+    ck_assert_uint_eq(np, 2 * MIB);
+    rb_workmem_give(&w, &a, p, np);
     ck_assert_uint_eq(rb_workmem_kept(&w), 2 * MIB);
-    /* The same size, and a smaller one it still fits, get it back. */
-    void *q = rb_workmem_take(&w, &a, 2 * MIB);
+    /* The same size, and a smaller one it still fits, get it back, with
+     * its own size. */
+    void *q = take(&w, &a, 2 * MIB, &nq);
     ck_assert_ptr_eq(q, p);
     ck_assert_uint_eq(rb_workmem_kept(&w), 0);
-    rb_workmem_give(&w, &a, q, 2 * MIB);
-    q = rb_workmem_take(&w, &a, MIB + 1);
+    rb_workmem_give(&w, &a, q, nq);
+    q = take(&w, &a, MIB + 1, &nq);
     ck_assert_ptr_eq(q, p);
-    rb_workmem_give(&w, &a, q, 2 * MIB);
+    ck_assert_uint_eq(nq, 2 * MIB);
+    rb_workmem_give(&w, &a, q, nq);
+    ck_assert_uint_eq(rb_workmem_kept(&w), 2 * MIB);
     /* Larger than the kept block: a new block. */
     size_t before = c.big_allocs;
-    void *big = rb_workmem_take(&w, &a, 3 * MIB);
+    void *big = take(&w, &a, 3 * MIB, &nbig);
     ck_assert_ptr_ne(big, p);
     ck_assert_uint_eq(c.big_allocs, before + 1);
-    rb_workmem_give(&w, &a, big, 3 * MIB);
+    rb_workmem_give(&w, &a, big, nbig);
     /* Of two that fit, the smaller. */
-    q = rb_workmem_take(&w, &a, 2 * MIB);
+    q = take(&w, &a, 2 * MIB, &nq);
     ck_assert_ptr_eq(q, p);
     /* The one left is over twice the request: a new block. */
-    void *small = rb_workmem_take(&w, &a, MIB + MIB / 4);
+    void *small = take(&w, &a, MIB + MIB / 4, &nsmall);
     ck_assert_ptr_ne(small, big);
+    ck_assert_uint_eq(nsmall, MIB + MIB / 4);
     ck_assert_uint_eq(c.big_allocs, before + 2);
-    rb_workmem_give(&w, &a, small, MIB + MIB / 4);
-    rb_workmem_give(&w, &a, q, 2 * MIB);
+    rb_workmem_give(&w, &a, small, nsmall);
+    rb_workmem_give(&w, &a, q, nq);
     ck_assert_uint_eq(rb_workmem_kept(&w), 6 * MIB + MIB / 4);
     rb_workmem_destroy(&w);
 }
@@ -95,39 +112,40 @@ START_TEST(test_limits)
     rb_allocator a = counting_allocator(&c);
     rb_workmem w;
     rb_workmem_init(&w, &a);
+    size_t n, sizes[RB_WORKMEM_SLOTS + 2];
     /* Under RB_WORKMEM_MIN: not kept. */
-    void *p = rb_workmem_take(&w, &a, RB_WORKMEM_MIN - 1);
-    rb_workmem_give(&w, &a, p, RB_WORKMEM_MIN - 1);
+    void *p = take(&w, &a, RB_WORKMEM_MIN - 1, &n);
+    rb_workmem_give(&w, &a, p, n);
     ck_assert_uint_eq(rb_workmem_kept(&w), 0);
     /* At most RB_WORKMEM_SLOTS blocks. */
     void *blocks[RB_WORKMEM_SLOTS + 2];
     for (int k = 0; k < RB_WORKMEM_SLOTS + 2; k++)
-        blocks[k] = rb_workmem_take(&w, &a, MIB);
+        blocks[k] = take(&w, &a, MIB, &sizes[k]);
     for (int k = 0; k < RB_WORKMEM_SLOTS + 2; k++)
-        rb_workmem_give(&w, &a, blocks[k], MIB);
+        rb_workmem_give(&w, &a, blocks[k], sizes[k]);
     ck_assert_uint_eq(rb_workmem_kept(&w), RB_WORKMEM_SLOTS * MIB);
     rb_workmem_trim(&w);
     ck_assert_uint_eq(rb_workmem_kept(&w), 0);
     /* At most RB_WORKMEM_KEEP bytes. */
     size_t quarter = RB_WORKMEM_KEEP / 4;
     for (int k = 0; k < 5; k++)
-        blocks[k] = rb_workmem_take(&w, &a, quarter);
+        blocks[k] = take(&w, &a, quarter, &sizes[k]);
     for (int k = 0; k < 5; k++)
-        rb_workmem_give(&w, &a, blocks[k], quarter);
+        rb_workmem_give(&w, &a, blocks[k], sizes[k]);
     ck_assert_uint_eq(rb_workmem_kept(&w), 4 * quarter);
     rb_workmem_destroy(&w);
     /* Without a workmem: plain allocations, nothing kept. */
     size_t n0 = c.big_allocs;
-    void *x = rb_workmem_take(NULL, &a, 2 * MIB);
+    void *x = take(NULL, &a, 2 * MIB, &n);
     ck_assert_ptr_nonnull(x);
-    rb_workmem_give(NULL, &a, x, 2 * MIB);
-    x = rb_workmem_take(NULL, &a, 2 * MIB);
-    rb_workmem_give(NULL, &a, x, 2 * MIB);
+    rb_workmem_give(NULL, &a, x, n);
+    x = take(NULL, &a, 2 * MIB, &n);
+    rb_workmem_give(NULL, &a, x, n);
     ck_assert_uint_eq(c.big_allocs, n0 + 2);
     /* Out of memory with nothing kept: NULL. */
     rb_workmem_init(&w, &a);
     c.fail = 1;
-    ck_assert_ptr_null(rb_workmem_take(&w, &a, 2 * MIB));
+    ck_assert_ptr_null(take(&w, &a, 2 * MIB, &n));
     c.fail = 0;
     rb_workmem_destroy(&w);
 }
@@ -147,12 +165,15 @@ static void *churn(void *arg)
     unsigned char me = (unsigned char)(uintptr_t)((void **)arg)[1];
     rbt_rng rng = {me * 7919u + 1};
     for (int it = 0; it < 4000; it++) {
-        size_t size = MIB + rbt_below(&rng, 3 * (uint32_t)MIB);
-        unsigned char *p = rb_workmem_take(&s->w, &s->a, size);
+        size_t want = MIB + rbt_below(&rng, 3 * (uint32_t)MIB);
+        size_t size = want;
+        unsigned char *p = rb_workmem_take(&s->w, &s->a, &size);
         if (!p) {
             atomic_fetch_add(&s->bad, 1);
             continue;
         }
+        if (size < want)
+            atomic_fetch_add(&s->bad, 1);
         p[0] = p[size / 2] = p[size - 1] = me;
         for (volatile int spin = 0; spin < 200; spin++)
             ;

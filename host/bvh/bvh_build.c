@@ -667,15 +667,14 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     rb_bvh_node *nodes = NULL;
     uint32_t *where = NULL;
     bld.cap = n / SHARE_MIN * 2 + 2;
-    /* The work arrays; prims and other swap roles after the fast build,
-     * and are the same size. */
-    size_t prims_bytes = n * sizeof *bld.prims;
+    /* The work arrays, and the sizes of the blocks they got. */
+    size_t prims_bytes = n * sizeof *bld.prims, other_bytes = prims_bytes;
     size_t tmp_bytes = 2 * n * sizeof *bld.tmp;
     size_t queue_bytes = bld.cap * sizeof *bld.queue;
-    bld.prims = rb_workmem_take(work, alloc, prims_bytes);
-    bld.other = rb_workmem_take(work, alloc, prims_bytes);
-    bld.tmp = rb_workmem_take(work, alloc, tmp_bytes);
-    bld.queue = rb_workmem_take(work, alloc, queue_bytes);
+    bld.prims = rb_workmem_take(work, alloc, &prims_bytes);
+    bld.other = rb_workmem_take(work, alloc, &other_bytes);
+    bld.tmp = rb_workmem_take(work, alloc, &tmp_bytes);
+    bld.queue = rb_workmem_take(work, alloc, &queue_bytes);
     where = rb_alloc_with(alloc, n * sizeof *where, 64);
     if (!bld.prims || !bld.other || !bld.tmp || !bld.queue || !where)
         goto oom;
@@ -691,8 +690,11 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
             goto oom;
         }
         rb_bvh_prim *sorted = bld.other; /* the leaves index it */
+        size_t sorted_bytes = other_bytes;
         bld.other = bld.prims;
+        other_bytes = prims_bytes;
         bld.prims = sorted;
+        prims_bytes = sorted_bytes;
     } else {
         load_prims(pool, boxes, bld.prims, bld.other, &bld.queue[0],
                    &bld.tmp[0]);
@@ -705,7 +707,7 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     pthread_cond_destroy(&bld.cond);
     pthread_mutex_destroy(&bld.lock);
     rb_workmem_give(work, alloc, bld.queue, queue_bytes);
-    rb_workmem_give(work, alloc, bld.other, prims_bytes);
+    rb_workmem_give(work, alloc, bld.other, other_bytes);
     bld.queue = NULL;
     bld.other = NULL;
 
@@ -725,7 +727,7 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     return RB_OK;
 oom:
     rb_workmem_give(work, alloc, bld.prims, prims_bytes);
-    rb_workmem_give(work, alloc, bld.other, prims_bytes);
+    rb_workmem_give(work, alloc, bld.other, other_bytes);
     rb_workmem_give(work, alloc, bld.tmp, tmp_bytes);
     rb_workmem_give(work, alloc, bld.queue, queue_bytes);
     rb_free_with(alloc, where);

@@ -322,7 +322,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
     atomic_init(&c.next_chunk, 0);
     size_t plan_bytes = chunks * PLAN_CHUNK * sizeof *c.plan;
     if (c.n_tasks) {
-        c.plan = rb_workmem_take(work, alloc, plan_bytes);
+        c.plan = rb_workmem_take(work, alloc, &plan_bytes);
         c.chunk = rb_alloc_with(alloc, chunks * sizeof *c.chunk, 64);
         if (!c.plan || !c.chunk) {
             rb_workmem_give(work, alloc, c.plan, plan_bytes);

@@ -303,7 +303,7 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
     morton *m = rb_alloc_with(alloc, sizeof *m, 64);
     uint64_t *keys = (uint64_t *)(void *)out; /* written by the gather after */
     size_t order_bytes = n * sizeof(uint32_t);
-    uint32_t *order = rb_workmem_take(work, alloc, order_bytes);
+    uint32_t *order = rb_workmem_take(work, alloc, &order_bytes);
     size_t slice = SLICE;
     while ((n + slice - 1) / slice > MAX_SLICES)
         slice *= 2;

@@ -286,8 +286,8 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         if (job->n_rays >= RB_ORDER_MIN_RAYS &&
             (big_tree || be->ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
             /* Without memory for the order, rays go in input order. */
-            order = rb_workmem_take(work, &be->ctx->alloc, order_bytes);
-            keys = rb_workmem_take(work, &be->ctx->alloc, keys_bytes);
+            order = rb_workmem_take(work, &be->ctx->alloc, &order_bytes);
+            keys = rb_workmem_take(work, &be->ctx->alloc, &keys_bytes);
             if (order && keys) {
                 float lo[3], hi[3];
                 rb_bvh_bounds(job->bvh, lo, hi);
