@@ -6,11 +6,13 @@
 # --max-query-ms 2000 (1M rays x 60K identical boxes: refused up front by
 # the estimate, 413, or stopped at the limit, 503), and the server's
 # RSS under 16 clients that never read a 4M-ray answer, with and without
-# --max-memory 512M. One line a figure.
-#   scripts/hostile.py build/bin/rayboxd [burst|slowloris|query|memory ...]
+# --max-memory 512M, and its RSS after three 1M-box scenes are stored and
+# after it has been idle. One line a figure.
+#   scripts/hostile.py build/bin/rayboxd [burst|slowloris|query|memory|scenes ...]
 import os, socket, subprocess, sys, time, json, threading, urllib.request
 BIN = sys.argv[1]
-WANT = set(sys.argv[2:]) or {"burst", "slowloris", "query", "memory"}
+WANT = set(sys.argv[2:]) or {"burst", "slowloris", "query", "memory",
+                             "scenes"}
 def start(args):
     p = subprocess.Popen([BIN, "--port", "0", "--backend", "cpu", "--quiet"] + args,
                          stderr=subprocess.PIPE, text=True)
@@ -148,6 +150,48 @@ def memory():
               f"{after:.0f} MB after they close; {peak}")
         p.terminate(); p.wait()
 
-for name in ("burst", "slowloris", "query", "memory"):
+def scenes():
+    """A 1M-box binary scene stored three times in a row, then deleted:
+    RSS after the builds (each worker's context keeps its build's work
+    arrays while scenes come less than a second apart), and after a
+    second and a half without jobs (the workers have freed them)."""
+    import random, struct
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import raybox_client as rc
+    n = 1000000
+    rnd = random.Random(1)
+    head = rc.HEADER.pack(b"RBOX", 1, 64, rc.KIND_SCENE, 0, 3, 0, 0, 0, n,
+                          0.0, 0.0, 0, 0.0, 0)  # as rc.encode_scene
+    boxes = []
+    for _ in range(n):
+        x, y, z = rnd.random() * 100, rnd.random() * 100, rnd.random() * 100
+        boxes.append(struct.pack("<6f", x, y, z, x + 0.5, y + 0.5, z + 0.5))
+    body = head + b"".join(boxes)
+    p, port = start([])
+    url = f"http://127.0.0.1:{port}"
+    base = rss_mb(p.pid)
+    ids, took = [], []
+    for _ in range(3):
+        t0 = time.time()
+        _, data = rc._post(url, "/v1/scenes", body, rc.MEDIA_TYPE,
+                           "application/json")
+        took.append(time.time() - t0)
+        ids.append(json.loads(data)["id"])
+    built = rss_mb(p.pid)
+    time.sleep(1.5)
+    idle = rss_mb(p.pid)
+    for i in ids:
+        req = urllib.request.Request(f"{url}/v1/scenes/{i}", method="DELETE")
+        urllib.request.urlopen(req).read()
+    time.sleep(1.5)
+    gone = rss_mb(p.pid)
+    print(f"scenes: three 1M-box scenes ({len(body) / 1e6:.0f} MB binary "
+          f"bodies) stored in {', '.join(f'{t:.2f}' for t in took)} s; RSS "
+          f"{base:.0f} MB at start, {built:.0f} MB after the builds, "
+          f"{idle:.0f} MB after 1.5 s idle, {gone:.0f} MB after deleting "
+          f"them")
+    p.terminate(); p.wait()
+
+for name in ("burst", "slowloris", "query", "memory", "scenes"):
     if name in WANT:
         globals()[name]()

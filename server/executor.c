@@ -33,6 +33,7 @@
  */
 #include "executor.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,10 @@
 #define STANDBY_MS 2.0
 /* How long after the last job idle workers keep looking at the queue. */
 #define ACTIVE_MS 100.0
+/* A worker idle this long frees the work arrays its context kept from
+ * its jobs (rb_context_trim): rebuilds closer together reuse them, and
+ * an idle server does not hold them. */
+#define TRIM_IDLE_MS 1000.0
 /* merge_score below which only every MERGE_PROBE-th job waits. */
 #define MERGE_SCORE_MIN 0.25
 #define MERGE_PROBE 16u
@@ -55,6 +60,7 @@ typedef struct worker {
     int started;
     pthread_cond_t wake;     /* signalled by whoever picks this worker */
     int picked;              /* signalled, not yet awake */
+    int may_keep;            /* a job ran since its context was trimmed */
 } worker;
 
 struct rbd_executor {
@@ -228,32 +234,50 @@ static void wake_all(rbd_executor *ex)
         pthread_cond_signal(&pick_idle(ex)->wake);
 }
 
+/* CLOCK_MONOTONIC (the workers' condition variables' clock) ms from now. */
+static struct timespec monotonic_in(double ms)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    long long ns = until.tv_nsec + (long long)(ms * 1e6);
+    until.tv_sec += (time_t)(ns / 1000000000LL);
+    until.tv_nsec = (long)(ns % 1000000000LL);
+    return until;
+}
+
 /* Lock held: sleeps until signalled, or STANDBY_MS while the server is
  * busy, a job running or one ended within ACTIVE_MS (then queued jobs are
- * looked at without a signal). */
+ * looked at without a signal). Otherwise, when jobs ran on w since its
+ * context was last trimmed, for TRIM_IDLE_MS at most, and trims it if
+ * nothing came. */
 static void idle_wait(rbd_executor *ex, worker *w)
 {
     ex->idle[ex->sleepers++] = w;
+    int trim = 0;
     if (ex->n_workers > 1 &&
         (ex->running || rbd_now_ms() - ex->last_job_ms < ACTIVE_MS)) {
         ex->watchers++;
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += (long)(STANDBY_MS * 1e6);
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = monotonic_in(STANDBY_MS);
         pthread_cond_timedwait(&w->wake, &ex->lock, &until);
         ex->watchers--;
+    } else if (w->may_keep) {
+        struct timespec until = monotonic_in(TRIM_IDLE_MS);
+        trim = pthread_cond_timedwait(&w->wake, &ex->lock, &until) ==
+               ETIMEDOUT;
     } else {
         pthread_cond_wait(&w->wake, &ex->lock);
     }
     if (w->picked) {
         w->picked = 0;
         ex->waking--;
-    } else {
-        drop_idle(ex, w); /* a timeout or a spurious wake-up */
+        return;
+    }
+    drop_idle(ex, w); /* a timeout or a spurious wake-up */
+    if (trim) {
+        w->may_keep = 0;
+        pthread_mutex_unlock(&ex->lock);
+        rb_context_trim(w->ctx);
+        pthread_mutex_lock(&ex->lock);
     }
 }
 
@@ -308,6 +332,7 @@ static void *worker_main(void *arg)
         }
 
         pthread_mutex_lock(&ex->lock);
+        w->may_keep = 1;
         ex->running--;
         ex->last_job_ms = job_end;
         if (heavy) {

@@ -106,9 +106,8 @@ static void request_start(rbd_request *r, const char *url, const char *method)
     request_id(r);
 }
 
-/* After a request that held this much, or one to /v1/scenes or a scene
- * (which may have built a hierarchy), freed memory goes back to the OS
- * (glibc keeps a heap's free pages, the contexts the work arrays of
+/* After a request that held this much, freed memory goes back to the
+ * OS (glibc keeps a heap's free pages, the contexts the work arrays of
  * their last builds; RSS would stay at the peak)... */
 #define TRIM_AFTER_BYTES ((uint64_t)64 << 20)
 /* ...but not more often than this: malloc_trim walks every arena. */
@@ -118,7 +117,6 @@ static void request_free(rbd_request *r)
 {
     rbd_server *s = r->srv;
     uint64_t held = r->held;
-    rbd_route route = r->route;
     rbj_parser_destroy(r->jp);
     rbb_decoder_destroy(r->bd);
     scene_ver_release(r->ver);
@@ -127,8 +125,7 @@ static void request_free(rbd_request *r)
     payload_free(r->reply.payload);
     free(r);
     budget_give(&s->budget, held);
-    if (held >= TRIM_AFTER_BYTES || route == ROUTE_SCENES ||
-        route == ROUTE_SCENE) {
+    if (held >= TRIM_AFTER_BYTES) {
         static _Atomic int64_t last_trim;
         int64_t now = (int64_t)rbd_now_ms(), last = atomic_load(&last_trim);
         if (now - last >= TRIM_EVERY_MS &&

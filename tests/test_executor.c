@@ -5,13 +5,17 @@
  * aborts what is still queued, also a job whose on_queue was running;
  * merging gathers queued jobs of the same kind within the weight bound,
  * leaves the others in place, and keeps heavy and light apart. Ordering
- * is forced with gates, not with timing. */
+ * is forced with gates, not with timing. An idle worker frees the work
+ * arrays its context kept, after about a second. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "executor.h"
+#include "internal.h"
 #include "testutil.h"
 
 typedef struct gate {
@@ -433,6 +437,67 @@ START_TEST(test_merge_lone_stream)
 }
 END_TEST
 
+/* A job that builds a scene of 100K boxes in its worker's context (its
+ * work arrays are kept there) and notes the context. */
+typedef struct build_job {
+    rbd_job job;
+    rb_context *ctx;
+    size_t kept; /* kept by the context right after the build */
+    int rc;
+    atomic_int done;
+} build_job;
+
+static void build_run(rbd_job *j, rb_context *ctx)
+{
+    build_job *b = (build_job *)j;
+    const size_t n = 100000;
+    rb_box *boxes = malloc(n * sizeof *boxes);
+    ck_assert_ptr_nonnull(boxes);
+    rbt_rng rng = {3};
+    for (size_t i = 0; i < n; i++)
+        for (int a = 0; a < 3; a++) {
+            boxes[i].min[a] = rbt_uniform(&rng, 0, 100);
+            boxes[i].max[a] = boxes[i].min[a] + 1;
+        }
+    rb_scene *scene = NULL;
+    b->rc = rb_scene_create(ctx, 3, boxes, n, &scene);
+    rb_scene_destroy(scene);
+    free(boxes);
+    b->ctx = ctx;
+    b->kept = rb_workmem_kept(&ctx->workmem);
+}
+
+static void build_done(rbd_job *j)
+{
+    atomic_store(&((build_job *)j)->done, 1);
+}
+
+/* A worker keeps its context's work arrays while jobs come, and frees
+ * them after about a second with none (TRIM_IDLE_MS). */
+START_TEST(test_idle_worker_trims)
+{
+    rbd_executor *ex = make(_i ? 2 : 1, 8);
+    static build_job b;
+    memset(&b, 0, sizeof b);
+    b.job.run = build_run;
+    b.job.done = build_done;
+    ck_assert_int_eq(executor_submit(ex, &b.job, NULL, NULL), 0);
+    while (!atomic_load(&b.done))
+        sched_yield();
+    ck_assert_int_eq(b.rc, RB_OK);
+    ck_assert_uint_gt(b.kept, 0);
+    double t0 = rbd_now_ms();
+    while (rb_workmem_kept(&b.ctx->workmem) && rbd_now_ms() - t0 < 20000) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_uint_eq(rb_workmem_kept(&b.ctx->workmem), 0);
+    ck_assert_double_ge(rbd_now_ms() - t0, 500); /* not at once */
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("executor");
@@ -446,6 +511,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_merge_off);
     tcase_add_test(tc, test_merge_wait);
     tcase_add_test(tc, test_merge_lone_stream);
+    tcase_add_loop_test(tc, test_idle_worker_trims, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
