@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "executor.h"
+#include "gen.h"
 #include "internal.h"
 #include "testutil.h"
 
@@ -454,11 +455,7 @@ static void build_run(rbd_job *j, rb_context *ctx)
     rb_box *boxes = malloc(n * sizeof *boxes);
     ck_assert_ptr_nonnull(boxes);
     rbt_rng rng = {3};
-    for (size_t i = 0; i < n; i++)
-        for (int a = 0; a < 3; a++) {
-            boxes[i].min[a] = rbt_uniform(&rng, 0, 100);
-            boxes[i].max[a] = boxes[i].min[a] + 1;
-        }
+    rbt_gen_boxes(&rng, RBT_UNIFORM, boxes, n);
     rb_scene *scene = NULL;
     b->rc = rb_scene_create(ctx, 3, boxes, n, &scene);
     rb_scene_destroy(scene);

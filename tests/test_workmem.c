@@ -10,9 +10,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <math.h>
 #include <string.h>
 
+#include "gen.h"
 #include "internal.h"
 #include "testutil.h"
 
@@ -202,38 +202,19 @@ START_TEST(test_two_threads)
 }
 END_TEST
 
-static rb_box *random_boxes(size_t n, uint64_t seed)
-{
-    rb_box *b = malloc(n * sizeof *b);
-    rbt_rng rng = {seed};
-    for (size_t i = 0; b && i < n; i++) {
-        for (int a = 0; a < 3; a++) {
-            b[i].min[a] = rbt_uniform(&rng, -100, 100);
-            b[i].max[a] = b[i].min[a] + rbt_uniform(&rng, 0.01f, 2);
-        }
-    }
-    return b;
-}
-
 /* Builds over n boxes twice in one context (counting its big
  * allocations) and once in a fresh one; every build answers rays alike. */
 static void check_rebuilds(int build)
 {
     const size_t n = 200000, n_rays = 20000;
-    rb_box *boxes = random_boxes(n, 42);
+    rb_box *boxes = malloc(n * sizeof *boxes);
     rb_ray *rays = malloc(n_rays * sizeof *rays);
     rb_hit *hits[3];
     ck_assert_ptr_nonnull(boxes);
     ck_assert_ptr_nonnull(rays);
-    rbt_rng rng = {7};
-    for (size_t i = 0; i < n_rays; i++) {
-        for (int a = 0; a < 3; a++) {
-            rays[i].origin[a] = rbt_uniform(&rng, -120, 120);
-            rays[i].dir[a] = rbt_uniform(&rng, -1, 1);
-        }
-        rays[i].tmin = 0;
-        rays[i].tmax = INFINITY;
-    }
+    rbt_rng rng = {42};
+    rbt_gen_boxes(&rng, RBT_UNIFORM, boxes, n);
+    rbt_gen_rays(&rng, RBT_UNIFORM, boxes, n, rays, n_rays);
     counting c = {0};
     rb_allocator a = counting_allocator(&c);
     rb_context_options opt;
