@@ -30,12 +30,9 @@ void rb_workmem_destroy(rb_workmem *w)
     pthread_mutex_destroy(&w->lock);
 }
 
-void *rb_workmem_take(rb_workmem *w, const rb_allocator *alloc,
-                      size_t *size_io)
+void *rb_workmem_take(rb_workmem *w, size_t *size_io)
 {
     size_t size = *size_io;
-    if (!w)
-        return rb_alloc_with(alloc, size, 64);
     if (size >= RB_WORKMEM_MIN) {
         pthread_mutex_lock(&w->lock);
         int best = -1;
@@ -60,15 +57,10 @@ void *rb_workmem_take(rb_workmem *w, const rb_allocator *alloc,
     return rb_alloc_with(&w->alloc, size, 64);
 }
 
-void rb_workmem_give(rb_workmem *w, const rb_allocator *alloc, void *ptr,
-                     size_t size)
+void rb_workmem_give(rb_workmem *w, void *ptr, size_t size)
 {
     if (!ptr)
         return;
-    if (!w) {
-        rb_free_with(alloc, ptr);
-        return;
-    }
     if (size >= RB_WORKMEM_MIN) {
         pthread_mutex_lock(&w->lock);
         int slot = -1;

@@ -42,16 +42,13 @@ void rb_workmem_init(rb_workmem *w, const rb_allocator *alloc);
 void rb_workmem_trim(rb_workmem *w);
 /* Trims and releases the lock. */
 void rb_workmem_destroy(rb_workmem *w);
-/* At least *size bytes, 64-byte aligned, not zeroed; NULL when out of
- * memory. *size becomes the block's size (a kept block may be larger),
- * which give must be passed, so that the kept total is exact. With w
- * NULL, plainly from alloc (callers without a context). */
-void *rb_workmem_take(rb_workmem *w, const rb_allocator *alloc,
-                      size_t *size);
-/* Gives back ptr (NULL-safe), taken with the same w and alloc; size as
- * take left it. */
-void rb_workmem_give(rb_workmem *w, const rb_allocator *alloc, void *ptr,
-                     size_t size);
+/* At least *size bytes from w's allocator, 64-byte aligned, not zeroed;
+ * NULL when out of memory. *size becomes the block's size (a kept block
+ * may be larger), which give must be passed, so that the kept total is
+ * exact. */
+void *rb_workmem_take(rb_workmem *w, size_t *size);
+/* Gives back ptr (NULL-safe), taken from w; size as take left it. */
+void rb_workmem_give(rb_workmem *w, void *ptr, size_t size);
 /* Bytes kept now (tests). */
 size_t rb_workmem_kept(rb_workmem *w);
 

@@ -51,11 +51,10 @@ static rb_allocator counting_allocator(counting *c)
 }
 
 /* rb_workmem_take of want bytes; *got: the block's size. */
-static void *take(rb_workmem *w, const rb_allocator *a, size_t want,
-                  size_t *got)
+static void *take(rb_workmem *w, size_t want, size_t *got)
 {
     *got = want;
-    void *p = rb_workmem_take(w, a, got);
+    void *p = rb_workmem_take(w, got);
     if (p)
         ck_assert_uint_ge(*got, want);
     return p;
@@ -68,39 +67,39 @@ START_TEST(test_reuse_and_fit)
     rb_workmem w;
     rb_workmem_init(&w, &a);
     size_t np, nq, nbig, nsmall;
-    void *p = take(&w, &a, 2 * MIB, &np);
+    void *p = take(&w, 2 * MIB, &np);
     ck_assert_ptr_nonnull(p);
     ck_assert_uint_eq((uintptr_t)p % 64, 0);
     ck_assert_uint_eq(np, 2 * MIB);
-    rb_workmem_give(&w, &a, p, np);
+    rb_workmem_give(&w, p, np);
     ck_assert_uint_eq(rb_workmem_kept(&w), 2 * MIB);
     /* The same size, and a smaller one it still fits, get it back, with
      * its own size. */
-    void *q = take(&w, &a, 2 * MIB, &nq);
+    void *q = take(&w, 2 * MIB, &nq);
     ck_assert_ptr_eq(q, p);
     ck_assert_uint_eq(rb_workmem_kept(&w), 0);
-    rb_workmem_give(&w, &a, q, nq);
-    q = take(&w, &a, MIB + 1, &nq);
+    rb_workmem_give(&w, q, nq);
+    q = take(&w, MIB + 1, &nq);
     ck_assert_ptr_eq(q, p);
     ck_assert_uint_eq(nq, 2 * MIB);
-    rb_workmem_give(&w, &a, q, nq);
+    rb_workmem_give(&w, q, nq);
     ck_assert_uint_eq(rb_workmem_kept(&w), 2 * MIB);
     /* Larger than the kept block: a new block. */
     size_t before = c.big_allocs;
-    void *big = take(&w, &a, 3 * MIB, &nbig);
+    void *big = take(&w, 3 * MIB, &nbig);
     ck_assert_ptr_ne(big, p);
     ck_assert_uint_eq(c.big_allocs, before + 1);
-    rb_workmem_give(&w, &a, big, nbig);
+    rb_workmem_give(&w, big, nbig);
     /* Of two that fit, the smaller. */
-    q = take(&w, &a, 2 * MIB, &nq);
+    q = take(&w, 2 * MIB, &nq);
     ck_assert_ptr_eq(q, p);
     /* The one left is over twice the request: a new block. */
-    void *small = take(&w, &a, MIB + MIB / 4, &nsmall);
+    void *small = take(&w, MIB + MIB / 4, &nsmall);
     ck_assert_ptr_ne(small, big);
     ck_assert_uint_eq(nsmall, MIB + MIB / 4);
     ck_assert_uint_eq(c.big_allocs, before + 2);
-    rb_workmem_give(&w, &a, small, nsmall);
-    rb_workmem_give(&w, &a, q, nq);
+    rb_workmem_give(&w, small, nsmall);
+    rb_workmem_give(&w, q, nq);
     ck_assert_uint_eq(rb_workmem_kept(&w), 6 * MIB + MIB / 4);
     rb_workmem_destroy(&w);
 }
@@ -114,38 +113,30 @@ START_TEST(test_limits)
     rb_workmem_init(&w, &a);
     size_t n, sizes[RB_WORKMEM_SLOTS + 2];
     /* Under RB_WORKMEM_MIN: not kept. */
-    void *p = take(&w, &a, RB_WORKMEM_MIN - 1, &n);
-    rb_workmem_give(&w, &a, p, n);
+    void *p = take(&w, RB_WORKMEM_MIN - 1, &n);
+    rb_workmem_give(&w, p, n);
     ck_assert_uint_eq(rb_workmem_kept(&w), 0);
     /* At most RB_WORKMEM_SLOTS blocks. */
     void *blocks[RB_WORKMEM_SLOTS + 2];
     for (int k = 0; k < RB_WORKMEM_SLOTS + 2; k++)
-        blocks[k] = take(&w, &a, MIB, &sizes[k]);
+        blocks[k] = take(&w, MIB, &sizes[k]);
     for (int k = 0; k < RB_WORKMEM_SLOTS + 2; k++)
-        rb_workmem_give(&w, &a, blocks[k], sizes[k]);
+        rb_workmem_give(&w, blocks[k], sizes[k]);
     ck_assert_uint_eq(rb_workmem_kept(&w), RB_WORKMEM_SLOTS * MIB);
     rb_workmem_trim(&w);
     ck_assert_uint_eq(rb_workmem_kept(&w), 0);
     /* At most RB_WORKMEM_KEEP bytes. */
     size_t quarter = RB_WORKMEM_KEEP / 4;
     for (int k = 0; k < 5; k++)
-        blocks[k] = take(&w, &a, quarter, &sizes[k]);
+        blocks[k] = take(&w, quarter, &sizes[k]);
     for (int k = 0; k < 5; k++)
-        rb_workmem_give(&w, &a, blocks[k], sizes[k]);
+        rb_workmem_give(&w, blocks[k], sizes[k]);
     ck_assert_uint_eq(rb_workmem_kept(&w), 4 * quarter);
     rb_workmem_destroy(&w);
-    /* Without a workmem: plain allocations, nothing kept. */
-    size_t n0 = c.big_allocs;
-    void *x = take(NULL, &a, 2 * MIB, &n);
-    ck_assert_ptr_nonnull(x);
-    rb_workmem_give(NULL, &a, x, n);
-    x = take(NULL, &a, 2 * MIB, &n);
-    rb_workmem_give(NULL, &a, x, n);
-    ck_assert_uint_eq(c.big_allocs, n0 + 2);
     /* Out of memory with nothing kept: NULL. */
     rb_workmem_init(&w, &a);
     c.fail = 1;
-    ck_assert_ptr_null(take(&w, &a, 2 * MIB, &n));
+    ck_assert_ptr_null(take(&w, 2 * MIB, &n));
     c.fail = 0;
     rb_workmem_destroy(&w);
 }
@@ -167,7 +158,7 @@ static void *churn(void *arg)
     for (int it = 0; it < 4000; it++) {
         size_t want = MIB + rbt_below(&rng, 3 * (uint32_t)MIB);
         size_t size = want;
-        unsigned char *p = rb_workmem_take(&s->w, &s->a, &size);
+        unsigned char *p = rb_workmem_take(&s->w, &size);
         if (!p) {
             atomic_fetch_add(&s->bad, 1);
             continue;
@@ -179,7 +170,7 @@ static void *churn(void *arg)
             ;
         if (p[0] != me || p[size / 2] != me || p[size - 1] != me)
             atomic_fetch_add(&s->bad, 1);
-        rb_workmem_give(&s->w, &s->a, p, size);
+        rb_workmem_give(&s->w, p, size);
     }
     return NULL;
 }

@@ -101,8 +101,8 @@ typedef struct rb_bvh {
  * threads, by binned SAH or (build == RB_HIERARCHY_BUILD_FAST) along a
  * Morton curve, and replaces *bvh's arrays with it (counters are kept;
  * builds is incremented). alloc is used for the tree's arrays and kept in
- * *bvh; the work arrays come from work (the context's, workmem.h; NULL:
- * from alloc). On RB_ENOMEM *bvh is unchanged. */
+ * *bvh; the work arrays come from work (the context's, workmem.h). On
+ * RB_ENOMEM *bvh is unchanged. */
 int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
                  struct rb_workmem *work, const rb_boxset *boxes, int build,
                  rb_bvh *bvh);

@@ -671,10 +671,10 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     size_t prims_bytes = n * sizeof *bld.prims, other_bytes = prims_bytes;
     size_t tmp_bytes = 2 * n * sizeof *bld.tmp;
     size_t queue_bytes = bld.cap * sizeof *bld.queue;
-    bld.prims = rb_workmem_take(work, alloc, &prims_bytes);
-    bld.other = rb_workmem_take(work, alloc, &other_bytes);
-    bld.tmp = rb_workmem_take(work, alloc, &tmp_bytes);
-    bld.queue = rb_workmem_take(work, alloc, &queue_bytes);
+    bld.prims = rb_workmem_take(work, &prims_bytes);
+    bld.other = rb_workmem_take(work, &other_bytes);
+    bld.tmp = rb_workmem_take(work, &tmp_bytes);
+    bld.queue = rb_workmem_take(work, &queue_bytes);
     where = rb_alloc_with(alloc, n * sizeof *where, 64);
     if (!bld.prims || !bld.other || !bld.tmp || !bld.queue || !where)
         goto oom;
@@ -706,8 +706,8 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     }
     pthread_cond_destroy(&bld.cond);
     pthread_mutex_destroy(&bld.lock);
-    rb_workmem_give(work, alloc, bld.queue, queue_bytes);
-    rb_workmem_give(work, alloc, bld.other, other_bytes);
+    rb_workmem_give(work, bld.queue, queue_bytes);
+    rb_workmem_give(work, bld.other, other_bytes);
     bld.queue = NULL;
     bld.other = NULL;
 
@@ -717,8 +717,8 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     if (rb_bvh_collapse(pool, alloc, work, bld.tmp, bld.prims, where, &nodes,
                         &n_nodes, &depth, &inner) != RB_OK)
         goto oom;
-    rb_workmem_give(work, alloc, bld.tmp, tmp_bytes);
-    rb_workmem_give(work, alloc, bld.prims, prims_bytes);
+    rb_workmem_give(work, bld.tmp, tmp_bytes);
+    rb_workmem_give(work, bld.prims, prims_bytes);
 
     replace(bvh, alloc, build, nodes, n_nodes, where, n);
     bvh->depth = depth;
@@ -726,10 +726,10 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
     bvh->build_ms = rb_now_ms() - t0;
     return RB_OK;
 oom:
-    rb_workmem_give(work, alloc, bld.prims, prims_bytes);
-    rb_workmem_give(work, alloc, bld.other, other_bytes);
-    rb_workmem_give(work, alloc, bld.tmp, tmp_bytes);
-    rb_workmem_give(work, alloc, bld.queue, queue_bytes);
+    rb_workmem_give(work, bld.prims, prims_bytes);
+    rb_workmem_give(work, bld.other, other_bytes);
+    rb_workmem_give(work, bld.tmp, tmp_bytes);
+    rb_workmem_give(work, bld.queue, queue_bytes);
     rb_free_with(alloc, where);
     return RB_ENOMEM;
 }

@@ -322,10 +322,10 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
     atomic_init(&c.next_chunk, 0);
     size_t plan_bytes = chunks * PLAN_CHUNK * sizeof *c.plan;
     if (c.n_tasks) {
-        c.plan = rb_workmem_take(work, alloc, &plan_bytes);
+        c.plan = rb_workmem_take(work, &plan_bytes);
         c.chunk = rb_alloc_with(alloc, chunks * sizeof *c.chunk, 64);
         if (!c.plan || !c.chunk) {
-            rb_workmem_give(work, alloc, c.plan, plan_bytes);
+            rb_workmem_give(work, c.plan, plan_bytes);
             rb_free_with(alloc, c.chunk);
             return RB_ENOMEM;
         }
@@ -348,7 +348,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
             rc = RB_ENOMEM;
     }
     if (rc != RB_OK) {
-        rb_workmem_give(work, alloc, c.plan, plan_bytes);
+        rb_workmem_give(work, c.plan, plan_bytes);
         rb_free_with(alloc, c.chunk);
         return rc;
     }
@@ -373,7 +373,7 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
         }
     }
     rb_pool_run(pool, c.n_tasks, write_task, &c);
-    rb_workmem_give(work, alloc, c.plan, plan_bytes);
+    rb_workmem_give(work, c.plan, plan_bytes);
     rb_free_with(alloc, c.chunk);
     /* Summed in task order: the cost does not depend on the threads. */
     for (size_t t = 0; t < c.n_tasks; t++) {

@@ -303,7 +303,7 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
     morton *m = rb_alloc_with(alloc, sizeof *m, 64);
     uint64_t *keys = (uint64_t *)(void *)out; /* written by the gather after */
     size_t order_bytes = n * sizeof(uint32_t);
-    uint32_t *order = rb_workmem_take(work, alloc, &order_bytes);
+    uint32_t *order = rb_workmem_take(work, &order_bytes);
     size_t slice = SLICE;
     while ((n + slice - 1) / slice > MAX_SLICES)
         slice *= 2;
@@ -312,7 +312,7 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
         rb_alloc_with(alloc, slices * sizeof *cbounds, 64);
     if (!m || !order || !cbounds) {
         rb_free_with(alloc, m);
-        rb_workmem_give(work, alloc, order, order_bytes);
+        rb_workmem_give(work, order, order_bytes);
         rb_free_with(alloc, cbounds);
         return RB_ENOMEM;
     }
@@ -348,7 +348,7 @@ int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
     run(pool, m, slices, gather_task, m);
     build_tree(pool, m);
     rb_free_with(alloc, cbounds);
-    rb_workmem_give(work, alloc, order, order_bytes);
+    rb_workmem_give(work, order, order_bytes);
     rb_free_with(alloc, m);
     return RB_OK;
 }

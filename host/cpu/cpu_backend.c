@@ -286,8 +286,8 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         if (job->n_rays >= RB_ORDER_MIN_RAYS &&
             (big_tree || be->ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
             /* Without memory for the order, rays go in input order. */
-            order = rb_workmem_take(work, &be->ctx->alloc, &order_bytes);
-            keys = rb_workmem_take(work, &be->ctx->alloc, &keys_bytes);
+            order = rb_workmem_take(work, &order_bytes);
+            keys = rb_workmem_take(work, &keys_bytes);
             if (order && keys) {
                 float lo[3], hi[3];
                 rb_bvh_bounds(job->bvh, lo, hi);
@@ -297,7 +297,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
                              job->n_rays, lo, hi, far, keys, order);
                 run.order = order;
             }
-            rb_workmem_give(work, &be->ctx->alloc, keys, keys_bytes);
+            rb_workmem_give(work, keys, keys_bytes);
         }
     } else {
         /* Enough tasks for the threads to balance, few enough rays per
@@ -314,7 +314,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     } else {
         rb_pool_run(be->ctx->pool, tasks, cpu_task, &run);
     }
-    rb_workmem_give(work, &be->ctx->alloc, order, order_bytes);
+    rb_workmem_give(work, order, order_bytes);
 
     res->info.chunks = tasks;
     rb_copy_str(res->info.device, sizeof res->info.device, be->cpu_name);
