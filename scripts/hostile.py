@@ -155,18 +155,15 @@ def scenes():
     RSS after the builds (each worker's context keeps its build's work
     arrays while scenes come less than a second apart), and after a
     second and a half without jobs (the workers have freed them)."""
-    import random, struct
+    import random
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import raybox_client as rc
-    n = 1000000
     rnd = random.Random(1)
-    head = rc.HEADER.pack(b"RBOX", 1, 64, rc.KIND_SCENE, 0, 3, 0, 0, 0, n,
-                          0.0, 0.0, 0, 0.0, 0)  # as rc.encode_scene
     boxes = []
-    for _ in range(n):
+    for _ in range(1000000):
         x, y, z = rnd.random() * 100, rnd.random() * 100, rnd.random() * 100
-        boxes.append(struct.pack("<6f", x, y, z, x + 0.5, y + 0.5, z + 0.5))
-    body = head + b"".join(boxes)
+        boxes.append((x, y, z, x + 0.5, y + 0.5, z + 0.5))
+    body = rc.encode_scene(boxes)  # once: the stores time the server alone
     p, port = start([])
     url = f"http://127.0.0.1:{port}"
     base = rss_mb(p.pid)
