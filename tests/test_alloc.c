@@ -26,9 +26,8 @@ static void *f_alloc(void *user, size_t size, size_t align)
         f->failures++;
         return NULL;
     }
-    void *p = NULL;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
-                       size ? size : 1))
+    void *p = rbt_aligned_alloc(size, align);
+    if (!p)
         return NULL;
     f->live++;
     return p;

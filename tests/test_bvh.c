@@ -574,11 +574,7 @@ static void *failing_alloc(void *user, size_t size, size_t align)
         return NULL;
     if (f->left > 0)
         f->left--;
-    void *p = NULL;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
-                       size ? size : 1))
-        return NULL;
-    return p;
+    return rbt_aligned_alloc(size, align);
 }
 
 static void failing_free(void *user, void *ptr)

@@ -31,11 +31,7 @@ static void *count_alloc(void *user, size_t size, size_t align)
         return NULL;
     if (size >= MIB)
         atomic_fetch_add(&c->big_allocs, 1);
-    void *p = NULL;
-    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
-                       size ? size : 1))
-        return NULL;
-    return p;
+    return rbt_aligned_alloc(size, align);
 }
 
 static void count_free(void *user, void *ptr)

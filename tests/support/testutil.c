@@ -180,6 +180,15 @@ size_t rbt_load_vectors(rbt_vector **out)
     return count;
 }
 
+void *rbt_aligned_alloc(size_t size, size_t align)
+{
+    void *p = NULL;
+    if (posix_memalign(&p, align < sizeof(void *) ? sizeof(void *) : align,
+                       size ? size : 1))
+        return NULL;
+    return p;
+}
+
 int rbt_run_suite(Suite *s)
 {
     SRunner *sr = srunner_create(s);

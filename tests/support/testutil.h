@@ -23,6 +23,11 @@ rb_context *rbt_context_opts(int which, const rb_context_options *opt);
 rb_context *rbt_context_limited(int which, uint64_t max_buffer_bytes,
                                 uint64_t memory_budget, int cpu_fallback);
 
+/* size bytes (at least 1) aligned to align (at least a pointer's), as
+ * rb_allocator.alloc promises, or NULL: the body of the tests' counting
+ * and failing allocators. */
+void *rbt_aligned_alloc(size_t size, size_t align);
+
 /* Runs every test of s (check's runner, CK_NORMAL output), frees it and
  * returns the number that failed: the body of every suite's main. */
 int rbt_run_suite(Suite *s);
