@@ -39,6 +39,7 @@
 #define MAX_SLICES 4096 /* tasks at most: slices grow beyond 64M prims */
 #define SUBTREE_MIN 8192 /* ranges split at the top until below this */
 #define MAX_SUBTREES 256
+#define GATHER_AHEAD 16 /* prims the gather fetches ahead */
 
 static uint32_t cell(float c, float base, float scale)
 {
@@ -175,6 +176,9 @@ static void gather_task(void *arg, size_t t, unsigned worker)
     size_t b, e;
     slice(m, t, &b, &e);
     for (size_t i = b; i < e; i++) {
+        /* The reads are random: fetch a few ahead. */
+        if (i + GATHER_AHEAD < e)
+            __builtin_prefetch(&m->in[m->order[i + GATHER_AHEAD]]);
         const rb_bvh_prim *p = &m->in[m->order[i]];
         m->out[i] = *p;
         m->codes[i] = p->pad; /* order[i] is read: its word is free */
@@ -222,6 +226,37 @@ static void unite(rb_bvh2_node *node, const rb_bvh2_node *l,
     }
 }
 
+/* The union of prims [0, n) (n >= 1) into node's lo and hi. Each lane
+ * keeps `p < bound ? p : bound` (and the mirror for hi), as the scalar
+ * loop does, so both give the same bits. */
+static void leaf_bounds(const rb_bvh_prim *p, uint32_t n, rb_bvh2_node *node)
+{
+#ifdef __SSE2__
+    /* lanes 0-2 are the corners; lane 3 (index, pad) is not stored */
+    __m128 lo = _mm_loadu_ps(p[0].lo), hi = _mm_loadu_ps(p[0].hi);
+    for (uint32_t i = 1; i < n; i++) {
+        lo = _mm_min_ps(_mm_loadu_ps(p[i].lo), lo);
+        hi = _mm_max_ps(_mm_loadu_ps(p[i].hi), hi);
+    }
+    float l[4], h[4];
+    _mm_storeu_ps(l, lo);
+    _mm_storeu_ps(h, hi);
+    memcpy(node->lo, l, sizeof node->lo);
+    memcpy(node->hi, h, sizeof node->hi);
+#else
+    for (int a = 0; a < 3; a++) {
+        node->lo[a] = p[0].lo[a];
+        node->hi[a] = p[0].hi[a];
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        for (int a = 0; a < 3; a++) {
+            node->lo[a] = p[i].lo[a] < node->lo[a] ? p[i].lo[a] : node->lo[a];
+            node->hi[a] = p[i].hi[a] > node->hi[a] ? p[i].hi[a] : node->hi[a];
+        }
+    }
+#endif
+}
+
 /* Makes node `at` over prims [b, e), subtree and bounds, its descendants
  * numbered from *next on. */
 static void build(morton *m, size_t at, uint32_t b, uint32_t e,
@@ -229,17 +264,7 @@ static void build(morton *m, size_t at, uint32_t b, uint32_t e,
 {
     rb_bvh2_node *node = &m->tmp[at];
     if (e - b <= RB_BVH_LEAF) {
-        for (int a = 0; a < 3; a++) {
-            node->lo[a] = INFINITY;
-            node->hi[a] = -INFINITY;
-        }
-        for (uint32_t i = b; i < e; i++) {
-            const rb_bvh_prim *p = &m->out[i];
-            for (int a = 0; a < 3; a++) {
-                node->lo[a] = p->lo[a] < node->lo[a] ? p->lo[a] : node->lo[a];
-                node->hi[a] = p->hi[a] > node->hi[a] ? p->hi[a] : node->hi[a];
-            }
-        }
+        leaf_bounds(&m->out[b], e - b, node);
         node->first = b;
         node->count = e - b;
         return;
