@@ -429,17 +429,24 @@ START_TEST(test_fast_build)
     rb_ray *rays = calloc(NR, sizeof *rays);
     static const int shapes[] = {RBT_SC_CLUSTERED, RBT_SC_HUGE,
                                  RBT_SC_IDENTICAL};
-    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+    /* Each scene with the codes of small scenes (7 bits per axis), then
+     * with those of big ones (10 bits), which would take 2M boxes. */
+    size_t fine_min = rb_bvh_morton_fine_min;
+    const size_t n_shapes = sizeof shapes / sizeof shapes[0];
+    for (size_t k = 0; k < 2 * n_shapes; k++) {
+        int fine = k >= n_shapes;
+        rb_bvh_morton_fine_min = fine ? 0 : fine_min;
         rbt_rng g = {91 + k};
-        size_t nb = rbt_scene_boxes(shapes[k], NB, &g, boxes);
+        size_t nb = rbt_scene_boxes(shapes[k % n_shapes], NB, &g, boxes);
         rb_scene *scene = NULL;
         ck_assert_int_eq(rb_scene_create(fast, 3, boxes, nb, &scene), RB_OK);
         const rb_bvh *b = rb_scene_bvh(scene);
         ck_assert_int_eq(b->build, RB_HIERARCHY_BUILD_FAST);
         ck_assert_uint_le(b->depth, RB_BVH_MAX_DEPTH);
         char what[96];
-        snprintf(what, sizeof what, "fast build, %s (%zu boxes)",
-                 rbt_scene_kind_name[shapes[k]], nb);
+        snprintf(what, sizeof what, "fast build, %s (%zu boxes, %s codes)",
+                 rbt_scene_kind_name[shapes[k % n_shapes]], nb,
+                 fine ? "fine" : "coarse");
         check_unions(b, what);
         rbt_scene_rays(&g, boxes, nb, rays, NR);
         compare_scene(fast, ref, scene, 3, rays, NR, 8, what);
@@ -451,6 +458,7 @@ START_TEST(test_fast_build)
         check_unions(b, what);
         rb_scene_destroy(scene);
     }
+    rb_bvh_morton_fine_min = fine_min;
     free(boxes);
     free(rays);
 

@@ -118,6 +118,10 @@ int rb_bvh_build(struct rb_pool *pool, const rb_allocator *alloc,
  * one when the 2-core machine is quiet, and 10-19 against 23-27 with two
  * busy loops beside them.) */
 #define RB_BVH_MORTON_PARALLEL_MIN 16384
+/* Up to this many boxes its codes have 7 bits per axis, beyond 10
+ * (bvh_morton.c says why). Tests lower it to build fine codes over a few
+ * thousand boxes; nothing else writes it. */
+extern size_t rb_bvh_morton_fine_min;
 int rb_bvh_morton(struct rb_pool *pool, const rb_allocator *alloc,
                   struct rb_workmem *work, const rb_boxset *boxes,
                   rb_bvh_prim *in, rb_bvh_prim *out, rb_bvh2_node *tmp);

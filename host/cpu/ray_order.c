@@ -1,10 +1,10 @@
 /* ray_order.c - see ray_order.h. Keys are computed in parallel on the
- * pool, then sorted with a three-pass LSD radix sort (10 bits a pass),
- * which is stable, so equal keys keep their input order. Each pass runs
- * on the pool too: SORT_CHUNKS fixed slices of the keys are counted, the
- * counts are summed bucket by bucket in slice order, and every slice
- * scatters its keys from its own offsets, so the result is the serial
- * sort's whatever thread runs which slice. (Serial, the sort took about
+ * pool, then sorted with an LSD radix sort (three passes of 10 bits for
+ * the rays' 30-bit keys), which is stable, so equal keys keep their input
+ * order. Each pass runs on the pool too: fixed slices of the keys are
+ * counted, the counts are summed bucket by bucket in slice order, and
+ * every slice scatters its keys from its own offsets, so the result is
+ * the serial sort's whatever thread runs which slice. (Serial, the sort took about
  * half the time of a 1M-ray any query's ordering and left the other
  * cores idle.) */
 #include "ray_order.h"
@@ -16,10 +16,13 @@
 
 #define KEYS_PER_TASK 16384
 #define GRID_BITS 9
-#define RADIX_BITS 10
-#define RADIX_PASSES 3 /* 3 octant bits + 3 * GRID_BITS = 30 key bits */
-#define RADIX_BUCKETS (1u << RADIX_BITS)
+#define RAY_KEY_BITS 30 /* 3 octant bits + 3 * GRID_BITS */
+#define RADIX_BITS_MAX 11 /* a digit's bits: 30-bit keys take 3 passes of 10,
+                           * 21-bit ones 2 of 11 */
 #define SORT_CHUNKS 8
+/* The per-chunk counts, on the stack: 8 chunks of 10-bit digits, 4 of
+ * 11-bit ones. */
+#define SORT_COUNTS (SORT_CHUNKS << 10)
 /* Below this many keys one slice does it all (the pool's hand-off would
  * cost more than it saves). */
 #define SORT_PARALLEL_MIN 65536
@@ -82,7 +85,8 @@ typedef struct sorting {
     uint32_t *order;  /* the indices go here instead */
     size_t n, chunks;
     unsigned shift;
-    uint32_t (*offset)[RADIX_BUCKETS]; /* [chunk][bucket] */
+    size_t buckets;   /* of a digit */
+    uint32_t *offset; /* [chunk * buckets + bucket] */
 } sorting;
 
 static void chunk_range(const sorting *s, size_t c, size_t *begin,
@@ -98,10 +102,10 @@ static void count_task(void *arg, size_t c, unsigned worker)
     (void)worker;
     size_t begin, end;
     chunk_range(s, c, &begin, &end);
-    uint32_t *count = s->offset[c];
-    memset(count, 0, sizeof s->offset[c]);
+    uint32_t *count = &s->offset[c * s->buckets];
+    memset(count, 0, s->buckets * sizeof *count);
     for (size_t i = begin; i < end; i++)
-        count[(s->src[i] >> s->shift) & (RADIX_BUCKETS - 1)]++;
+        count[(s->src[i] >> s->shift) & (s->buckets - 1)]++;
 }
 
 static void scatter_task(void *arg, size_t c, unsigned worker)
@@ -110,14 +114,14 @@ static void scatter_task(void *arg, size_t c, unsigned worker)
     (void)worker;
     size_t begin, end;
     chunk_range(s, c, &begin, &end);
-    uint32_t *pos = s->offset[c];
+    uint32_t *pos = &s->offset[c * s->buckets];
     if (s->dst) {
         for (size_t i = begin; i < end; i++)
-            s->dst[pos[(s->src[i] >> s->shift) & (RADIX_BUCKETS - 1)]++] =
+            s->dst[pos[(s->src[i] >> s->shift) & (s->buckets - 1)]++] =
                 s->src[i];
     } else {
         for (size_t i = begin; i < end; i++)
-            s->order[pos[(s->src[i] >> s->shift) & (RADIX_BUCKETS - 1)]++] =
+            s->order[pos[(s->src[i] >> s->shift) & (s->buckets - 1)]++] =
                 (uint32_t)s->src[i];
     }
 }
@@ -137,26 +141,33 @@ void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,
     rb_pool_run(pool, (n + KEYS_PER_TASK - 1) / KEYS_PER_TASK, key_task, &k);
     /* n <= UINT32_MAX: indices are 32-bit (rb_intersect limits rays to
      * INT32_MAX). */
-    rb_key_order(pool, scratch, n, order);
+    rb_key_order(pool, scratch, n, RAY_KEY_BITS, order);
 }
 
 void rb_key_order(struct rb_pool *pool, uint64_t *scratch, size_t n,
-                  uint32_t *order)
+                  unsigned bits, uint32_t *order)
 {
-    uint32_t offset[SORT_CHUNKS][RADIX_BUCKETS];
+    uint32_t offset[SORT_COUNTS];
+    unsigned passes = (bits + RADIX_BITS_MAX - 1) / RADIX_BITS_MAX;
+    unsigned digit = (bits + passes - 1) / passes;
+    size_t buckets = (size_t)1 << digit;
+    size_t chunks = SORT_COUNTS / buckets;
+    if (chunks > SORT_CHUNKS)
+        chunks = SORT_CHUNKS;
     sorting srt = {.n = n, .order = order, .offset = offset,
-                   .chunks = n < SORT_PARALLEL_MIN ? 1 : SORT_CHUNKS};
+                   .chunks = n < SORT_PARALLEL_MIN ? 1 : chunks,
+                   .buckets = buckets};
     uint64_t *src = scratch, *dst = scratch + n;
-    for (int pass = 0; pass < RADIX_PASSES; pass++) {
+    for (unsigned pass = 0; pass < passes; pass++) {
         srt.src = src;
-        srt.dst = pass + 1 < RADIX_PASSES ? dst : NULL;
-        srt.shift = 32 + (unsigned)pass * RADIX_BITS;
+        srt.dst = pass + 1 < passes ? dst : NULL;
+        srt.shift = 32 + pass * digit;
         rb_pool_run(pool, srt.chunks, count_task, &srt);
         uint32_t sum = 0;
-        for (size_t b = 0; b < RADIX_BUCKETS; b++) {
+        for (size_t b = 0; b < srt.buckets; b++) {
             for (size_t c = 0; c < srt.chunks; c++) {
-                uint32_t here = offset[c][b];
-                offset[c][b] = sum;
+                uint32_t here = offset[c * buckets + b];
+                offset[c * buckets + b] = sum;
                 sum += here;
             }
         }
