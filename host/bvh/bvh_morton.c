@@ -22,8 +22,8 @@
  * Codes have 7 bits per axis up to rb_bvh_morton_fine_min boxes (2M),
  * about one cell a box at that size: the sort then takes two passes, not
  * three (5% of a 1M build; the trees' SAH costs at 100K and 1M were the
- * same to the digit shown). Beyond, 10 bits. Depth: the code bits, then halving by count among equal codes,
- * stays within RB_BVH_MAX_DEPTH.
+ * same to the digit shown). Beyond, 10 bits. Depth: the code bits, then
+ * halving by count among equal codes, stays within RB_BVH_MAX_DEPTH.
  */
 #include <float.h>
 #include <math.h>
@@ -101,7 +101,8 @@ static inline uint32_t code_of(const morton *m, const float c[3])
 {
     uint32_t code = 0;
     for (int a = 0; a < 3; a++)
-        code |= rb_spread3(cell(c[a], m->base[a], m->scale[a], m->top)) << (2 - a);
+        code |= rb_spread3(cell(c[a], m->base[a], m->scale[a], m->top))
+                << (2 - a);
     return code;
 }
 

@@ -4,9 +4,9 @@
  * order. Each pass runs on the pool too: fixed slices of the keys are
  * counted, the counts are summed bucket by bucket in slice order, and
  * every slice scatters its keys from its own offsets, so the result is
- * the serial sort's whatever thread runs which slice. (Serial, the sort took about
- * half the time of a 1M-ray any query's ordering and left the other
- * cores idle.) */
+ * the serial sort's whatever thread runs which slice. (Serial, the sort
+ * took about half the time of a 1M-ray any query's ordering and left the
+ * other cores idle.) */
 #include "ray_order.h"
 
 #include <string.h>
