@@ -96,6 +96,12 @@ static void chunk_range(const sorting *s, size_t c, size_t *begin,
     *end = s->n * (c + 1) / s->chunks;
 }
 
+/* Key k's digit of this pass: its bucket. */
+static inline size_t digit_of(const sorting *s, uint64_t k)
+{
+    return (size_t)(k >> s->shift) & (s->buckets - 1);
+}
+
 static void count_task(void *arg, size_t c, unsigned worker)
 {
     sorting *s = arg;
@@ -105,7 +111,7 @@ static void count_task(void *arg, size_t c, unsigned worker)
     uint32_t *count = &s->offset[c * s->buckets];
     memset(count, 0, s->buckets * sizeof *count);
     for (size_t i = begin; i < end; i++)
-        count[(s->src[i] >> s->shift) & (s->buckets - 1)]++;
+        count[digit_of(s, s->src[i])]++;
 }
 
 static void scatter_task(void *arg, size_t c, unsigned worker)
@@ -117,12 +123,10 @@ static void scatter_task(void *arg, size_t c, unsigned worker)
     uint32_t *pos = &s->offset[c * s->buckets];
     if (s->dst) {
         for (size_t i = begin; i < end; i++)
-            s->dst[pos[(s->src[i] >> s->shift) & (s->buckets - 1)]++] =
-                s->src[i];
+            s->dst[pos[digit_of(s, s->src[i])]++] = s->src[i];
     } else {
         for (size_t i = begin; i < end; i++)
-            s->order[pos[(s->src[i] >> s->shift) & (s->buckets - 1)]++] =
-                (uint32_t)s->src[i];
+            s->order[pos[digit_of(s, s->src[i])]++] = (uint32_t)s->src[i];
     }
 }
 
