@@ -6,6 +6,7 @@
  * FMA, -ffp-contract=off) and chosen at run time.
  */
 #ifdef RB_HAVE_AVX2
+#include <float.h>
 #include <immintrin.h>
 
 #include "bvh.h"
@@ -54,30 +55,35 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
         x = _mm256_min_ps(fa, x);
     }
     __m256 xe = _mm256_min_ps(x, w->tmax);
-    __m256 pad = _mm256_blendv_ps(
-        _mm256_set1_ps(RB_BVH_PAD_DOWN), _mm256_set1_ps(RB_BVH_PAD_UP),
-        _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
-    __m256 xp = _mm256_min_ps(_mm256_mul_ps(x, pad), _mm256_set1_ps(limit));
-    __m256 finite = _mm256_cmp_ps(e, inf, _CMP_LT_OQ);
     if (!exact) { /* a shape tree: every slot is conservative */
+        __m256 pad = _mm256_blendv_ps(
+            _mm256_set1_ps(RB_BVH_PAD_DOWN), _mm256_set1_ps(RB_BVH_PAD_UP),
+            _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
+        __m256 xp =
+            _mm256_min_ps(_mm256_mul_ps(x, pad), _mm256_set1_ps(limit));
+        __m256 finite = _mm256_cmp_ps(e, inf, _CMP_LT_OQ);
         unsigned maybe = (unsigned)_mm256_movemask_ps(
             _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
         _mm256_storeu_ps(e_out, e);
         *boxes_hit = 0;
         return maybe;
     }
-    /* A box entered past limit cannot improve nearest (other modes pass
-     * tmax, which xe is at most already). */
-    unsigned hit = (unsigned)_mm256_movemask_ps(_mm256_and_ps(
-        _mm256_cmp_ps(e, _mm256_min_ps(xe, _mm256_set1_ps(limit)),
-                      _CMP_LE_OQ),
-        finite));
-    unsigned maybe = (unsigned)_mm256_movemask_ps(
-        _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
+    /* A box tree: one compare serves box and subtree slots, unpadded.
+     * Here the distances are those of rb_slab_hit, operation for
+     * operation (no FMA in this file), so a subtree slot's entry is never
+     * above and its exit never below those of a box inside it (see the top
+     * of bvh_walk.inc): the slot passes whenever one of its boxes does.
+     * The pad there is for node kernels that may round otherwise. e <= x
+     * and e <= limit (limit <= tmax: a box entered past it cannot improve
+     * nearest) and e finite, in one compare: x and limit are never NaN,
+     * and FLT_MAX stands in for the finiteness test. */
+    float cap = limit < FLT_MAX ? limit : FLT_MAX;
+    unsigned pass = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(
+        e, _mm256_min_ps(x, _mm256_set1_ps(cap)), _CMP_LE_OQ));
     _mm256_storeu_ps(e_out, e);
     _mm256_storeu_ps(x_out, xe);
-    *boxes_hit = hit & n->boxes;
-    return maybe & ~n->boxes;
+    *boxes_hit = pass & n->boxes;
+    return pass & ~n->boxes;
 }
 
 static inline unsigned lanes_gt(const float e[RB_BVH_WIDTH], float t)

@@ -43,7 +43,8 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
             rb_slab_step(s ? hi[a] : lo[a], s ? lo[a] : hi[a], w->r.o[a],
                          w->r.inv[a], &e, &x);
         }
-        x *= x >= 0.0f ? RB_BVH_PAD_UP : RB_BVH_PAD_DOWN;
+        if (!exact) /* box trees need no pad (bvh_walk.inc) */
+            x *= x >= 0.0f ? RB_BVH_PAD_UP : RB_BVH_PAD_DOWN;
         x = x < limit ? x : limit;
         e_out[k] = e;
         maybe |= (unsigned)rb_slab_accept(e, x) << k;
