@@ -21,9 +21,12 @@
  *   + 0.0f removes; the hit test does not see it.)
  * - Subtree slots use the same per-plane distances (rounding is monotonic,
  *   so a slot's entry is never above and its exit never below those of a
- *   box inside), skip NaN planes the same way, and pad the exit as in Ize
- *   2013: x * (1 + 2^-21) for x >= 0, x * (1 - 2^-21) below (exact.h's
- *   RB_BVH_PAD_UP/DOWN).
+ *   box inside) and skip NaN planes the same way; computed by the same
+ *   instructions as the box slots' (FP_CONTRACT is off, and any rounding
+ *   a device used would be monotonic), they need no pad. Shape trees pad
+ *   the exit as in Ize 2013: x * (1 + 2^-21) for x >= 0, x * (1 - 2^-21)
+ *   below (exact.h's RB_BVH_PAD_UP/DOWN), for the shape tests' own
+ *   rounding.
  * - nearest drops a slot or a stack entry only when its entry is strictly
  *   greater than the best so far and breaks ties by original index; the
  *   winner's faces and exit come from rb_slab_full on its corners.
@@ -155,17 +158,26 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
     }
     float8 tmax = (float8)(w->r.tmax);
     float8 xe = select(tmax, x, x < tmax);
+    int8 finite = e < (float8)(INFINITY);
+    vstore8(e, 0, e_out);
+    vstore8(xe, 0, x_out);
+    uint boxes = as_uint(n[RB_NODE_BOXES]);
+    if (!shapes) {
+        /* A box tree: box and subtree slots go through these very
+         * operations, and each is monotonic in the plane, so a subtree
+         * slot passes whenever a box inside it does: no pad (see
+         * host/bvh/bvh_walk.inc). limit <= tmax. */
+        float8 xl = select((float8)(limit), x, x < (float8)(limit));
+        uint pass = rb_mask8((e <= xl) & finite);
+        *boxes_hit = pass & boxes;
+        return pass & ~boxes;
+    }
     float8 pad = select((float8)(RB_BVH_PAD_DOWN), (float8)(RB_BVH_PAD_UP),
                         x >= (float8)(0.0f));
     float8 xp = x * pad;
     xp = select((float8)(limit), xp, xp < (float8)(limit));
-    int8 finite = e < (float8)(INFINITY);
-    uint exact = rb_mask8((e <= xe) & finite);
     uint maybe = rb_mask8((e <= xp) & finite);
-    vstore8(e, 0, e_out);
-    vstore8(xe, 0, x_out);
-    uint boxes = as_uint(n[RB_NODE_BOXES]);
-    *boxes_hit = (shapes ? maybe : exact) & boxes;
+    *boxes_hit = maybe & boxes;
     return maybe & ~boxes;
 }
 #else
@@ -191,9 +203,13 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
         }
         float4 tmax = (float4)(w->r.tmax);
         float4 xe = select(tmax, x, x < tmax);
-        float4 pad = select((float4)(RB_BVH_PAD_DOWN),
-                            (float4)(RB_BVH_PAD_UP), x >= (float4)(0.0f));
-        float4 xp = x * pad;
+        /* a box tree unpadded, as in the wide test above */
+        float4 xp = x;
+        if (shapes) {
+            float4 pad = select((float4)(RB_BVH_PAD_DOWN),
+                                (float4)(RB_BVH_PAD_UP), x >= (float4)(0.0f));
+            xp = x * pad;
+        }
         xp = select((float4)(limit), xp, xp < (float4)(limit));
         int4 finite = e < (float4)(INFINITY);
         int4 b = (int4)(1, 2, 4, 8) << (4 * h);
