@@ -125,8 +125,9 @@ RB_LAYOUT(offsetof(rb_bvh_node, lo) == 4 * RB_NODE_LO &&
           rb_bvh_node_offsets);
 #endif
 
-/* Node tests pad a slot's exit as in Ize 2013 / pbrt: exit * (1 + 2
- * gamma_3), 1 + 3.58e-7 rounded up to 1 + 2^-21 so that the rounded
+/* Shape trees' node tests pad a slot's exit (box trees need none: their
+ * slots share the leaf test's operations) as in Ize 2013 / pbrt: exit *
+ * (1 + 2 gamma_3), 1 + 3.58e-7 rounded up to 1 + 2^-21 so that the rounded
  * product still pads by at least 2 gamma_3; a negative exit is scaled by
  * the factor below 1 instead, so padding never shrinks it. */
 #define RB_BVH_PAD_UP (1.0f + 4.0f * FLT_EPSILON)
