@@ -72,8 +72,8 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
      * Here the distances are those of rb_slab_hit, operation for
      * operation (no FMA in this file), so a subtree slot's entry is never
      * above and its exit never below those of a box inside it (see the top
-     * of bvh_walk.inc): the slot passes whenever one of its boxes does.
-     * The pad there is for node kernels that may round otherwise. e <= x
+     * of bvh_walk.inc): the slot passes whenever one of its boxes does,
+     * and needs no pad. e <= x
      * and e <= limit (limit <= tmax: a box entered past it cannot improve
      * nearest) and e finite, in one compare: x and limit are never NaN,
      * and FLT_MAX stands in for the finiteness test. */
