@@ -45,9 +45,9 @@ void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,
 /* The sort rb_ray_order uses, for other keys: keys[0..n) (the sort key
  * in bits 32 to 31 + bits, 1 <= bits <= 32, the bits above it 0; anything
  * in the low 32 bits) are sorted stably by their key on the pool, and
- * their low 32 bits written in that order to order[0..n). Keys of 22 bits
- * or fewer take two passes, longer ones three. keys must have room for 2n
- * (the second half is scratch); n <= UINT32_MAX. */
+ * their low 32 bits written in that order to order[0..n). Keys of 11 bits
+ * or fewer take one pass, of 22 or fewer two, longer ones three. keys
+ * must have room for 2n (the second half is scratch); n <= UINT32_MAX. */
 void rb_key_order(struct rb_pool *pool, uint64_t *keys, size_t n,
                   unsigned bits, uint32_t *order);
 
