@@ -138,11 +138,16 @@ static inline uint rb_mask8(int8 m)
 }
 
 /* Node n: e[k] and x[k] are slot k's t_enter and t_exit as rb_slab_hit
- * computes them (before + 0.0f); *boxes_hit gets the box slots hit, the
- * return value the subtree slots that may hold a hit within
- * [tmin, limit]. In a shape tree (shapes, a constant) the box slots get
- * the conservative test of subtree slots instead: they hold widened world
- * boxes, and the exact shape test decides (shapes.cl). */
+ * computes them (before + 0.0f); one compare, e <= min(x, limit) with e
+ * finite, gives *boxes_hit, the box slots hit at or before limit (limit
+ * is tmax but for nearest, whose boxes past its best cannot win), and the
+ * return value, the subtree slots that may hold such a hit. A box tree
+ * needs no pad: its box and subtree slots go through these very
+ * operations, each monotonic in the plane, so a subtree slot passes
+ * whenever a box inside it does (host/bvh/bvh_walk.inc). In a shape tree
+ * (shapes, a constant) the box slots hold widened world boxes and the
+ * exact shape test decides (shapes.cl); there the exit is padded for the
+ * shape tests' own rounding. */
 static inline uint rb_node_test(const rb_wray *w, __global const float *n,
                                 float limit, float e_out[8], float x_out[8],
                                 uint *boxes_hit, const int shapes)
@@ -158,27 +163,17 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
     }
     float8 tmax = (float8)(w->r.tmax);
     float8 xe = select(tmax, x, x < tmax);
-    int8 finite = e < (float8)(INFINITY);
+    float8 xp = x;
+    if (shapes)
+        xp = x * select((float8)(RB_BVH_PAD_DOWN), (float8)(RB_BVH_PAD_UP),
+                        x >= (float8)(0.0f));
+    xp = select((float8)(limit), xp, xp < (float8)(limit));
+    uint pass = rb_mask8((e <= xp) & (e < (float8)(INFINITY)));
     vstore8(e, 0, e_out);
     vstore8(xe, 0, x_out);
     uint boxes = as_uint(n[RB_NODE_BOXES]);
-    if (!shapes) {
-        /* A box tree: box and subtree slots go through these very
-         * operations, and each is monotonic in the plane, so a subtree
-         * slot passes whenever a box inside it does: no pad (see
-         * host/bvh/bvh_walk.inc). limit <= tmax. */
-        float8 xl = select((float8)(limit), x, x < (float8)(limit));
-        uint pass = rb_mask8((e <= xl) & finite);
-        *boxes_hit = pass & boxes;
-        return pass & ~boxes;
-    }
-    float8 pad = select((float8)(RB_BVH_PAD_DOWN), (float8)(RB_BVH_PAD_UP),
-                        x >= (float8)(0.0f));
-    float8 xp = x * pad;
-    xp = select((float8)(limit), xp, xp < (float8)(limit));
-    uint maybe = rb_mask8((e <= xp) & finite);
-    *boxes_hit = maybe & boxes;
-    return maybe & ~boxes;
+    *boxes_hit = pass & boxes;
+    return pass & ~boxes;
 }
 #else
 /* The same test on two halves of four slots. */
@@ -186,7 +181,7 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
                                 float limit, float e_out[8], float x_out[8],
                                 uint *boxes_hit, const int shapes)
 {
-    uint exact = 0, maybe = 0;
+    uint pass = 0;
     for (int h = 0; h < 2; h++) {
         float4 e = (float4)(w->r.tmin), x = (float4)(INFINITY);
         for (int a = 0; a < 3; a++) {
@@ -203,26 +198,20 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
         }
         float4 tmax = (float4)(w->r.tmax);
         float4 xe = select(tmax, x, x < tmax);
-        /* a box tree unpadded, as in the wide test above */
         float4 xp = x;
-        if (shapes) {
-            float4 pad = select((float4)(RB_BVH_PAD_DOWN),
-                                (float4)(RB_BVH_PAD_UP), x >= (float4)(0.0f));
-            xp = x * pad;
-        }
+        if (shapes)
+            xp = x * select((float4)(RB_BVH_PAD_DOWN),
+                            (float4)(RB_BVH_PAD_UP), x >= (float4)(0.0f));
         xp = select((float4)(limit), xp, xp < (float4)(limit));
-        int4 finite = e < (float4)(INFINITY);
         int4 b = (int4)(1, 2, 4, 8) << (4 * h);
-        int4 ex = ((e <= xe) & finite) & b;
-        int4 mb = ((e <= xp) & finite) & b;
-        exact |= (uint)(ex.s0 | ex.s1 | ex.s2 | ex.s3);
-        maybe |= (uint)(mb.s0 | mb.s1 | mb.s2 | mb.s3);
+        int4 mb = ((e <= xp) & (e < (float4)(INFINITY))) & b;
+        pass |= (uint)(mb.s0 | mb.s1 | mb.s2 | mb.s3);
         vstore4(e, h, e_out);
         vstore4(xe, h, x_out);
     }
     uint boxes = as_uint(n[RB_NODE_BOXES]);
-    *boxes_hit = (shapes ? maybe : exact) & boxes;
-    return maybe & ~boxes;
+    *boxes_hit = pass & boxes;
+    return pass & ~boxes;
 }
 #endif /* RB_WIDE */
 
@@ -381,10 +370,12 @@ static inline uint rb_wpush_set(const int mode, rb_wstack *st, uint m,
  * deepest last, which are the subtrees a stack without limit would hold.
  * For nearest, a path child that now fails the test (its entry beyond the
  * best) holds nothing left to visit, so the path ends there. Box hits of
- * the path's nodes were taken when the walk first met them. */
+ * the path's nodes were taken when the walk first met them. The node test
+ * is the walk's own (shapes: the tree's kind), so the path's masks are
+ * the ones the walk saw. */
 static inline void rb_wresume(const rb_wray *w, __global const float *nodes,
-                              const int mode, float limit, rb_wstack *st,
-                              const rb_wpos *pos)
+                              const int mode, const int shapes, float limit,
+                              rb_wstack *st, const rb_wpos *pos)
 {
     __global const uint *words = (__global const uint *)nodes;
     st->lost = 0;
@@ -393,7 +384,7 @@ static inline void rb_wresume(const rb_wray *w, __global const float *nodes,
         float ev[8], xv[8];
         uint hits;
         uint m = rb_node_test(w, nodes + (size_t)node * RB_NODE_WORDS, limit,
-                              ev, xv, &hits, 0);
+                              ev, xv, &hits, shapes);
         __global const uint *child = words + (size_t)node * RB_NODE_WORDS +
                                      RB_NODE_CHILD;
         uint c = rb_path_get(pos, d);
@@ -417,8 +408,8 @@ static inline void rb_wresume(const rb_wray *w, __global const float *nodes,
 /* The next subtree to visit into *cur (1), or 0 when the walk is over;
  * nearest skips entries that start past its best. */
 static inline int rb_wpop(const rb_wray *w, __global const float *nodes,
-                          const int mode, const rb_walk *s, rb_wstack *st,
-                          rb_wpos *pos, uint *cur)
+                          const int mode, const int shapes, const rb_walk *s,
+                          rb_wstack *st, rb_wpos *pos, uint *cur)
 {
     for (;;) {
         if (st->n == 0) {
@@ -427,7 +418,7 @@ static inline int rb_wpop(const rb_wray *w, __global const float *nodes,
             float limit = w->r.tmax;
             if (mode == RB_WALK_NEAREST && s->best_t < limit)
                 limit = s->best_t;
-            rb_wresume(w, nodes, mode, limit, st, pos);
+            rb_wresume(w, nodes, mode, shapes, limit, st, pos);
             continue;
         }
         uint j = --st->n;
@@ -544,7 +535,8 @@ rb_walk_tree(const rb_wray *w, __global const float *nodes, const int mode,
                 if (RB_WALK_RESUMES)
                     rb_path_take(&pos, d, k);
             } else {
-                walking = rb_wpop(w, nodes, mode, s, &st, &pos, &cur);
+                walking = rb_wpop(w, nodes, mode, shapes, s, &st, &pos,
+                                  &cur);
             }
         }
         if (!hits)
