@@ -55,32 +55,30 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
         x = _mm256_min_ps(fa, x);
     }
     __m256 xe = _mm256_min_ps(x, w->tmax);
-    if (!exact) { /* a shape tree: every slot is conservative */
-        __m256 pad = _mm256_blendv_ps(
-            _mm256_set1_ps(RB_BVH_PAD_DOWN), _mm256_set1_ps(RB_BVH_PAD_UP),
-            _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ));
-        __m256 xp =
-            _mm256_min_ps(_mm256_mul_ps(x, pad), _mm256_set1_ps(limit));
-        __m256 finite = _mm256_cmp_ps(e, inf, _CMP_LT_OQ);
-        unsigned maybe = (unsigned)_mm256_movemask_ps(
-            _mm256_and_ps(_mm256_cmp_ps(e, xp, _CMP_LE_OQ), finite));
-        _mm256_storeu_ps(e_out, e);
-        *boxes_hit = 0;
-        return maybe;
-    }
-    /* A box tree: one compare serves box and subtree slots, unpadded.
-     * Here the distances are those of rb_slab_hit, operation for
-     * operation (no FMA in this file), so a subtree slot's entry is never
-     * above and its exit never below those of a box inside it (see the top
-     * of bvh_walk.inc): the slot passes whenever one of its boxes does,
-     * and needs no pad. e <= x
-     * and e <= limit (limit <= tmax: a box entered past it cannot improve
-     * nearest) and e finite, in one compare: x and limit are never NaN,
-     * and FLT_MAX stands in for the finiteness test. */
+    /* One compare for every slot: e <= x and e <= limit (limit <= tmax:
+     * a box entered past it cannot improve nearest) and e finite (x and
+     * limit are never NaN, and FLT_MAX stands in for the finiteness
+     * test). A box tree's distances are those of rb_slab_hit, operation
+     * for operation (no FMA in this file), so a subtree slot's entry is
+     * never above and its exit never below those of a box inside it (see
+     * the top of bvh_walk.inc): it passes whenever one of its boxes does,
+     * unpadded. A shape tree pads the exit for the shape tests' own
+     * rounding, and every slot there is only a candidate. */
+    __m256 xp = x;
+    if (!exact)
+        xp = _mm256_mul_ps(
+            x, _mm256_blendv_ps(
+                   _mm256_set1_ps(RB_BVH_PAD_DOWN),
+                   _mm256_set1_ps(RB_BVH_PAD_UP),
+                   _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ)));
     float cap = limit < FLT_MAX ? limit : FLT_MAX;
     unsigned pass = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(
-        e, _mm256_min_ps(x, _mm256_set1_ps(cap)), _CMP_LE_OQ));
+        e, _mm256_min_ps(xp, _mm256_set1_ps(cap)), _CMP_LE_OQ));
     _mm256_storeu_ps(e_out, e);
+    if (!exact) {
+        *boxes_hit = 0;
+        return pass;
+    }
     _mm256_storeu_ps(x_out, xe);
     *boxes_hit = pass & n->boxes;
     return pass & ~n->boxes;
