@@ -262,7 +262,7 @@ typedef struct rb_shapeset {
      * up to cover. */
     float cover;
     /* The bounded shapes again, in the order of the tree's slots (lboxes
-     * first, then balls), with their ids: a box slot's child indexes
+     * first, then balls), with their ids: a shape slot's child indexes
      * these, so a node's candidates lie side by side in memory. Owned
      * with the tree; NULL without one. */
     struct rb_shape_leaves {
@@ -270,6 +270,10 @@ typedef struct rb_shapeset {
         rb_ball *ball;
         uint32_t *ids;
     } leaves;
+    /* A joint tree also holds the n_tree_boxes boxes of the same query or
+     * scene, exact (rb_bvh_node.exact), so that one walk answers both;
+     * tree->where[n_bounded + i] is box i's slot. 0: shapes only. */
+    size_t n_tree_boxes;
 } rb_shapeset;
 
 static inline size_t rb_shapeset_size(const rb_shapeset *s)
@@ -320,9 +324,23 @@ int rb_shapeset_build(rb_context *ctx, rb_shapeset *set, const rb_shapes *in,
 void rb_shapeset_free(const rb_allocator *alloc, rb_shapeset *set);
 
 /* bvh/bvh_shapes.c: builds set->tree over the lboxes and balls (on the
- * context's threads); RB_ENOMEM leaves the set without one. */
-int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set);
+ * context's threads); RB_ENOMEM leaves the set without one. With boxes
+ * (3D, n > 0) the tree is joint: it holds box i too, as id box_ids[i]
+ * (i when box_ids is NULL). */
+int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set,
+                        const rb_boxset *boxes, const uint32_t *box_ids);
+/* A joint tree after boxes indices[0..n) moved in `boxes` (the box set it
+ * was built with): their slots take the new corners, the tree is refit
+ * (its sah against sah_built tells when to build it again) and the
+ * bounds get a new uid. */
+void rb_shape_tree_move_boxes(rb_shapeset *set, const rb_boxset *boxes,
+                              const uint32_t *indices, size_t n);
 void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set);
+/* The number of bounded shapes (those a tree holds). */
+static inline size_t rb_shapeset_bounded(const rb_shapeset *s)
+{
+    return s->n_obb + s->n_xbox + s->n_ball;
+}
 /* Walks of set->tree, answers as the scans over the lboxes and balls
  * would give them. v is rb_shapeset_tree_view(set), prepared once by the
  * caller; walkers the table of rb_bvh_walk_pick() (bvh/bvh.h). nearest
@@ -363,6 +381,15 @@ void rb_box_normal(const rb_hit *h, float *n);
  * context's threads; RB_ECANCELED when job->stop says so. */
 int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
                   rb_results *res);
+/* Both passes in one on the CPU, for a set whose tree is joint (it holds
+ * the job's boxes, set->n_tree_boxes of them): each ray, validated here,
+ * walks that tree once for its boxes and bounded shapes (rays the tree's
+ * widening does not cover take their shapes from the shape walk's own
+ * routes), then tests the planes; the answers are those of the two
+ * passes, box ids included. RB_EINPUT with *bad for the lowest invalid
+ * ray; RB_ECANCELED when job->stop says so. */
+int rb_joint_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
+                 rb_results *res, rb_bad_input *bad);
 
 /* ---- queries (query.c) */
 /* The hierarchy rb_intersect walks for a query on scene s (NULL: brute

@@ -388,8 +388,6 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
             return rc;
         job.boxes = &ctx->scratch_boxes;
         n_boxes = q->n_boxes;
-        if (transient_pays(ctx, q->n_rays, q->n_boxes))
-            job.bvh = transient_bvh(ctx);
     }
     rb_shapeset set = {0}, view;
     const rb_shapeset *shapes = NULL;
@@ -398,16 +396,28 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
                                shape_pairs ? 0 : (uint32_t)q->n_boxes);
         if (rc)
             return rc;
-        /* Without memory for it, every shape is tested: same answers. */
+        /* Without memory for it, every shape is tested: same answers. On
+         * the CPU the tree takes the boxes too (a joint tree: one walk
+         * for both); a device walks boxes and shapes apart. */
         if (!shape_pairs &&
-            shape_tree_pays(ctx, q->n_rays, set.n_obb + set.n_xbox + set.n_ball))
-            rb_shape_tree_build(ctx, &set);
+            shape_tree_pays(ctx, q->n_rays, rb_shapeset_bounded(&set)))
+            rb_shape_tree_build(ctx, &set,
+                                ctx->active == ctx->cpu ? job.boxes : NULL,
+                                NULL);
         rb_clear_error(ctx);
         shapes = &set;
     } else if (q->scene) {
         shapes = scene_shapes(ctx, q->scene, &view);
     }
     size_t n_shapes = shapes ? rb_shapeset_size(shapes) : 0;
+    /* One walk for boxes and shapes: the CPU over a joint tree. */
+    int joint = !shape_pairs && q->mode != RB_MODE_PAIRS && shapes &&
+                shapes->tree && shapes->n_tree_boxes &&
+                shapes->n_tree_boxes == job.boxes->n &&
+                ctx->active == ctx->cpu;
+    if (!q->scene && q->mode != RB_MODE_PAIRS && !joint &&
+        transient_pays(ctx, q->n_rays, q->n_boxes))
+        job.bvh = transient_bvh(ctx);
 
     rb_bad_input bad = {UINT64_MAX, RB_ELEMENT_NONE};
     rb_backend *shape_backend = ctx->active;
@@ -422,6 +432,12 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         shape_backend->ops->describe(shape_backend, &info);
         rb_copy_str(r->info.backend, sizeof r->info.backend, info.backend);
         rb_copy_str(r->info.device, sizeof r->info.device, info.device);
+    } else if (joint) {
+        rb_backend_info info = {0};
+        ctx->cpu->ops->describe(ctx->cpu, &info);
+        rb_copy_str(r->info.backend, sizeof r->info.backend, info.backend);
+        rb_copy_str(r->info.device, sizeof r->info.device, info.device);
+        rc = rb_joint_run(ctx, &job, shapes, r, &bad);
     } else {
         rc = run_boxes(ctx, &job, r, &bad);
         if (r->info.fell_back)
@@ -429,7 +445,7 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         if (!rc)
             map_box_ids(q, r);
     }
-    if (!rc && n_shapes)
+    if (!rc && n_shapes && !joint)
         rc = run_shapes(ctx, shape_backend, q, &job, shapes, shape_pairs,
                         &bad, r);
     if (!rc && (q->mode == RB_MODE_NEAREST || q->mode == RB_MODE_PAIRS) &&

@@ -451,7 +451,10 @@ typedef struct rb_scene_stats {
      * elements counts the ids of all kinds, kinds[k] those of rb_kind k
      * (kinds[RB_KIND_BOX] == boxes); bytes_per_box is host_bytes per
      * element. The shape hierarchy (over obbs, xboxes and spheres; planes
-     * are unbounded) is rebuilt by every change of those kinds. */
+     * are unbounded) also holds the scene's boxes while they are at most
+     * 8 a bounded shape, so that the CPU walks one tree for every kind;
+     * it is rebuilt by every change of those kinds and by appended boxes,
+     * and refit when boxes move. */
     uint64_t elements;
     uint64_t kinds[RB_KIND_COUNT];
     uint64_t shape_nodes; /* 8-wide nodes of the shape hierarchy, 0: none */
@@ -515,7 +518,8 @@ typedef struct rb_element {
  * is RB_EINVAL with rb_error.index = k, element = the given element's
  * kind and field -1; an invalid value is RB_EINPUT naming set entry k (as
  * index), its kind and field. Boxes refit the box hierarchy as
- * rb_scene_set does; other kinds rebuild the shape hierarchy. */
+ * rb_scene_set does, and the shape hierarchy that holds them too; other
+ * kinds rebuild the shape hierarchy. */
 RB_API int rb_scene_set_elements(rb_context *ctx, rb_scene *scene,
                                  const uint32_t *ids,
                                  const rb_element *elements, size_t n);

@@ -9,8 +9,9 @@
  * floats at exact.h's offsets: lo[axis][slot] at RB_NODE_LO, hi at
  * RB_NODE_HI, child[slot] at RB_NODE_CHILD (uint: box slot -> original box
  * index, inner slot -> node index, 0 -> empty), the box mask at
- * RB_NODE_BOXES (bit k: slot k is a box).
- * The root is node 0; empty slots hold +inf..-inf, which no ray enters.
+ * RB_NODE_BOXES (bit k: slot k is a box), and in a joint shape tree the
+ * mask of its boxes at RB_NODE_EXACT (a shape walk skips them: the box
+ * pass answers them). The root is node 0; empty slots hold +inf..-inf, which no ray enters.
  *
  * Why the answers are exact (the argument of bvh_walk.inc, restated):
  * - Box slots hold the boxes' flushed corners and get rb_slab_hit's
@@ -172,7 +173,8 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
     vstore8(e, 0, e_out);
     vstore8(xe, 0, x_out);
     uint boxes = as_uint(n[RB_NODE_BOXES]);
-    *boxes_hit = pass & boxes;
+    /* A joint tree's boxes (RB_NODE_EXACT) are the box pass's. */
+    *boxes_hit = pass & boxes & (shapes ? ~as_uint(n[RB_NODE_EXACT]) : ~0u);
     return pass & ~boxes;
 }
 #else
@@ -210,7 +212,8 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
         vstore4(xe, h, x_out);
     }
     uint boxes = as_uint(n[RB_NODE_BOXES]);
-    *boxes_hit = pass & boxes;
+    /* A joint tree's boxes (RB_NODE_EXACT) are the box pass's. */
+    *boxes_hit = pass & boxes & (shapes ? ~as_uint(n[RB_NODE_EXACT]) : ~0u);
     return pass & ~boxes;
 }
 #endif /* RB_WIDE */

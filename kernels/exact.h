@@ -107,8 +107,13 @@ typedef struct rb_bvh_node {
     float lo[3][RB_BVH_WIDTH];
     float hi[3][RB_BVH_WIDTH];
     rb_u32 child[RB_BVH_WIDTH]; /* box slot: original index; inner: node */
-    rb_u32 boxes;               /* bit k: slot k is a box */
-    rb_u32 pad[7];              /* always 0 */
+    rb_u32 boxes;               /* bit k: slot k is a box (a leaf) */
+    /* Shape trees that hold boxes too (joint trees, bvh_shapes.c): bit k
+     * set (with its bit in boxes) says leaf k is an axis-aligned box with
+     * its exact corners, child[k] its id; the other leaves are shapes.
+     * Always 0 in box trees and shape-only trees. */
+    rb_u32 exact;
+    rb_u32 pad[6];              /* always 0 */
 } rb_bvh_node;
 
 #define RB_NODE_WORDS 64
@@ -116,12 +121,14 @@ typedef struct rb_bvh_node {
 #define RB_NODE_HI 24
 #define RB_NODE_CHILD 48
 #define RB_NODE_BOXES 56
+#define RB_NODE_EXACT 57
 RB_LAYOUT(sizeof(rb_bvh_node) == 4 * RB_NODE_WORDS, rb_bvh_node_size);
 #ifndef __OPENCL_VERSION__
 RB_LAYOUT(offsetof(rb_bvh_node, lo) == 4 * RB_NODE_LO &&
               offsetof(rb_bvh_node, hi) == 4 * RB_NODE_HI &&
               offsetof(rb_bvh_node, child) == 4 * RB_NODE_CHILD &&
-              offsetof(rb_bvh_node, boxes) == 4 * RB_NODE_BOXES,
+              offsetof(rb_bvh_node, boxes) == 4 * RB_NODE_BOXES &&
+              offsetof(rb_bvh_node, exact) == 4 * RB_NODE_EXACT,
           rb_bvh_node_offsets);
 #endif
 

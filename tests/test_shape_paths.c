@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bvh/bvh.h" /* joint trees: builds, refits */
 #include "internal.h" /* ctx->walk_order */
 #include "opencl/cl_testhook.h"
 #include "testutil.h"
@@ -93,11 +94,11 @@ static void make_scene(rbt_rng *g, size_t per_kind, float span, float size,
 
 /* Rays meant to land on the edges of the shapes: a target on an obb's
  * (which 0) or xbox's (1) edge or corner, on a sphere's (2) silhouette,
- * nudged by a few ulps; which < 0 picks one at random. The origin far or
- * near, the direction at random. */
+ * on a box's (3) edge or corner, nudged by a few ulps; which < 0 picks
+ * one at random. The origin far or near, the direction at random. */
 static void edge_target(rbt_rng *g, const scene *s, float p[3], int which)
 {
-    switch (which < 0 ? (int)rbt_below(g, 3) : which) {
+    switch (which < 0 ? (int)rbt_below(g, s->nb ? 4 : 3) : which) {
     case 0: {
         const rb_obb *o = &s->obbs[rbt_below(g, (uint32_t)s->no)];
         float sgn[3];
@@ -120,6 +121,16 @@ static void edge_target(rbt_rng *g, const scene *s, float p[3], int which)
         for (int a = 0; a < 3; a++)
             p[a] = x->a[a][0] * q[0] + x->a[a][1] * q[1] + x->a[a][2] * q[2] +
                    x->a[a][3];
+        break;
+    }
+    case 3: {
+        /* A box's edge (joint trees test boxes beside the shapes). */
+        const rb_box *b = &s->boxes[rbt_below(g, (uint32_t)s->nb)];
+        int free_axis = (int)rbt_below(g, 3);
+        for (int a = 0; a < 3; a++)
+            p[a] = a == free_axis
+                       ? rbt_uniform(g, b->min[a], b->max[a])
+                       : (rbt_below(g, 2) ? b->max[a] : b->min[a]);
         break;
     }
     default: {
@@ -521,6 +532,181 @@ START_TEST(test_scales)
                   "tiny");
     compare_paths(8, 200, 1e6f, 1.0f, 1e6f, RAYS_EDGES, 20000,
                   "small shapes far out");
+}
+END_TEST
+
+/* ---- joint trees: a scene's boxes in its shape tree ------------------
+ * A mixed scene's shape tree holds its boxes too (bvh_shapes.c), and the
+ * CPU answers boxes and shapes in one walk of it (rb_joint_run). A moved
+ * box refits that tree, a refit that degrades it rebuilds it, appended
+ * boxes rebuild it; after each change the scene answers as a scene with
+ * the same changes in a context without hierarchies, on rays near and far
+ * (far ones take their boxes from the joint walk and their shapes from
+ * the shape walk's own routes). */
+
+static void scene_pair_same(rb_context *tree, const rb_scene *sc,
+                            rb_context *brute, const rb_scene *ref,
+                            const scene *s, const rb_ray *rays, size_t n,
+                            const char *what)
+{
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    for (int m = 0; m < 4; m++) {
+        answer x, y;
+        run_on(brute, s, ref, modes[m], rays, n, &x);
+        run_on(tree, s, sc, modes[m], rays, n, &y);
+        same(modes[m], &x, &y, n, what);
+        answer_free(&x);
+        answer_free(&y);
+    }
+}
+
+/* The same change on both scenes. */
+static void set_both(rb_context *a, rb_scene *sa, rb_context *b,
+                     rb_scene *sb, const uint32_t *ids, const rb_element *e,
+                     size_t n)
+{
+    ck_assert_int_eq(rb_scene_set_elements(a, sa, ids, e, n), RB_OK);
+    ck_assert_int_eq(rb_scene_set_elements(b, sb, ids, e, n), RB_OK);
+}
+
+START_TEST(test_joint_scene)
+{
+    enum { PER_KIND = 200, N = 8000 };
+    rbt_rng g = {41};
+    scene s;
+    make_scene(&g, PER_KIND, 20, 3, &s);
+    rb_ray *rays = malloc(2 * N * sizeof *rays);
+    make_rays(&g, &s, RAYS_EDGES, 20, 25, rays, N);
+    make_rays(&g, &s, RAYS_EDGES, 20, 1e4f, rays + N, N); /* far */
+    rb_context *brute = context(RB_HIERARCHY_OFF);
+    rb_context *tree = context(RB_HIERARCHY_ALWAYS);
+    rb_shapes sh = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns, s.planes,
+                    s.np};
+    rb_scene *sc = NULL, *ref = NULL;
+    ck_assert_int_eq(rb_scene_create_shapes(tree, 3, s.boxes, s.nb, &sh, &sc),
+                     RB_OK);
+    ck_assert_int_eq(
+        rb_scene_create_shapes(brute, 3, s.boxes, s.nb, &sh, &ref), RB_OK);
+    const rb_shapeset *set = rb_scene_shapeset(sc);
+    ck_assert_ptr_nonnull(set->tree);
+    ck_assert_uint_eq(set->n_tree_boxes, s.nb);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N, "joint scene");
+
+    /* Three boxes move a little: the joint tree is refit, not rebuilt (a
+     * build refits once, to widen its shape slots; a rebuild makes a new
+     * tree). */
+    uint64_t refits = set->tree->refits;
+    ck_assert_uint_eq(refits, 1);
+    uint32_t ids[PER_KIND];
+    rb_element e[PER_KIND];
+    for (int k = 0; k < 3; k++) {
+        ids[k] = (uint32_t)(7 * k + 1);
+        e[k].kind = RB_KIND_BOX;
+        e[k].as.box = s.boxes[ids[k]];
+        e[k].as.box.min[1] -= 0.5f;
+        e[k].as.box.max[0] += 0.75f;
+    }
+    set_both(tree, sc, brute, ref, ids, e, 3);
+    set = rb_scene_shapeset(sc);
+    ck_assert_uint_eq(set->tree->refits, refits + 1);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
+                    "joint scene after a refit");
+
+    /* Half the boxes jump across the scene: the refit degrades the tree
+     * past the rebuild ratio, and it is built again. */
+    for (int k = 0; k < PER_KIND / 2; k++) {
+        ids[k] = (uint32_t)(2 * k);
+        e[k].kind = RB_KIND_BOX;
+        for (int a = 0; a < 3; a++) {
+            e[k].as.box.min[a] = rbt_uniform(&g, -20, 20);
+            e[k].as.box.max[a] = e[k].as.box.min[a] + rbt_uniform(&g, 0, 6);
+        }
+    }
+    set_both(tree, sc, brute, ref, ids, e, PER_KIND / 2);
+    set = rb_scene_shapeset(sc);
+    ck_assert_uint_eq(set->tree->refits, 1);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
+                    "joint scene after a rebuild");
+
+    /* Boxes appended (ids after every element so far) join the tree. */
+    rb_box more[30];
+    for (int i = 0; i < 30; i++)
+        for (int a = 0; a < 3; a++) {
+            more[i].min[a] = rbt_uniform(&g, -20, 20);
+            more[i].max[a] = more[i].min[a] + rbt_uniform(&g, 0, 3);
+        }
+    ck_assert_int_eq(rb_scene_append(tree, sc, more, 30), RB_OK);
+    ck_assert_int_eq(rb_scene_append(brute, ref, more, 30), RB_OK);
+    set = rb_scene_shapeset(sc);
+    ck_assert_uint_eq(set->n_tree_boxes, s.nb + 30);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
+                    "joint scene after appended boxes");
+
+    /* An appended box moves (its id is not its index), then a sphere. */
+    ids[0] = (uint32_t)(s.nb + s.no + s.nx + s.ns + s.np + 4);
+    e[0].kind = RB_KIND_BOX;
+    e[0].as.box = more[4];
+    e[0].as.box.min[2] -= 2;
+    ids[1] = (uint32_t)(s.nb + s.no + s.nx + 3);
+    e[1].kind = RB_KIND_SPHERE;
+    e[1].as.sphere = s.spheres[3];
+    e[1].as.sphere.radius += 1;
+    set_both(tree, sc, brute, ref, ids, e, 1);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
+                    "joint scene after an appended box moved");
+    set_both(tree, sc, brute, ref, ids + 1, e + 1, 1);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
+                    "joint scene after a sphere moved");
+
+    /* A copy-on-write clone keeps its own joint tree. */
+    rb_scene *copy = NULL;
+    ck_assert_int_eq(rb_scene_clone(tree, sc, &copy), RB_OK);
+    e[0].as.box.max[1] += 5;
+    ck_assert_int_eq(rb_scene_set_elements(tree, copy, ids, e, 1), RB_OK);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
+                    "joint scene beside a changed clone");
+    rb_scene_destroy(copy);
+
+    rb_scene_destroy(sc);
+    rb_scene_destroy(ref);
+    rb_context_destroy(brute);
+    rb_context_destroy(tree);
+    free(rays);
+    scene_free(&s);
+}
+END_TEST
+
+/* In one walk, invalid rays are still refused by the lowest index, as
+ * the box pass refuses them. */
+START_TEST(test_joint_bad_ray)
+{
+    enum { PER_KIND = 100, N = 20000 };
+    rbt_rng g = {43};
+    scene s;
+    make_scene(&g, PER_KIND, 20, 3, &s);
+    rb_ray *rays = malloc(N * sizeof *rays);
+    make_rays(&g, &s, RAYS_RANDOM, 20, 25, rays, N);
+    rays[15000].dir[1] = NAN;
+    rays[9000].tmin = 5;
+    rays[9000].tmax = 1;
+    rb_context *ctx = context(RB_HIERARCHY_ALWAYS);
+    ctx->walk_order = RB_WALK_ORDER_ALWAYS;
+    answer a = {0};
+    a.hits = calloc(N, sizeof *a.hits);
+    rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
+                  .n_rays = N, .boxes = s.boxes, .n_boxes = s.nb,
+                  .shapes = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns,
+                             s.planes, s.np}};
+    rb_results r = {.hits = a.hits, .capacity = N};
+    ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
+    const rb_error *err = rb_context_error(ctx);
+    ck_assert_int_eq(err->element, RB_ELEMENT_RAY);
+    ck_assert_uint_eq(err->index, 9000);
+    rb_context_destroy(ctx);
+    free(a.hits);
+    free(rays);
+    scene_free(&s);
 }
 END_TEST
 
@@ -1127,6 +1313,8 @@ int main(void)
     tcase_add_test(tc, test_far_origins);
     tcase_add_test(tc, test_scales);
     tcase_add_test(tc, test_walk_variants);
+    tcase_add_test(tc, test_joint_scene);
+    tcase_add_test(tc, test_joint_bad_ray);
     suite_add_tcase(s, tc);
     tc = tcase_create("opencl");
     tcase_set_timeout(tc, 600);

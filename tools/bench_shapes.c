@@ -388,7 +388,7 @@ static int bench_figure(rb_context *ctx, rb_context *cl, rb_context *clb,
             st = rb_shapeset_build(ctx, &prep, &sh, (uint32_t)e->n[0]);
             have_prep = st == RB_OK;
             if (!st)
-                st = rb_shape_tree_build(ctx, &prep);
+                st = rb_shape_tree_build(ctx, &prep, NULL, NULL);
             if (!st && !prep.tree)
                 st = RB_ENOMEM;
             if (st) {

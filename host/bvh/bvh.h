@@ -176,6 +176,22 @@ void rb_bvh_bounds(const rb_bvh *bvh, float lo[3], float hi[3]);
  * or the sum of extents when the root is flat in two axes. */
 double rb_bvh_sah_of(const rb_bvh *bvh, const rb_bvh_sums *inner);
 
+/* What a walk's tree holds (bvh_walk.inc): boxes (the scene's box tree),
+ * bounded shapes (a shape tree; a joint tree's boxes skipped), or both
+ * (a joint tree, bvh_shapes.c). */
+enum { RB_TREE_BOXES, RB_TREE_SHAPES, RB_TREE_JOINT };
+
+/* The best hit of a joint walk so far: (t, id), and where it lies: a
+ * shape's index j in the tree's view, or a box's slot (node *
+ * RB_BVH_WIDTH + slot, whose bounds are the box's corners); UINT32_MAX
+ * in both when it is not the walk's (none yet, or the caller's). */
+typedef struct rb_joint_best {
+    float t;
+    uint32_t id;
+    uint32_t j;
+    uint32_t slot;
+} rb_joint_best;
+
 /* ---- traversal of one prepared ray; the same answers as the every-box
  * scans. One table per instruction set, like host/cpu/scan.h. */
 typedef struct rb_bvh_walkers {
@@ -193,10 +209,11 @@ typedef struct rb_bvh_walkers {
      * sorted. Returns the number of hits (may exceed cap). */
     uint32_t (*all)(const rb_bvh *bvh, const rb_ray_prep *r,
                     rb_list_hit *list, uint32_t cap);
-    /* The same walk over a shape tree (bvh_shapes.c): a box slot is a
+    /* The same walk over a shape tree (bvh_shapes.c): a leaf slot is a
      * candidate, shape child[slot] of v, tested exactly (rb_shape_hit on
      * the raw ray w) when the slot's plain conservative test passes, so
-     * the slots must already hold widened bounds. Answers as the scans of
+     * the slots must already hold widened bounds; a joint tree's boxes
+     * (the node's exact mask) are skipped. Answers as the scans of
      * kernels/exact.h over the same shapes give them. nearest improves
      * (*best_t, *best_id) by (t_enter, id) and sets *best_j to the
      * winner's index in v; all inserts into list (*stored of cap) and
@@ -211,6 +228,23 @@ typedef struct rb_bvh_walkers {
     uint32_t (*shape_all)(const rb_bvh *bvh, const rb_ray_prep *r,
                           const rb_shape_view *v, const rb_ray_raw *w,
                           rb_list_hit *list, uint32_t *stored, uint32_t cap);
+    /* The same over a joint tree (bvh_shapes.c), boxes answered as in a
+     * box tree (child[slot] is the box's id) and shapes as above, in one
+     * walk; with shapes 0 the shape slots are skipped (a ray outside the
+     * tree's widening, rb_shape_route). nearest improves *best; the
+     * others as the shape walks. */
+    void (*joint_nearest)(const rb_bvh *bvh, const rb_ray_prep *r,
+                          const rb_shape_view *v, const rb_ray_raw *w,
+                          int shapes, rb_joint_best *best);
+    int (*joint_any)(const rb_bvh *bvh, const rb_ray_prep *r,
+                     const rb_shape_view *v, const rb_ray_raw *w, int shapes);
+    uint32_t (*joint_count)(const rb_bvh *bvh, const rb_ray_prep *r,
+                            const rb_shape_view *v, const rb_ray_raw *w,
+                            int shapes);
+    uint32_t (*joint_all)(const rb_bvh *bvh, const rb_ray_prep *r,
+                          const rb_shape_view *v, const rb_ray_raw *w,
+                          int shapes, rb_list_hit *list, uint32_t *stored,
+                          uint32_t cap);
 } rb_bvh_walkers;
 
 extern const rb_bvh_walkers rb_bvh_walk_scalar;

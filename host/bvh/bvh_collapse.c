@@ -175,10 +175,10 @@ static void store_node(rb_bvh_node *to, node_slots *s, int n)
                                         (int)s->child[h + 2],
                                         (int)s->child[h + 3]));
     }
-    /* boxes, then the 7 words of padding, all 0 */
+    /* boxes, then exact and the 6 words of padding, all 0 */
     _mm_stream_si128((__m128i *)(void *)&to->boxes,
                      _mm_cvtsi32_si128((int)s->boxes));
-    _mm_stream_si128((__m128i *)(void *)&to->pad[3], _mm_setzero_si128());
+    _mm_stream_si128((__m128i *)(void *)&to->pad[2], _mm_setzero_si128());
 #else
     memset(to, 0, sizeof *to);
     for (int k = 0; k < RB_BVH_WIDTH; k++) {

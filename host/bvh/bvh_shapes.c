@@ -36,6 +36,14 @@
  * not the shape index but the index of the shape's copy in set->leaves,
  * laid out in slot order so that a node's candidates share cache lines.
  *
+ * Joint trees. Given the boxes of the same query or scene, the tree holds
+ * them too, after the shapes in its prims, with their exact corners: not
+ * widened, marked in the node's `exact` mask, child[slot] their id. The
+ * CPU then answers both kinds in one walk (bvh_walk.inc: exact slots get
+ * the box tree's test, the others the padded one, which only widens an
+ * inner slot over boxes), and shape walks skip them. Moved boxes refit
+ * the tree through `where` like a box tree (rb_shape_tree_move_boxes).
+ *
  * The bound above needs the products of the tests to stay normal floats:
  * squares below ~1e-38 lose their relative precision (a sphere's a = d.d
  * with |d| ~ 1e-20 is a subnormal good to ~1e-5), and above ~1e38 they
@@ -129,8 +137,10 @@ static double lbox_bounds(const rb_lbox *s, double lo[3], double hi[3],
 }
 
 /* Copies the bounded shapes into set->leaves in the order of the tree's
- * box slots and points each slot there (see internal.h). */
-static int order_leaves(rb_context *ctx, rb_shapeset *set, rb_bvh *tree)
+ * leaf slots and points each slot there (see internal.h); a joint tree's
+ * boxes (prims from n_bounded on) get their ids and their exact bits. */
+static int order_leaves(rb_context *ctx, rb_shapeset *set, rb_bvh *tree,
+                        const uint32_t *box_ids)
 {
     size_t n_lbox = set->n_obb + set->n_xbox, n = n_lbox + set->n_ball;
     struct rb_shape_leaves *l = &set->leaves;
@@ -152,6 +162,12 @@ static int order_leaves(rb_context *ctx, rb_shapeset *set, rb_bvh *tree)
             if (!((nd->boxes >> k) & 1))
                 continue;
             size_t j = nd->child[k], p;
+            if (j >= n) {
+                size_t b = j - n;
+                nd->child[k] = box_ids ? box_ids[b] : (uint32_t)b;
+                nd->exact |= 1u << k;
+                continue;
+            }
             if (j < n_lbox) {
                 p = next_lbox++;
                 l->lbox[p] = set->lbox[j];
@@ -166,14 +182,15 @@ static int order_leaves(rb_context *ctx, rb_shapeset *set, rb_bvh *tree)
     return RB_OK;
 }
 
-/* Widens every box slot of the tree by delta on each side, rounding
- * outwards, and refits the inner slots over them (see the top). */
+/* Widens every shape slot of the tree by delta on each side, rounding
+ * outwards, and refits the inner slots over them (see the top); a joint
+ * tree's boxes keep their exact corners. */
 static void widen_slots(rb_bvh *tree, double delta)
 {
     for (size_t i = 0; i < tree->n_nodes; i++) {
         rb_bvh_node *n = &tree->nodes[i];
         for (unsigned k = 0; k < RB_BVH_WIDTH; k++) {
-            if (!((n->boxes >> k) & 1))
+            if (!((n->boxes & ~n->exact) >> k & 1))
                 continue;
             for (int a = 0; a < 3; a++) {
                 n->lo[a][k] = round_down((double)n->lo[a][k] - delta);
@@ -184,10 +201,12 @@ static void widen_slots(rb_bvh *tree, double delta)
     rb_bvh_refit(tree);
 }
 
-int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
+int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set,
+                        const rb_boxset *box_set, const uint32_t *box_ids)
 {
     size_t n_lbox = set->n_obb + set->n_xbox, n = n_lbox + set->n_ball;
-    rb_box *boxes = n ? rb_alloc(ctx, n * sizeof *boxes, 64) : NULL;
+    size_t nb = box_set ? box_set->n : 0;
+    rb_box *boxes = n ? rb_alloc(ctx, (n + nb) * sizeof *boxes, 64) : NULL;
     rb_bvh *tree = rb_calloc(ctx, sizeof *tree, 64);
     if ((n && !boxes) || !tree) {
         rb_free(ctx, boxes);
@@ -222,13 +241,21 @@ int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
         rb_free(ctx, tree);
         return RB_OK;
     }
+    /* A joint tree's boxes: their exact corners (the box set's, checked
+     * and flushed already), after the shapes. They take no part in the
+     * widening: their slots are tested exactly, as in a box tree. */
+    for (size_t i = 0; i < nb; i++)
+        for (int a = 0; a < 3; a++) {
+            boxes[n + i].min[a] = rb_boxset_lo(box_set, a)[i];
+            boxes[n + i].max[a] = rb_boxset_hi(box_set, a)[i];
+        }
     size_t cap = 0;
-    int rc = rb_boxset_build(ctx, &set->bounds, &cap, boxes, 3, n);
+    int rc = rb_boxset_build(ctx, &set->bounds, &cap, boxes, 3, n + nb);
     rb_free(ctx, boxes);
     if (rc == RB_OK &&
         (rb_bvh_build(ctx->pool, &ctx->alloc, &ctx->workmem, &set->bounds,
                       ctx->bvh_build, tree) != RB_OK ||
-         order_leaves(ctx, set, tree) != RB_OK))
+         order_leaves(ctx, set, tree, box_ids) != RB_OK))
         rc = rb_fail(ctx, RB_ENOMEM, "no memory for a shape hierarchy");
     if (rc) {
         rb_bvh_free(tree);
@@ -238,12 +265,41 @@ int rb_shape_tree_build(rb_context *ctx, rb_shapeset *set)
         return rc;
     }
     set->tree = tree;
+    set->n_tree_boxes = nb;
     set->widen = (float)(WIDEN_ULPS * (double)FLT_EPSILON / 2 * kappa);
     set->reach = (float)(2 * reach);
     set->cover = set->reach;
     widen_slots(tree, (double)set->widen * ((double)set->cover + set->reach) +
                           WIDEN_FLOOR);
+    /* The cost the refits of a joint tree's moved boxes are measured
+     * against (rb_shape_tree_move_boxes). */
+    tree->sah_built = tree->sah;
     return RB_OK;
+}
+
+void rb_shape_tree_move_boxes(rb_shapeset *set, const rb_boxset *boxes,
+                              const uint32_t *indices, size_t n)
+{
+    rb_bvh *tree = set->tree;
+    if (!tree || !set->n_tree_boxes || !n)
+        return;
+    size_t first = rb_shapeset_bounded(set), stride = set->bounds.stride;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = indices[k], p = first + i;
+        uint32_t w = tree->where[p];
+        rb_bvh_node *node = &tree->nodes[w / RB_BVH_WIDTH];
+        unsigned slot = w % RB_BVH_WIDTH;
+        for (int a = 0; a < 3; a++) {
+            float lo = rb_boxset_lo(boxes, a)[i];
+            float hi = rb_boxset_hi(boxes, a)[i];
+            node->lo[a][slot] = set->bounds.data[(size_t)a * stride + p] = lo;
+            node->hi[a][slot] = set->bounds.data[(size_t)(3 + a) * stride + p] =
+                hi;
+        }
+    }
+    rb_bvh_refit(tree);
+    /* A device that keeps the tree keys it on the bounds' uid. */
+    set->bounds.uid = rb_next_uid();
 }
 
 void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set)
@@ -259,6 +315,7 @@ void rb_shape_tree_free(const rb_allocator *alloc, rb_shapeset *set)
     set->tree = NULL;
     set->bounds.data = NULL;
     memset(&set->leaves, 0, sizeof set->leaves);
+    set->n_tree_boxes = 0;
 }
 
 /* ---- the walk ------------------------------------------------------- */
@@ -383,7 +440,8 @@ static void walk(const rb_shapeset *set, const rb_shape_view *v,
             limit = s->best_t;
         float e[RB_BVH_WIDTH];
         unsigned m = node_test(&r, n, limit, e);
-        unsigned leaves = m & n->boxes, inner = m & ~n->boxes;
+        /* A joint tree's boxes are the box pass's. */
+        unsigned leaves = m & n->boxes & ~n->exact, inner = m & ~n->boxes;
         while (leaves) {
             unsigned k = (unsigned)__builtin_ctz(leaves);
             leaves &= leaves - 1;

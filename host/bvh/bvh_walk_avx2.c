@@ -39,7 +39,8 @@ static inline void wray_init(wray *w, const rb_ray_prep *r)
 static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
                                  float limit, float e_out[RB_BVH_WIDTH],
                                  float x_out[RB_BVH_WIDTH],
-                                 unsigned *boxes_hit, const int exact)
+                                 unsigned *boxes_hit, unsigned *shapes_hit,
+                                 const int tree)
 {
     const __m256 inf = _mm256_set1_ps(INFINITY);
     __m256 e = w->tmin, x = inf;
@@ -63,25 +64,37 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
      * never above and its exit never below those of a box inside it (see
      * the top of bvh_walk.inc): it passes whenever one of its boxes does,
      * unpadded. A shape tree pads the exit for the shape tests' own
-     * rounding, and every slot there is only a candidate. */
-    __m256 xp = x;
-    if (!exact)
-        xp = _mm256_mul_ps(
+     * rounding, and every slot there is only a candidate; a joint tree
+     * pads every slot but its boxes, which get the unpadded compare. */
+    float cap = limit < FLT_MAX ? limit : FLT_MAX;
+    __m256 capv = _mm256_set1_ps(cap);
+    unsigned pass = 0;
+    if (tree != RB_TREE_SHAPES)
+        pass = (unsigned)_mm256_movemask_ps(
+            _mm256_cmp_ps(e, _mm256_min_ps(x, capv), _CMP_LE_OQ));
+    unsigned padded = 0;
+    if (tree != RB_TREE_BOXES) {
+        __m256 xp = _mm256_mul_ps(
             x, _mm256_blendv_ps(
                    _mm256_set1_ps(RB_BVH_PAD_DOWN),
                    _mm256_set1_ps(RB_BVH_PAD_UP),
                    _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ)));
-    float cap = limit < FLT_MAX ? limit : FLT_MAX;
-    unsigned pass = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(
-        e, _mm256_min_ps(xp, _mm256_set1_ps(cap)), _CMP_LE_OQ));
+        padded = (unsigned)_mm256_movemask_ps(
+            _mm256_cmp_ps(e, _mm256_min_ps(xp, capv), _CMP_LE_OQ));
+    }
     _mm256_storeu_ps(e_out, e);
-    if (!exact) {
-        *boxes_hit = 0;
-        return pass;
+    if (tree == RB_TREE_SHAPES) {
+        *shapes_hit = padded & n->boxes & ~n->exact;
+        return padded & ~n->boxes;
     }
     _mm256_storeu_ps(x_out, xe);
-    *boxes_hit = pass & n->boxes;
-    return pass & ~n->boxes;
+    if (tree == RB_TREE_BOXES) {
+        *boxes_hit = pass & n->boxes;
+        return pass & ~n->boxes;
+    }
+    *boxes_hit = pass & n->exact;
+    *shapes_hit = padded & n->boxes & ~n->exact;
+    return padded & ~n->boxes;
 }
 
 static inline unsigned lanes_gt(const float e[RB_BVH_WIDTH], float t)

@@ -23,13 +23,17 @@ static inline void wray_init(wray *w, const rb_ray_prep *r)
 static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
                                  float limit, float e_out[RB_BVH_WIDTH],
                                  float x_out[RB_BVH_WIDTH],
-                                 unsigned *boxes_hit, const int exact)
+                                 unsigned *boxes_hit, unsigned *shapes_hit,
+                                 const int tree)
 {
     unsigned hit = 0, maybe = 0;
+    unsigned exact = tree == RB_TREE_BOXES   ? n->boxes
+                     : tree == RB_TREE_JOINT ? n->exact
+                                          : 0;
     for (int k = 0; k < RB_BVH_WIDTH; k++) {
         float lo[3] = {n->lo[0][k], n->lo[1][k], n->lo[2][k]};
         float hi[3] = {n->hi[0][k], n->hi[1][k], n->hi[2][k]};
-        if (exact && ((n->boxes >> k) & 1)) {
+        if ((exact >> k) & 1) {
             /* A box: the reference formula itself. */
             /* Past limit it cannot improve nearest (see test_node in
              * bvh_walk.inc). */
@@ -43,14 +47,19 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
             rb_slab_step(s ? hi[a] : lo[a], s ? lo[a] : hi[a], w->r.o[a],
                          w->r.inv[a], &e, &x);
         }
-        if (!exact) /* box trees need no pad (bvh_walk.inc) */
+        if (tree != RB_TREE_BOXES) /* box trees need no pad (bvh_walk.inc) */
             x *= x >= 0.0f ? RB_BVH_PAD_UP : RB_BVH_PAD_DOWN;
         x = x < limit ? x : limit;
         e_out[k] = e;
         maybe |= (unsigned)rb_slab_accept(e, x) << k;
     }
     *boxes_hit = hit;
-    return maybe;
+    /* A shape tree's boxes (a joint tree's, walked for its shapes) are
+     * neither candidates nor subtrees. */
+    unsigned shapes = n->boxes & ~n->exact;
+    if (tree != RB_TREE_BOXES)
+        *shapes_hit = maybe & shapes;
+    return maybe & ~n->boxes;
 }
 
 static inline unsigned lanes_gt(const float e[RB_BVH_WIDTH], float t)

@@ -6,6 +6,10 @@
  * (bvh/bvh_shapes.c), combined with the answers the box pass left in the
  * outputs. Big batches over a big tree walk in the Morton order of
  * ray_order.h, as the box walk does (cpu_backend.c says why).
+ *
+ * rb_joint_run is both passes at once over a joint tree (boxes and
+ * bounded shapes in one hierarchy): a mixed scene then costs one walk a
+ * ray instead of a walk of the box tree and one of the shape tree.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -36,6 +40,8 @@ typedef struct shape_run {
     rb_results *res;
     const rb_job *job;
     atomic_int stopped;
+    int joint;                 /* rb_joint_run: boxes in the same walk */
+    atomic_uint_fast64_t bad;  /* joint: the lowest invalid ray */
 } shape_run;
 
 static rb_ray_raw raw_of(const rb_ray *r)
@@ -109,6 +115,115 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
     }
 }
 
+/* ---- both passes in one walk (rb_joint_run) ---- */
+
+static void note_bad(shape_run *run, size_t i)
+{
+    uint64_t cur = atomic_load(&run->bad);
+    while (i < cur && !atomic_compare_exchange_weak(&run->bad, &cur, i))
+        ;
+}
+
+/* nearest of ray i (p: its prepared form, fast: the tree's widening
+ * covers it): the joint walk, the shape walk's own route for the bounded
+ * shapes when not fast, the planes; the full answer of the winner. */
+static void joint_nearest(const shape_run *run, size_t i,
+                          const rb_ray_prep *p, const rb_ray_raw *w, int fast)
+{
+    const rb_shapeset *s = run->set;
+    rb_joint_best b = {INFINITY, UINT32_MAX, UINT32_MAX, UINT32_MAX};
+    run->walk->joint_nearest(s->tree, p, &run->tree_view, w, fast, &b);
+    if (!fast) {
+        uint32_t j = UINT32_MAX;
+        rb_shape_walk_nearest(s, &run->tree_view, run->walk, w, &b.t, &b.id,
+                              &j);
+        if (j != UINT32_MAX) {
+            b.j = j;
+            b.slot = UINT32_MAX;
+        }
+    }
+    rb_u32 plane = UINT32_MAX;
+    rb_shape_scan_nearest(&run->view, first_scanned(run),
+                          (rb_u32)rb_shapeset_size(s), w, &b.t, &b.id,
+                          &plane);
+    rb_hit *out = &run->res->hits[i];
+    if (plane != UINT32_MAX) {
+        rb_shape_full(&run->view, plane, w, out);
+    } else if (b.j != UINT32_MAX) {
+        rb_shape_full(&run->tree_view, b.j, w, out);
+    } else if (b.slot != UINT32_MAX) {
+        const rb_bvh_node *n = &s->tree->nodes[b.slot / RB_BVH_WIDTH];
+        unsigned k = b.slot % RB_BVH_WIDTH;
+        float lo[3], hi[3];
+        for (int a = 0; a < 3; a++) {
+            lo[a] = n->lo[a][k];
+            hi[a] = n->hi[a][k];
+        }
+        rb_slab_full(p, lo, hi, out);
+    } else {
+        rb_hit_miss(out);
+        return;
+    }
+    out->box = (int32_t)b.id;
+}
+
+static void joint_every(const shape_run *run, size_t i, const rb_ray_prep *p,
+                        const rb_ray_raw *w, int fast)
+{
+    const rb_shapeset *s = run->set;
+    const rb_bvh_walkers *walk = run->walk;
+    const rb_shape_view *tv = &run->tree_view;
+    rb_results *res = run->res;
+    rb_u32 n = (rb_u32)rb_shapeset_size(s), first = first_scanned(run);
+    switch (run->mode) {
+    case RB_MODE_ANY: {
+        int hit = walk->joint_any(s->tree, p, tv, w, fast);
+        if (!hit && !fast)
+            hit = rb_shape_walk_any(s, tv, walk, w);
+        if (!hit)
+            hit = rb_shape_scan_any(&run->view, first, n, w);
+        res->any[i] = (uint8_t)hit;
+        break;
+    }
+    case RB_MODE_COUNT: {
+        uint32_t c = walk->joint_count(s->tree, p, tv, w, fast);
+        if (!fast)
+            c += rb_shape_walk_count(s, tv, walk, w);
+        res->counts[i] = c + rb_shape_scan_count(&run->view, first, n, w);
+        break;
+    }
+    case RB_MODE_ALL: {
+        rb_list_hit *list = res->list + i * run->max_hits;
+        uint32_t stored = 0;
+        uint32_t c = walk->joint_all(s->tree, p, tv, w, fast, list, &stored,
+                                     run->max_hits);
+        if (!fast)
+            c += rb_shape_walk_all(s, tv, walk, w, list, &stored,
+                                   run->max_hits);
+        res->counts[i] = c + rb_shape_scan_all(&run->view, first, n, w, list,
+                                               &stored, run->max_hits);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+static void joint_ray(shape_run *run, size_t i)
+{
+    rb_ray_prep p;
+    if (rb_prep_rays(run->rays, 3, i, i + 1, &p) != i + 1) {
+        note_bad(run, i);
+        return;
+    }
+    rb_ray_raw w = raw_of(&run->rays[i]);
+    int fast = rb_shape_route(&w, run->set->cover) == RB_SHAPE_ROUTE_FAST;
+    if (run->mode == RB_MODE_NEAREST)
+        joint_nearest(run, i, &p, &w, fast);
+    else
+        joint_every(run, i, &p, &w, fast);
+}
+
 static void shape_task(void *arg, size_t task, unsigned worker)
 {
     (void)worker;
@@ -137,6 +252,10 @@ static void shape_task(void *arg, size_t task, unsigned worker)
             else
                 __builtin_prefetch(&run->res->counts[ahead], 1);
         }
+        if (run->joint) {
+            joint_ray(run, i);
+            continue;
+        }
         rb_ray_raw w = raw_of(&run->rays[i]);
         switch (run->mode) {
         case RB_MODE_PAIRS: {
@@ -156,8 +275,9 @@ static void shape_task(void *arg, size_t task, unsigned worker)
     }
 }
 
-int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
-                  rb_results *res)
+static int run_pass(rb_context *ctx, const rb_job *job,
+                    const rb_shapeset *set, rb_results *res, int joint,
+                    rb_bad_input *bad)
 {
     rb_mode mode = job->mode;
     size_t n_rays = job->n_rays;
@@ -165,8 +285,10 @@ int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
                      .set = set, .view = rb_shapeset_view(set),
                      .tree_view = rb_shapeset_tree_view(set),
                      .walk = rb_bvh_walk_pick(),
-                     .max_hits = job->max_hits, .res = res, .job = job};
+                     .max_hits = job->max_hits, .res = res, .job = job,
+                     .joint = joint};
     atomic_init(&run.stopped, 0);
+    atomic_init(&run.bad, UINT64_MAX);
     uint32_t *order = NULL;
     if (set->tree && set->tree->n_nodes && mode != RB_MODE_PAIRS &&
         n_rays >= RB_ORDER_MIN_RAYS) {
@@ -204,5 +326,24 @@ int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
     rb_free(ctx, order);
     if (atomic_load(&run.stopped))
         return rb_fail(ctx, RB_ECANCELED, "the query was stopped");
+    uint64_t first_bad = atomic_load(&run.bad);
+    if (first_bad != UINT64_MAX) {
+        bad->index = first_bad;
+        bad->element = RB_ELEMENT_RAY;
+        return RB_EINPUT;
+    }
     return RB_OK;
+}
+
+int rb_shapes_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
+                  rb_results *res)
+{
+    rb_bad_input unused = {UINT64_MAX, RB_ELEMENT_NONE};
+    return run_pass(ctx, job, set, res, 0, &unused);
+}
+
+int rb_joint_run(rb_context *ctx, const rb_job *job, const rb_shapeset *set,
+                 rb_results *res, rb_bad_input *bad)
+{
+    return run_pass(ctx, job, set, res, 1, bad);
 }
