@@ -667,7 +667,30 @@ START_TEST(test_joint_scene)
     scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
                     "joint scene beside a changed clone");
     rb_scene_destroy(copy);
+    rb_scene_destroy(sc);
+    rb_scene_destroy(ref);
 
+    /* Far more boxes than shapes: a shape tree of its own (not joint),
+     * walked beside the box tree. */
+    rb_shapes few = {.spheres = s.spheres, .n_spheres = 20};
+    ck_assert_int_eq(rb_scene_create_shapes(tree, 3, s.boxes, s.nb, &few,
+                                            &sc),
+                     RB_OK);
+    ck_assert_int_eq(rb_scene_create_shapes(brute, 3, s.boxes, s.nb, &few,
+                                            &ref),
+                     RB_OK);
+    set = rb_scene_shapeset(sc);
+    ck_assert_ptr_nonnull(set->tree);
+    ck_assert_uint_eq(set->n_tree_boxes, 0);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
+                    "scene of boxes and a few spheres");
+    ids[0] = 3;
+    e[0].kind = RB_KIND_BOX;
+    e[0].as.box = s.boxes[3];
+    e[0].as.box.max[0] += 4;
+    set_both(tree, sc, brute, ref, ids, e, 1);
+    scene_pair_same(tree, sc, brute, ref, &s, rays, 2 * N,
+                    "scene of boxes and a few spheres, a box moved");
     rb_scene_destroy(sc);
     rb_scene_destroy(ref);
     rb_context_destroy(brute);
