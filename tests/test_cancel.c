@@ -1,7 +1,8 @@
 /* test_cancel.c - rb_query.stop: a query whose stop callback says stop
  * returns RB_ECANCELED on every backend and path (brute force, hierarchy
- * walk, shape pass), soon after (the callback is asked between pieces of
- * work), and the context answers the next query exactly as before. */
+ * walk, shape pass, and on the CPU the joint walk of boxes and spheres),
+ * soon after (the callback is asked between pieces of work), and the
+ * context answers the next query exactly as before. */
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
