@@ -104,6 +104,8 @@ typedef struct rb_vis_job {
 /* run_visibility's answer when it leaves the query to the explicit
  * segments (rb_visibility's tiles through rb_intersect). */
 #define RB_VIS_DECLINED 1
+/* run_joint's answer when it leaves the query to the two passes. */
+#define RB_JOINT_DECLINED 1
 
 /* The backend table. run() computes a job into results (which rb_intersect
  * has checked); on RB_EINPUT it fills *bad with the lowest invalid element.
@@ -120,6 +122,13 @@ struct rb_backend_ops {
      * outputs half combined: the caller then runs both passes again. */
     int (*run_shapes)(rb_backend *self, rb_context *ctx, const rb_job *job,
                       const struct rb_shapeset *set, rb_results *res);
+    /* Optional: both passes in one over a joint tree (rb_joint_run's
+     * contract, its rays validated here); RB_JOINT_DECLINED (nothing
+     * written) when it cannot, and the two passes run instead. NULL: the
+     * two passes, unless the backend is the CPU's (rb_joint_run). */
+    int (*run_joint)(rb_backend *self, rb_context *ctx, const rb_job *job,
+                     const struct rb_shapeset *set, rb_results *res,
+                     rb_bad_input *bad);
     /* Optional: observers x targets with the segments made by the backend
      * itself, the bit matrix (zeroed, rows of ceil(n_targets / 8) bytes)
      * into bits, what ran into *info. RB_VIS_DECLINED (nothing written)

@@ -305,6 +305,41 @@ static int run_shapes(rb_context *ctx, rb_backend *b, const rb_query *q,
     return rc;
 }
 
+/* Both passes in one walk of the joint tree of `set` (rb_joint_run's
+ * contract): on the CPU, or on the active backend, which may decline
+ * (RB_JOINT_DECLINED: the two passes run instead) or fail, and then the
+ * CPU answers when fallback is on. */
+static int run_joint(rb_context *ctx, const rb_job *job,
+                     const rb_shapeset *set, rb_results *r,
+                     rb_bad_input *bad)
+{
+    rb_backend *b = ctx->active;
+    int rc;
+    if (b == ctx->cpu) {
+        rc = rb_joint_run(ctx, job, set, r, bad);
+    } else {
+        rc = b->ops->run_joint(b, ctx, job, set, r, bad);
+        if (rc == RB_JOINT_DECLINED)
+            return rc;
+        if (is_device_failure(rc) && ctx->opt.cpu_fallback) {
+            char reason[sizeof r->info.fallback_reason];
+            rb_copy_str(reason, sizeof reason, ctx->err.message);
+            rb_clear_error(ctx);
+            bad->index = UINT64_MAX;
+            b = ctx->cpu;
+            rc = rb_joint_run(ctx, job, set, r, bad);
+            r->info.fell_back = 1;
+            rb_copy_str(r->info.fallback_reason,
+                        sizeof r->info.fallback_reason, reason);
+        }
+    }
+    rb_backend_info info = {0};
+    b->ops->describe(b, &info);
+    rb_copy_str(r->info.backend, sizeof r->info.backend, info.backend);
+    rb_copy_str(r->info.device, sizeof r->info.device, info.device);
+    return rc;
+}
+
 /* kinds and normals of nearest and pairs answers. Inline elements: ids
  * below n_boxes are boxes, the rest shape j = id - n_boxes (pairs: the
  * ray's own element of the one kind). A scene: its id lookup says. */
@@ -396,13 +431,14 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
                                shape_pairs ? 0 : (uint32_t)q->n_boxes);
         if (rc)
             return rc;
-        /* Without memory for it, every shape is tested: same answers. On
-         * the CPU the tree takes the boxes too (a joint tree: one walk
-         * for both); a device walks boxes and shapes apart. */
+        /* Without memory for it, every shape is tested: same answers.
+         * The tree takes the boxes too (a joint tree: one walk for both)
+         * where the backend walks joint trees. */
+        int joint_walks = ctx->active == ctx->cpu ||
+                          ctx->active->ops->run_joint;
         if (!shape_pairs &&
             shape_tree_pays(ctx, q->n_rays, rb_shapeset_bounded(&set)))
-            rb_shape_tree_build(ctx, &set,
-                                ctx->active == ctx->cpu ? job.boxes : NULL,
+            rb_shape_tree_build(ctx, &set, joint_walks ? job.boxes : NULL,
                                 NULL);
         rb_clear_error(ctx);
         shapes = &set;
@@ -410,17 +446,27 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         shapes = scene_shapes(ctx, q->scene, &view);
     }
     size_t n_shapes = shapes ? rb_shapeset_size(shapes) : 0;
-    /* One walk for boxes and shapes: the CPU over a joint tree. */
+    /* One walk for boxes and shapes over a joint tree, where the backend
+     * walks them (the CPU; a device may still decline it). */
     int joint = !shape_pairs && q->mode != RB_MODE_PAIRS && shapes &&
                 shapes->tree && shapes->n_tree_boxes &&
                 shapes->n_tree_boxes == job.boxes->n &&
-                ctx->active == ctx->cpu;
+                (ctx->active == ctx->cpu || ctx->active->ops->run_joint);
     if (!q->scene && q->mode != RB_MODE_PAIRS && !joint &&
         transient_pays(ctx, q->n_rays, q->n_boxes))
         job.bvh = transient_bvh(ctx);
 
     rb_bad_input bad = {UINT64_MAX, RB_ELEMENT_NONE};
     rb_backend *shape_backend = ctx->active;
+    if (joint) {
+        rc = run_joint(ctx, &job, shapes, r, &bad);
+        if (rc == RB_JOINT_DECLINED) {
+            joint = 0;
+            rc = RB_OK;
+            if (!q->scene && transient_pays(ctx, q->n_rays, q->n_boxes))
+                job.bvh = transient_bvh(ctx);
+        }
+    }
     if (shape_pairs) {
         size_t first_bad = rb_check_rays(q->rays, 3, 0, q->n_rays);
         if (first_bad < q->n_rays) {
@@ -432,13 +478,7 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         shape_backend->ops->describe(shape_backend, &info);
         rb_copy_str(r->info.backend, sizeof r->info.backend, info.backend);
         rb_copy_str(r->info.device, sizeof r->info.device, info.device);
-    } else if (joint) {
-        rb_backend_info info = {0};
-        ctx->cpu->ops->describe(ctx->cpu, &info);
-        rb_copy_str(r->info.backend, sizeof r->info.backend, info.backend);
-        rb_copy_str(r->info.device, sizeof r->info.device, info.device);
-        rc = rb_joint_run(ctx, &job, shapes, r, &bad);
-    } else {
+    } else if (!joint) {
         rc = run_boxes(ctx, &job, r, &bad);
         if (r->info.fell_back)
             shape_backend = ctx->cpu;

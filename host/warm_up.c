@@ -14,7 +14,8 @@
 /* A scene this large walks its hierarchy (query.c's SCENE_MIN_BOXES). */
 #define WARM_SCENE_BOXES 512
 /* And this many spheres its shape hierarchy (query.c's SCENE_MIN_SHAPES),
- * on the device (kernels/shapes.cl's rb_shape_walk_*). */
+ * on the device (kernels/shapes.cl's rb_shape_walk_*, and with boxes
+ * beside them in a joint tree rb_joint_walk_*). */
 #define WARM_SCENE_SPHERES 64
 
 static int run(rb_context *ctx, rb_mode mode, const rb_ray *ray,
@@ -79,12 +80,15 @@ int rb_context_warm_up(rb_context *ctx)
                                0.05f};
     const rb_shapes many = {.spheres = balls,
                             .n_spheres = WARM_SCENE_SPHERES};
-    rb_scene *scene = NULL, *small = NULL, *balls_scene = NULL;
+    rb_scene *scene = NULL, *small = NULL, *balls_scene = NULL,
+             *balls_only = NULL;
     int rc = rb_scene_create(ctx, 3, boxes, WARM_SCENE_BOXES, &scene);
     if (!rc)
         rc = rb_scene_create(ctx, 3, boxes, 2, &small);
     if (!rc)
         rc = rb_scene_create_shapes(ctx, 3, boxes, 2, &many, &balls_scene);
+    if (!rc)
+        rc = rb_scene_create_shapes(ctx, 3, NULL, 0, &many, &balls_only);
     /* pairs: one box, then one shape, for the one ray */
     if (!rc)
         rc = run(ctx, RB_MODE_PAIRS, &ray, boxes, 1, NULL, NULL);
@@ -99,11 +103,14 @@ int rb_context_warm_up(rb_context *ctx)
             rc = run(ctx, every_box[m], &ray, NULL, 0, NULL, &shapes);
         if (!rc)
             rc = run(ctx, every_box[m], &ray, NULL, 0, balls_scene, NULL);
+        if (!rc)
+            rc = run(ctx, every_box[m], &ray, NULL, 0, balls_only, NULL);
     }
     if (!rc)
         rc = run_visibility(ctx, scene);
     if (!rc)
         rc = run_visibility(ctx, small);
+    rb_scene_destroy(balls_only);
     rb_scene_destroy(balls_scene);
     rb_scene_destroy(small);
     rb_scene_destroy(scene);

@@ -10,8 +10,9 @@
  * RB_NODE_HI, child[slot] at RB_NODE_CHILD (uint: box slot -> original box
  * index, inner slot -> node index, 0 -> empty), the box mask at
  * RB_NODE_BOXES (bit k: slot k is a box), and in a joint shape tree the
- * mask of its boxes at RB_NODE_EXACT (a shape walk skips them: the box
- * pass answers them). The root is node 0; empty slots hold +inf..-inf, which no ray enters.
+ * mask of its boxes at RB_NODE_EXACT (a shape walk skips them, a joint
+ * walk takes them as a box tree's). The root is node 0; empty slots hold
+ * +inf..-inf, which no ray enters.
  *
  * Why the answers are exact (the argument of bvh_walk.inc, restated):
  * - Box slots hold the boxes' flushed corners and get rb_slab_hit's
@@ -122,6 +123,33 @@ static inline rb_wray rb_wray_load(__global const float *rays, uint dims,
     return rb_wray_of(rb_load_ray(rays, dims, i));
 }
 
+/* The leaf slots a node test passes: a box tree's boxes; a shape tree's
+ * shapes (its boxes, if joint, are the box pass's); a joint walk's every
+ * leaf, by the padded compare (its walk then holds boxes to the unpadded
+ * one, rb_joint_boxes). */
+static inline uint rb_leaf_hits(__global const float *n, uint pass,
+                                uint boxes, const int tree)
+{
+    if (tree == RB_TREE_SHAPES)
+        return pass & boxes & ~as_uint(n[RB_NODE_EXACT]);
+    return pass & boxes;
+}
+
+/* The boxes (slots `exact`) of a joint walk's leaf hits that the box
+ * tree's own compare passes: a padded pass gave e <= limit <= tmax and e
+ * finite, so it is e <= min(x, tmax) (xv) that is left to check. */
+static inline uint rb_joint_boxes(uint hits, uint exact, const float ev[8],
+                                  const float xv[8])
+{
+    uint boxes = 0;
+    for (uint m = hits & exact; m; m &= m - 1) {
+        uint k = rb_ctz(m);
+        if (ev[k] <= xv[k])
+            boxes |= 1u << k;
+    }
+    return boxes;
+}
+
 /* On the wide variant (CPU devices) the short loops over axes carry
  * "#pragma unroll": PoCL 3.1 (LLVM 15) leaves them rolled, which keeps
  * the per-axis offsets and vectors in memory (brute_wide.cl says the same
@@ -146,12 +174,14 @@ static inline uint rb_mask8(int8 m)
  * needs no pad: its box and subtree slots go through these very
  * operations, each monotonic in the plane, so a subtree slot passes
  * whenever a box inside it does (host/bvh/bvh_walk.inc). In a shape tree
- * (shapes, a constant) the box slots hold widened world boxes and the
- * exact shape test decides (shapes.cl); there the exit is padded for the
- * shape tests' own rounding. */
+ * (tree, a constant RB_TREE_*) the leaf slots hold widened world boxes
+ * and the exact shape test decides (shapes.cl); there the exit is padded
+ * for the shape tests' own rounding, and *boxes_hit is the candidates. A
+ * joint tree's test is the shape tree's, and *boxes_hit holds its boxes
+ * (RB_NODE_EXACT) too: the walk holds those to the box tree's compare. */
 static inline uint rb_node_test(const rb_wray *w, __global const float *n,
                                 float limit, float e_out[8], float x_out[8],
-                                uint *boxes_hit, const int shapes)
+                                uint *boxes_hit, const int tree)
 {
     float8 e = (float8)(w->r.tmin), x = (float8)(INFINITY);
     #pragma unroll
@@ -165,7 +195,7 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
     float8 tmax = (float8)(w->r.tmax);
     float8 xe = select(tmax, x, x < tmax);
     float8 xp = x;
-    if (shapes)
+    if (tree != RB_TREE_BOXES)
         xp = x * select((float8)(RB_BVH_PAD_DOWN), (float8)(RB_BVH_PAD_UP),
                         x >= (float8)(0.0f));
     xp = select((float8)(limit), xp, xp < (float8)(limit));
@@ -173,15 +203,14 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
     vstore8(e, 0, e_out);
     vstore8(xe, 0, x_out);
     uint boxes = as_uint(n[RB_NODE_BOXES]);
-    /* A joint tree's boxes (RB_NODE_EXACT) are the box pass's. */
-    *boxes_hit = pass & boxes & (shapes ? ~as_uint(n[RB_NODE_EXACT]) : ~0u);
+    *boxes_hit = rb_leaf_hits(n, pass, boxes, tree);
     return pass & ~boxes;
 }
 #else
 /* The same test on two halves of four slots. */
 static inline uint rb_node_test(const rb_wray *w, __global const float *n,
                                 float limit, float e_out[8], float x_out[8],
-                                uint *boxes_hit, const int shapes)
+                                uint *boxes_hit, const int tree)
 {
     uint pass = 0;
     for (int h = 0; h < 2; h++) {
@@ -201,7 +230,7 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
         float4 tmax = (float4)(w->r.tmax);
         float4 xe = select(tmax, x, x < tmax);
         float4 xp = x;
-        if (shapes)
+        if (tree != RB_TREE_BOXES)
             xp = x * select((float4)(RB_BVH_PAD_DOWN),
                             (float4)(RB_BVH_PAD_UP), x >= (float4)(0.0f));
         xp = select((float4)(limit), xp, xp < (float4)(limit));
@@ -212,8 +241,7 @@ static inline uint rb_node_test(const rb_wray *w, __global const float *n,
         vstore4(xe, h, x_out);
     }
     uint boxes = as_uint(n[RB_NODE_BOXES]);
-    /* A joint tree's boxes (RB_NODE_EXACT) are the box pass's. */
-    *boxes_hit = pass & boxes & (shapes ? ~as_uint(n[RB_NODE_EXACT]) : ~0u);
+    *boxes_hit = rb_leaf_hits(n, pass, boxes, tree);
     return pass & ~boxes;
 }
 #endif /* RB_WIDE */
@@ -374,10 +402,10 @@ static inline uint rb_wpush_set(const int mode, rb_wstack *st, uint m,
  * For nearest, a path child that now fails the test (its entry beyond the
  * best) holds nothing left to visit, so the path ends there. Box hits of
  * the path's nodes were taken when the walk first met them. The node test
- * is the walk's own (shapes: the tree's kind), so the path's masks are
- * the ones the walk saw. */
+ * is the walk's own (tree: the tree's kind), so the path's masks are the
+ * ones the walk saw. */
 static inline void rb_wresume(const rb_wray *w, __global const float *nodes,
-                              const int mode, const int shapes, float limit,
+                              const int mode, const int tree, float limit,
                               rb_wstack *st, const rb_wpos *pos)
 {
     __global const uint *words = (__global const uint *)nodes;
@@ -387,7 +415,7 @@ static inline void rb_wresume(const rb_wray *w, __global const float *nodes,
         float ev[8], xv[8];
         uint hits;
         uint m = rb_node_test(w, nodes + (size_t)node * RB_NODE_WORDS, limit,
-                              ev, xv, &hits, shapes);
+                              ev, xv, &hits, tree);
         __global const uint *child = words + (size_t)node * RB_NODE_WORDS +
                                      RB_NODE_CHILD;
         uint c = rb_path_get(pos, d);
@@ -411,7 +439,7 @@ static inline void rb_wresume(const rb_wray *w, __global const float *nodes,
 /* The next subtree to visit into *cur (1), or 0 when the walk is over;
  * nearest skips entries that start past its best. */
 static inline int rb_wpop(const rb_wray *w, __global const float *nodes,
-                          const int mode, const int shapes, const rb_walk *s,
+                          const int mode, const int tree, const rb_walk *s,
                           rb_wstack *st, rb_wpos *pos, uint *cur)
 {
     for (;;) {
@@ -421,7 +449,7 @@ static inline int rb_wpop(const rb_wray *w, __global const float *nodes,
             float limit = w->r.tmax;
             if (mode == RB_WALK_NEAREST && s->best_t < limit)
                 limit = s->best_t;
-            rb_wresume(w, nodes, mode, shapes, limit, st, pos);
+            rb_wresume(w, nodes, mode, tree, limit, st, pos);
             continue;
         }
         uint j = --st->n;
@@ -460,6 +488,7 @@ static inline int rb_take_shapes(const int mode, uint hits,
                 s->best_t = te;
                 s->best_i = id;
                 s->best_j = j;
+                s->found = 0; /* a joint walk's box is no longer the best */
             }
         } else if (mode == RB_WALK_ANY) {
             s->found = 1;
@@ -476,13 +505,16 @@ static inline int rb_take_shapes(const int mode, uint hits,
 }
 
 /* One ray through the tree. mode is a constant at every call site, so
- * each kernel gets its own loop; so is shapes: 0 for a box tree (sv and
- * sw unused), 1 for a shape tree, whose box slots are candidates for
- * rb_take_shapes on the leaves sv (the leaf hook; the loop, the short
- * stack and its resume are the same). Always inlined in the tiled
- * variant (GPUs): clang-14 otherwise kept one copy for the four shape
- * walks, mode and shapes passed at run time, its state in memory through
- * a call (sm_90: 80-96 registers and 464 B of stack frame inlined,
+ * each kernel gets its own loop; so is tree: RB_TREE_BOXES for a box tree
+ * (sv and sw unused), RB_TREE_SHAPES for a shape tree, whose leaf slots
+ * are candidates for rb_take_shapes on the leaves sv (the leaf hook; the
+ * loop, the short stack and its resume are the same), RB_TREE_JOINT for
+ * a joint tree, whose boxes are taken as a box tree's and whose shapes
+ * as a shape tree's when take_shapes is set (at run time: a ray the
+ * tree's widening does not cover takes only its boxes here). Always
+ * inlined in the tiled variant (GPUs): clang-14 otherwise kept one copy
+ * for the four shape walks, mode and tree passed at run time, its state
+ * in memory through a call (sm_90: 80-96 registers and 464 B of stack frame inlined,
  * 123-128 and 584 B not, docs/gpu.md). The wide variant leaves it to the
  * compiler: forced on PoCL, the shape walks ran 1-2 % more instructions. */
 #ifdef RB_WIDE
@@ -493,7 +525,8 @@ static inline int rb_take_shapes(const int mode, uint hits,
 static inline RB_WALK_INLINE void
 rb_walk_tree(const rb_wray *w, __global const float *nodes, const int mode,
              rb_walk *s, __global rb_list_hit *list, uint cap,
-             const int shapes, const rb_shape_view *sv, const rb_ray_raw *sw)
+             const int tree, const rb_shape_view *sv, const rb_ray_raw *sw,
+             int take_shapes)
 {
     __global const uint *words = (__global const uint *)nodes;
     rb_wstack st;
@@ -519,7 +552,7 @@ rb_walk_tree(const rb_wray *w, __global const float *nodes, const int mode,
             float limit = w->r.tmax;
             if (mode == RB_WALK_NEAREST && s->best_t < limit)
                 limit = s->best_t;
-            uint m = rb_node_test(w, n, limit, ev, xv, &hits, shapes);
+            uint m = rb_node_test(w, n, limit, ev, xv, &hits, tree);
             leaf = cur;
             if (m) {
                 /* (any stops so early that fetching costs more, as on
@@ -538,7 +571,7 @@ rb_walk_tree(const rb_wray *w, __global const float *nodes, const int mode,
                 if (RB_WALK_RESUMES)
                     rb_path_take(&pos, d, k);
             } else {
-                walking = rb_wpop(w, nodes, mode, shapes, s, &st, &pos,
+                walking = rb_wpop(w, nodes, mode, tree, s, &st, &pos,
                                   &cur);
             }
         }
@@ -547,11 +580,18 @@ rb_walk_tree(const rb_wray *w, __global const float *nodes, const int mode,
         /* Box loop: the hit boxes of node `leaf`. */
         __global const uint *child = words + (size_t)leaf * RB_NODE_WORDS +
                                      RB_NODE_CHILD;
-        if (shapes) {
-            if (rb_take_shapes(mode, hits, child, sv, sw, s, list, cap))
-                return;
-            continue;
+        uint shape_hits = 0;
+        if (tree == RB_TREE_SHAPES) {
+            shape_hits = hits;
+            hits = 0;
+        } else if (tree == RB_TREE_JOINT) {
+            uint exact = words[(size_t)leaf * RB_NODE_WORDS + RB_NODE_EXACT];
+            shape_hits = take_shapes ? hits & ~exact : 0;
+            hits = rb_joint_boxes(hits, exact, ev, xv);
         }
+        if (shape_hits &&
+            rb_take_shapes(mode, shape_hits, child, sv, sw, s, list, cap))
+            return;
         switch (mode) {
         case RB_WALK_NEAREST:
             while (hits) {
@@ -565,10 +605,14 @@ rb_walk_tree(const rb_wray *w, __global const float *nodes, const int mode,
                     s->best_node = leaf;
                     s->best_slot = k;
                     s->found = 1;
+                    if (tree == RB_TREE_JOINT)
+                        s->best_j = 0xffffffffu;
                 }
             }
             break;
         case RB_WALK_ANY:
+            if (tree != RB_TREE_BOXES && !hits)
+                break; /* only shapes, none hit */
             s->found = 1;
             return;
         case RB_WALK_COUNT:
@@ -634,7 +678,8 @@ static inline void rb_bvh_kernel(const int mode, __global const float *rays,
 {
     RB_BVH_PROLOGUE();
     if (mode == RB_WALK_NEAREST) {
-        rb_walk_tree(&w, nodes, RB_WALK_NEAREST, &s, 0, 0, 0, 0, 0);
+        rb_walk_tree(&w, nodes, RB_WALK_NEAREST, &s, 0, 0, RB_TREE_BOXES, 0, 0,
+                     0);
         rb_hit h;
         if (s.found) {
             __global const float *n =
@@ -651,14 +696,16 @@ static inline void rb_bvh_kernel(const int mode, __global const float *rays,
         }
         hits[i] = h;
     } else if (mode == RB_WALK_ANY) {
-        rb_walk_tree(&w, nodes, RB_WALK_ANY, &s, 0, 0, 0, 0, 0);
+        rb_walk_tree(&w, nodes, RB_WALK_ANY, &s, 0, 0, RB_TREE_BOXES, 0, 0,
+                     0);
         any_hit[i] = (uchar)s.found;
     } else if (mode == RB_WALK_COUNT) {
-        rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0, 0, 0, 0);
+        rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0, RB_TREE_BOXES, 0, 0,
+                     0);
         counts[i] = s.count;
     } else {
         rb_walk_tree(&w, nodes, RB_WALK_ALL, &s, lists + i * max_hits,
-                     max_hits, 0, 0, 0);
+                     max_hits, RB_TREE_BOXES, 0, 0, 0);
         counts[i] = s.count;
     }
 }

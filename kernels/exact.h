@@ -122,6 +122,10 @@ typedef struct rb_bvh_node {
 #define RB_NODE_CHILD 48
 #define RB_NODE_BOXES 56
 #define RB_NODE_EXACT 57
+/* What a walk's tree holds (host/bvh/bvh_walk.inc, kernels/bvh.cl): boxes
+ * (a box tree), bounded shapes (a shape tree; a joint tree's boxes are
+ * skipped), or both (a joint tree, walked once for both). */
+enum { RB_TREE_BOXES, RB_TREE_SHAPES, RB_TREE_JOINT };
 RB_LAYOUT(sizeof(rb_bvh_node) == 4 * RB_NODE_WORDS, rb_bvh_node_size);
 #ifndef __OPENCL_VERSION__
 RB_LAYOUT(offsetof(rb_bvh_node, lo) == 4 * RB_NODE_LO &&
@@ -826,12 +830,14 @@ enum rb_shape_arg {
     RB_SHARG_COUNT
 };
 
-/* shapes.cl, rb_shape_walk_* and rb_shape_rest_*: the shape tree's walk
- * and the launch after it, with the same arguments (the walk reads no
- * planes, the rest no nodes nor order). Leaves are the tree's records
- * (rb_shapeset.leaves, a box slot's child indexes them) with their ids;
- * planes are the set's half-spaces with theirs (null: first id + p).
- * Every ray tests every plane. */
+/* shapes.cl, rb_shape_walk_*, rb_joint_walk_* and rb_shape_rest_*: the
+ * shape tree's walk (a joint tree's: boxes too, no box pass before it)
+ * and the launch after it, with the same arguments (the walks read no
+ * planes, the rest no nodes nor order, only the joint walk BAD and
+ * RAY_BASE). Leaves are the tree's records (rb_shapeset.leaves, a shape
+ * slot's child indexes them) with their ids; planes are the set's
+ * half-spaces with theirs (null: first id + p). Every ray tests every
+ * plane. */
 enum rb_shape_walk_arg {
     RB_SWARG_RAYS,      /* rb_ray records of the chunk */
     RB_SWARG_N_RAYS,
@@ -853,6 +859,8 @@ enum rb_shape_walk_arg {
     RB_SWARG_LISTS,
     RB_SWARG_LEAF,      /* nearest: a uint a ray, the walk's leaf winner */
     RB_SWARG_MAX_HITS,
+    RB_SWARG_BAD,       /* joint: the lowest invalid ray, as RB_SCARG_BAD */
+    RB_SWARG_RAY_BASE,  /* joint: the chunk's first ray in the query */
     RB_SWARG_COUNT
 };
 

@@ -107,7 +107,13 @@ RB_SHAPE_KERNEL(rb_shapes_all, RB_SHAPE_ALL)
  * count by sum, all by rb_list_insert, none of which depends on the
  * order of the shapes, so the answers are those of one pass. Kernel
  * arguments: exact.h's enum rb_shape_walk_arg; order (may be NULL) as in
- * bvh.cl. R6 was checked by the box pass. */
+ * bvh.cl. R6 was checked by the box pass.
+ * - rb_joint_walk_*, in place of the box pass and rb_shape_walk_*, over a
+ *   joint tree (host/bvh/bvh_shapes.c: the boxes in it too): checks each
+ *   ray (R6, as the box kernels do), walks the tree once for its boxes
+ *   and, on the FAST route, its shapes, and writes every answer for the
+ *   rest to combine with (a box winner's full answer, a leaf winner's t,
+ *   id and leaf). */
 #define RB_NO_LEAF 0xffffffffu
 
 static inline int rb_shape_fast(const rb_shape_view *lv, const rb_ray_raw *w,
@@ -147,7 +153,8 @@ static inline void rb_shape_walk_pass(const int mode,
         rb_hit h = hits[i];
         s.best_t = h.hit ? h.t_enter : INFINITY;
         s.best_i = h.hit ? (uint)h.box : 0xffffffffu;
-        rb_walk_tree(&wr, nodes, RB_WALK_NEAREST, &s, 0, 0, 1, lv, &w);
+        rb_walk_tree(&wr, nodes, RB_WALK_NEAREST, &s, 0, 0, RB_TREE_SHAPES, lv,
+                     &w, 1);
         if (s.best_j != 0xffffffffu) {
             /* the winner's t and id; the rest writes the other fields */
             leaf[i] = s.best_j;
@@ -156,16 +163,87 @@ static inline void rb_shape_walk_pass(const int mode,
             hits[i].hit = 1;
         }
     } else if (mode == RB_SHAPE_ANY) {
-        rb_walk_tree(&wr, nodes, RB_WALK_ANY, &s, 0, 0, 1, lv, &w);
+        rb_walk_tree(&wr, nodes, RB_WALK_ANY, &s, 0, 0, RB_TREE_SHAPES, lv, &w,
+                     1);
         any[i] = (uchar)s.found;
     } else if (mode == RB_SHAPE_COUNT) {
-        rb_walk_tree(&wr, nodes, RB_WALK_COUNT, &s, 0, 0, 1, lv, &w);
+        rb_walk_tree(&wr, nodes, RB_WALK_COUNT, &s, 0, 0, RB_TREE_SHAPES, lv, &w,
+                     1);
         counts[i] += s.count;
     } else {
         s.stored = min(counts[i], max_hits);
         rb_walk_tree(&wr, nodes, RB_WALK_ALL, &s, lists + i * max_hits,
-                     max_hits, 1, lv, &w);
+                     max_hits, RB_TREE_SHAPES, lv, &w, 1);
         counts[i] += s.count;
+    }
+}
+
+static inline void rb_joint_walk_pass(const int mode,
+                                      __global const float *rays,
+                                      uint n_rays,
+                                      __global const float *nodes,
+                                      __global const uint *order,
+                                      float cover, const rb_shape_view *lv,
+                                      __global rb_hit *hits,
+                                      __global uchar *any,
+                                      __global uint *counts,
+                                      __global rb_list_hit *lists,
+                                      __global uint *leaf, uint max_hits,
+                                      __global uint *bad, uint ray_base)
+{
+    size_t g = get_global_id(0);
+    if (g >= n_rays)
+        return;
+    size_t i = order ? order[g] : g;
+    if (order && g + RB_AHEAD < n_rays)
+        RB_PREFETCH(rays + (size_t)order[g + RB_AHEAD] * 8);
+    if (mode == RB_SHAPE_NEAREST)
+        leaf[i] = RB_NO_LEAF; /* every ray: the rest reads it */
+    if (!rb_ray_ok(rays, 3, i)) {
+        rb_note_bad(bad, (ray_base + (uint)i) * 2);
+        return;
+    }
+    rb_ray_raw w = rb_shape_ray(rays, i);
+    int fast = rb_shape_fast(lv, &w, cover);
+    rb_wray wr = rb_wray_of(rb_prep_raw(&w));
+    rb_walk s = rb_walk_init();
+    if (mode == RB_SHAPE_NEAREST) {
+        rb_walk_tree(&wr, nodes, RB_WALK_NEAREST, &s, 0, 0, RB_TREE_JOINT, lv,
+                     &w, fast);
+        rb_hit h;
+        if (s.best_j != RB_NO_LEAF) {
+            /* the winner's t and id; the rest writes the other fields */
+            leaf[i] = s.best_j;
+            rb_hit_miss(&h);
+            h.t_enter = s.best_t;
+            h.box = (int)s.best_i;
+            h.hit = 1;
+        } else if (s.found) {
+            __global const float *n =
+                nodes + (size_t)s.best_node * RB_NODE_WORDS;
+            float lo[3], hi[3];
+            for (int a = 0; a < 3; a++) {
+                lo[a] = n[RB_NODE_LO + 8 * a + s.best_slot];
+                hi[a] = n[RB_NODE_HI + 8 * a + s.best_slot];
+            }
+            rb_slab_full(&wr.r, lo, hi, &h);
+            h.box = (int)s.best_i;
+        } else {
+            rb_hit_miss(&h);
+        }
+        hits[i] = h;
+    } else if (mode == RB_SHAPE_ANY) {
+        rb_walk_tree(&wr, nodes, RB_WALK_ANY, &s, 0, 0, RB_TREE_JOINT, lv, &w,
+                     fast);
+        any[i] = (uchar)s.found;
+    } else if (mode == RB_SHAPE_COUNT) {
+        rb_walk_tree(&wr, nodes, RB_WALK_COUNT, &s, 0, 0, RB_TREE_JOINT, lv,
+                     &w, fast);
+        counts[i] = s.count;
+    } else {
+        rb_walk_tree(&wr, nodes, RB_WALK_ALL, &s, lists + i * max_hits,
+                     max_hits, RB_TREE_JOINT, lv, &w, fast);
+        counts[i] = s.count;
     }
 }
 
@@ -233,7 +311,8 @@ static inline void rb_shape_rest_pass(const int mode,
         __global const uint *leaf_ids, __global const rb_halfspace *hspace,    \
         uint n_half, __global const uint *half_ids, uint half_first,           \
         __global rb_hit *hits, __global uchar *any, __global uint *counts,     \
-        __global rb_list_hit *lists, __global uint *leaf, uint max_hits)       \
+        __global rb_list_hit *lists, __global uint *leaf, uint max_hits,       \
+        __global uint *bad, uint ray_base)                                     \
     {                                                                          \
         rb_shape_view lv, pv;                                                  \
         lv.lbox = lbox;                                                        \
@@ -252,9 +331,13 @@ static inline void rb_shape_rest_pass(const int mode,
         pv.n_ball = 0;                                                         \
         pv.n_half = n_half;                                                    \
         pv.first_id = half_first;                                              \
-        if (pass)                                                              \
+        if (pass == 1)                                                         \
             rb_shape_rest_pass(mode, rays, n_rays, cover, &lv, &pv, hits, any, \
                                counts, lists, leaf, max_hits);                 \
+        else if (pass == 2)                                                    \
+            rb_joint_walk_pass(mode, rays, n_rays, nodes, order, cover, &lv,   \
+                               hits, any, counts, lists, leaf, max_hits, bad,  \
+                               ray_base);                                      \
         else                                                                   \
             rb_shape_walk_pass(mode, rays, n_rays, nodes, order, cover, &lv,   \
                                hits, any, counts, lists, leaf, max_hits);      \
@@ -268,3 +351,7 @@ RB_SHAPE_WALK_KERNEL(rb_shape_rest_nearest, 1, RB_SHAPE_NEAREST)
 RB_SHAPE_WALK_KERNEL(rb_shape_rest_any, 1, RB_SHAPE_ANY)
 RB_SHAPE_WALK_KERNEL(rb_shape_rest_count, 1, RB_SHAPE_COUNT)
 RB_SHAPE_WALK_KERNEL(rb_shape_rest_all, 1, RB_SHAPE_ALL)
+RB_SHAPE_WALK_KERNEL(rb_joint_walk_nearest, 2, RB_SHAPE_NEAREST)
+RB_SHAPE_WALK_KERNEL(rb_joint_walk_any, 2, RB_SHAPE_ANY)
+RB_SHAPE_WALK_KERNEL(rb_joint_walk_count, 2, RB_SHAPE_COUNT)
+RB_SHAPE_WALK_KERNEL(rb_joint_walk_all, 2, RB_SHAPE_ALL)

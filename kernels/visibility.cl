@@ -125,7 +125,8 @@ __kernel void rb_vis_bvh(RB_VIS_PARAMS)
         rb_ray_prep r = rb_vis_segment(o, targets, j0 + k, tmin, tmax);
         rb_wray w = rb_wray_of(r);
         rb_walk s = rb_walk_init();
-        rb_walk_tree(&w, scene, RB_WALK_ANY, &s, 0, 0, 0, 0, 0);
+        rb_walk_tree(&w, scene, RB_WALK_ANY, &s, 0, 0, RB_TREE_BOXES, 0, 0,
+                     0);
         if (!s.found)
             byte |= 1u << k;
     }

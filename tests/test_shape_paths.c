@@ -701,7 +701,8 @@ START_TEST(test_joint_scene)
 END_TEST
 
 /* In one walk, invalid rays are still refused by the lowest index, as
- * the box pass refuses them. */
+ * the box pass refuses them: on the CPU, and (_i = 1) in the device's
+ * joint walk, in ray order there too. */
 START_TEST(test_joint_bad_ray)
 {
     enum { PER_KIND = 100, N = 20000 };
@@ -713,21 +714,35 @@ START_TEST(test_joint_bad_ray)
     rays[15000].dir[1] = NAN;
     rays[9000].tmin = 5;
     rays[9000].tmax = 1;
-    rb_context *ctx = context(RB_HIERARCHY_ALWAYS);
+    rb_context *ctx = _i ? cl_context_with(RB_HIERARCHY_ALWAYS)
+                         : context(RB_HIERARCHY_ALWAYS);
     ctx->walk_order = RB_WALK_ORDER_ALWAYS;
-    answer a = {0};
-    a.hits = calloc(N, sizeof *a.hits);
-    rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
-                  .n_rays = N, .boxes = s.boxes, .n_boxes = s.nb,
-                  .shapes = {s.obbs, s.no, s.xboxes, s.nx, s.spheres, s.ns,
-                             s.planes, s.np}};
-    rb_results r = {.hits = a.hits, .capacity = N};
-    ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
-    const rb_error *err = rb_context_error(ctx);
-    ck_assert_int_eq(err->element, RB_ELEMENT_RAY);
-    ck_assert_uint_eq(err->index, 9000);
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    for (int m = 0; m < 4; m++) {
+        answer a;
+        memset(&a, 0, sizeof a);
+        a.hits = calloc(N, sizeof *a.hits);
+        a.any = calloc(N, 1);
+        a.counts = calloc(N, sizeof *a.counts);
+        a.list = calloc((size_t)N * MAX_HITS, sizeof *a.list);
+        rb_query q = {.mode = modes[m], .dims = 3, .rays = rays,
+                      .n_rays = N, .boxes = s.boxes, .n_boxes = s.nb,
+                      .max_hits = MAX_HITS,
+                      .shapes = {s.obbs, s.no, s.xboxes, s.nx, s.spheres,
+                                 s.ns, s.planes, s.np}};
+        rb_results r = {.hits = a.hits, .any = a.any, .counts = a.counts,
+                        .list = a.list, .capacity = N};
+        ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
+        const rb_error *err = rb_context_error(ctx);
+        ck_assert_int_eq(err->element, RB_ELEMENT_RAY);
+        ck_assert_uint_eq(err->index, 9000);
+        /* the joint walk of the context's backend refused it */
+        ck_assert_str_eq(r.info.backend, _i ? "opencl" : "cpu");
+        ck_assert_int_eq(r.info.fell_back, 0);
+        answer_free(&a);
+    }
     rb_context_destroy(ctx);
-    free(a.hits);
     free(rays);
     scene_free(&s);
 }
@@ -1337,7 +1352,7 @@ int main(void)
     tcase_add_test(tc, test_scales);
     tcase_add_test(tc, test_walk_variants);
     tcase_add_test(tc, test_joint_scene);
-    tcase_add_test(tc, test_joint_bad_ray);
+    tcase_add_loop_test(tc, test_joint_bad_ray, 0, 1); /* the CPU */
     suite_add_tcase(s, tc);
     tc = tcase_create("opencl");
     tcase_set_timeout(tc, 600);
@@ -1352,6 +1367,7 @@ int main(void)
     tcase_add_test(tc, test_cl_walk_far_and_scales);
     tcase_add_test(tc, test_cl_walk_scene_versions);
     tcase_add_test(tc, test_cl_walk_failures);
+    tcase_add_loop_test(tc, test_joint_bad_ray, 1, 2); /* the device */
     tcase_add_test(tc, test_cl_walk_budget);
     suite_add_tcase(s, tc);
     /* A million rays per kind and mode: its own ctest entry

@@ -176,11 +176,6 @@ void rb_bvh_bounds(const rb_bvh *bvh, float lo[3], float hi[3]);
  * or the sum of extents when the root is flat in two axes. */
 double rb_bvh_sah_of(const rb_bvh *bvh, const rb_bvh_sums *inner);
 
-/* What a walk's tree holds (bvh_walk.inc): boxes (the scene's box tree),
- * bounded shapes (a shape tree; a joint tree's boxes skipped), or both
- * (a joint tree, bvh_shapes.c). */
-enum { RB_TREE_BOXES, RB_TREE_SHAPES, RB_TREE_JOINT };
-
 /* The best hit of a joint walk so far: (t, id), and where it lies: a
  * shape's index j in the tree's view, or a box's slot (node *
  * RB_BVH_WIDTH + slot, whose bounds are the box's corners); UINT32_MAX

@@ -49,6 +49,7 @@ static const struct rb_backend_ops cl_ops = {
     .bvh = 1, /* kernels/bvh.cl; cl_plan.c falls back to brute force */
     .run = rb_cl_run,
     .run_shapes = rb_cl_run_shapes,
+    .run_joint = rb_cl_run_joint,
     .run_visibility = rb_cl_run_visibility,
     .describe = cl_describe,
     .destroy = cl_destroy,

@@ -35,6 +35,10 @@ typedef enum rb_cl_kernel_id {
     RB_CLK_SHAPE_REST_ANY,
     RB_CLK_SHAPE_REST_COUNT,
     RB_CLK_SHAPE_REST_ALL,
+    RB_CLK_JOINT_WALK_NEAREST, /* kernels/shapes.cl, a joint tree's walk */
+    RB_CLK_JOINT_WALK_ANY,
+    RB_CLK_JOINT_WALK_COUNT,
+    RB_CLK_JOINT_WALK_ALL,
     RB_CLK_VIS_BRUTE, /* kernels/visibility.cl */
     RB_CLK_VIS_BVH,
     RB_CLK_N
@@ -193,6 +197,11 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
  * brute force over every shape; the answers are the same (R16). */
 int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
                      const rb_shapeset *set, rb_results *res);
+/* cl_shapes.c: the backend's run_joint() (see struct rb_backend_ops): the
+ * joint tree's walk where it fits the budget, else RB_JOINT_DECLINED. */
+int rb_cl_run_joint(rb_backend *self, rb_context *ctx, const rb_job *job,
+                    const rb_shapeset *set, rb_results *res,
+                    rb_bad_input *bad);
 /* cl_shapes.c: releases the shape tree's buffers (rb_cl_release_buffers
  * calls it). */
 void rb_cl_release_shape_tree(rb_cl_backend *be);

@@ -41,6 +41,8 @@ static const char *const kernel_names[RB_CLK_N] = {
     "rb_shape_walk_all",
     "rb_shape_rest_nearest", "rb_shape_rest_any", "rb_shape_rest_count",
     "rb_shape_rest_all",
+    "rb_joint_walk_nearest", "rb_joint_walk_any", "rb_joint_walk_count",
+    "rb_joint_walk_all",
     "rb_vis_brute",    "rb_vis_bvh",
 };
 

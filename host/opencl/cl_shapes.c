@@ -17,6 +17,10 @@
  * scan, the planes, nearest's answer), which keeps the walk's kernel
  * within a GPU's registers (docs/gpu.md).
  *
+ * A joint tree (the boxes in it too) is walked the same way in place of
+ * both passes (rb_cl_run_joint): the first launch checks the rays (R6)
+ * and answers their boxes and shapes in one walk, the rest as above.
+ *
  * The brute-force pass (every ray against every shape) copies the
  * prepared shapes to the device once a query and releases them after it.
  * Planes are unbounded: every ray tests every one on both paths; they and
@@ -37,7 +41,7 @@
 
 typedef struct shape_bufs {
     cl_mem rays, lbox, ball, half, ids, hits, any, counts, lists, order,
-        leaf;
+        leaf, bad;
 } shape_bufs;
 
 static void release_all(shape_bufs *b)
@@ -191,8 +195,10 @@ static int make_chunk(rb_cl_backend *be, const rb_job *job, size_t chunk,
  * launched after k on each chunk, with the same argument numbers. */
 typedef struct chunk_run {
     cl_kernel k, k2; /* k2 may be NULL */
-    /* arg_base (-1: none) gets the chunk's first ray (k only) */
+    /* arg_base (-1: none) gets the chunk's first ray (k only): its place
+     * in the query, or for pairs its element's */
     int arg_rays, arg_n_rays, arg_hits, arg_order, arg_base;
+    int fresh; /* k writes every answer: none go to the device first */
     uint32_t *order;   /* NULL: rays in input order */
     uint64_t *keys;    /* rb_ray_order's scratch */
     float lo[3], hi[3]; /* the tree's bounds, for the order */
@@ -241,12 +247,15 @@ static int run_chunks(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
             if (!rc)
                 rc = arg_mem(be, cr->k, cr->arg_order, order);
         }
-        /* pairs writes every answer; the other modes combine with the box
-         * pass's. */
-        for (int o = 0; !rc && mode != RB_MODE_PAIRS && o < n_outs; o++)
+        /* pairs and joint walks write every answer; the other modes
+         * combine with the box pass's. */
+        for (int o = 0; !rc && mode != RB_MODE_PAIRS && !cr->fresh &&
+                        o < n_outs;
+             o++)
             rc = transfer(be, &outs[o], r0, n, 1);
         if (!rc && cr->arg_base >= 0)
-            rc = arg_uint(be, cr->k, cr->arg_base, job->pair_first + r0);
+            rc = arg_uint(be, cr->k, cr->arg_base,
+                          (mode == RB_MODE_PAIRS ? job->pair_first : 0) + r0);
         size_t global = (n + be->wg - 1) / be->wg * be->wg;
         cl_event ev[2] = {NULL, NULL};
         for (int q = 0; q < n_k && !rc; q++) {
@@ -429,27 +438,39 @@ static int upload_tree(rb_cl_backend *be, const rb_shapeset *set)
     return RB_OK;
 }
 
+/* The walk of set->tree, in chunks of `chunk` rays: the shape pass after
+ * the box pass, or (joint) both passes, the lowest invalid ray into *bad
+ * (RB_EINPUT). */
 static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
-                    const rb_shapeset *set, size_t chunk, rb_results *res)
+                    const rb_shapeset *set, size_t chunk, int joint,
+                    rb_results *res, rb_bad_input *bad)
 {
     static const rb_cl_kernel_id kernel_of[] = {
         [RB_MODE_NEAREST] = RB_CLK_SHAPE_WALK_NEAREST,
         [RB_MODE_ANY] = RB_CLK_SHAPE_WALK_ANY,
         [RB_MODE_COUNT] = RB_CLK_SHAPE_WALK_COUNT,
         [RB_MODE_ALL] = RB_CLK_SHAPE_WALK_ALL};
-    /* the launch after each walk: the same modes, RB_CLK_SHAPE_REST_* */
+    /* the launch after each walk: the same modes, RB_CLK_SHAPE_REST_*; a
+     * joint tree's walk: RB_CLK_JOINT_WALK_* */
     const int rest = RB_CLK_SHAPE_REST_NEAREST - RB_CLK_SHAPE_WALK_NEAREST;
+    const int jw = RB_CLK_JOINT_WALK_NEAREST - RB_CLK_SHAPE_WALK_NEAREST;
     size_t n_lbox = set->n_obb + set->n_xbox, n_bounded = n_lbox + set->n_ball;
     shape_bufs b;
     memset(&b, 0, sizeof b);
     out_array outs[2];
     int n_outs = 0;
-    chunk_run cr = {.k = be->kernels[kernel_of[job->mode]],
+    chunk_run cr = {.k = be->kernels[kernel_of[job->mode] + (joint ? jw : 0)],
                     .k2 = be->kernels[kernel_of[job->mode] + rest],
                     .arg_rays = RB_SWARG_RAYS, .arg_n_rays = RB_SWARG_N_RAYS,
                     .arg_hits = RB_SWARG_HITS, .arg_order = RB_SWARG_ORDER,
-                    .arg_base = -1};
+                    .arg_base = joint ? RB_SWARG_RAY_BASE : -1,
+                    .fresh = joint};
     int rc = upload_tree(be, set);
+    cl_uint no_bad = UINT32_MAX;
+    if (!rc && joint)
+        rc = RB_CL_NEW(&be->env, b.bad, clCreateBuffer, be->context,
+                       CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                       sizeof no_bad, &no_bad);
     if (!rc)
         rc = upload(be, &b.half, set->half, set->n_half * sizeof *set->half);
     if (!rc && set->ids)
@@ -513,12 +534,25 @@ static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
             rc = arg_mem(be, k, RB_SWARG_LEAF, b.leaf);
         if (!rc)
             rc = arg_uint(be, k, RB_SWARG_MAX_HITS, job->max_hits);
+        if (!rc)
+            rc = arg_mem(be, k, RB_SWARG_BAD, b.bad);
+        if (!rc)
+            rc = arg_uint(be, k, RB_SWARG_RAY_BASE, 0);
     }
     if (!rc)
         rc = run_chunks(be, ctx, job, chunk, &cr, &b, outs, n_outs, res);
+    cl_uint first_bad = UINT32_MAX;
+    if (!rc && joint)
+        rc = RB_CL(&be->env, clEnqueueReadBuffer, be->queue, b.bad, CL_TRUE,
+                   0, sizeof first_bad, &first_bad, 0, NULL, NULL);
+    if (!rc && first_bad != UINT32_MAX) {
+        bad->index = first_bad / 2;
+        bad->element = RB_ELEMENT_RAY;
+        rc = RB_EINPUT;
+    }
     if (!rc)
         be->shape_walks++;
-    if (rc) {
+    if (rc && rc != RB_EINPUT) {
         clFinish(be->queue); /* nothing may still read the host arrays */
         be->shapes_valid = 0;
     }
@@ -549,8 +583,36 @@ int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
         size_t chunk = walk_chunk(be, job, set, held);
         if (!chunk && held && (chunk = walk_chunk(be, job, set, 0)) != 0)
             rb_cl_release_box_buffers(be);
+        rb_bad_input unused;
         if (chunk)
-            return run_walk(be, ctx, job, set, chunk, res);
+            return run_walk(be, ctx, job, set, chunk, 0, res, &unused);
     }
     return run_brute(be, ctx, job, set, res);
+}
+
+int rb_cl_run_joint(rb_backend *self, rb_context *ctx, const rb_job *job,
+                    const rb_shapeset *set, rb_results *res,
+                    rb_bad_input *bad)
+{
+    rb_cl_backend *be = (rb_cl_backend *)self;
+    if (!set->tree || !set->tree->n_nodes || job->mode == RB_MODE_PAIRS)
+        return RB_JOINT_DECLINED;
+    if (!job->n_rays)
+        return RB_OK;
+    /* A failure before may have dropped the queue (cl_run.c, settle). */
+    if (!be->queue) {
+        int rc = RB_CL_NEW(&be->env, be->queue, clCreateCommandQueue,
+                           be->context, be->dev.id,
+                           CL_QUEUE_PROFILING_ENABLE);
+        if (rc)
+            return rc;
+    }
+    /* In the box pass's room when needed: it does not run. */
+    uint64_t held = rb_cl_box_buffer_bytes(be);
+    size_t chunk = walk_chunk(be, job, set, held);
+    if (!chunk && held && (chunk = walk_chunk(be, job, set, 0)) != 0)
+        rb_cl_release_box_buffers(be);
+    if (!chunk)
+        return RB_JOINT_DECLINED;
+    return run_walk(be, ctx, job, set, chunk, 1, res, bad);
 }
