@@ -168,15 +168,22 @@ static void free_shape_parts(rb_scene *scene)
 }
 
 /* A scene's shape tree holds its boxes too (a joint tree, walked once for
- * both on the CPU) while there are at most this many boxes a bounded
- * shape. Beyond, the one walk saves little against the second tree's
- * memory and build time, the boxes being in the box tree as well.
- * Measured (1M random rays, 2-core development machine, old and new
- * library in turn; boxes + spheres): 100K + 10K nearest 1.29x, any 1.14x
- * faster; 1M + 100K 1.31x, 1.36x; 100K + 1K 1.09x, 1.08x; 1M + 10K
- * 0.97x, 1.10x; while memory a element went from ~84 to ~157 bytes and
- * the build took 2.1x as long. */
+ * both) while there are at most this many boxes a bounded shape. Beyond,
+ * the one walk saves little against the second tree's memory and build
+ * time, the boxes being in the box tree as well. Measured on the CPU (1M
+ * random rays, 2-core development machine, old and new library in turn;
+ * boxes + spheres): 100K + 10K nearest 1.29x, any 1.14x faster; 1M +
+ * 100K 1.31x, 1.36x; 100K + 1K 1.09x, 1.08x; 1M + 10K 0.97x, 1.10x;
+ * while memory per element went from ~84 to ~157 bytes and the build
+ * took 2.1x as long. */
 #define JOINT_MAX_BOXES_PER_SHAPE 8
+
+static int wants_joint(const rb_scene *scene, const rb_shapeset *set)
+{
+    size_t bounded = rb_shapeset_bounded(set);
+    return scene->dims == 3 &&
+           scene->set.n <= JOINT_MAX_BOXES_PER_SHAPE * bounded;
+}
 
 /* (Re)builds set->tree for a scene: the tree is the scene's and is freed
  * with its allocator, so the build borrows ctx with that allocator (a
@@ -188,11 +195,9 @@ static void build_shape_tree(rb_context *ctx, const rb_scene *scene,
                              rb_shapeset *set)
 {
     rb_shape_tree_free(&scene->alloc, set);
-    size_t bounded = rb_shapeset_bounded(set);
-    if (!bounded)
+    if (!rb_shapeset_bounded(set))
         return;
-    int joint = scene->dims == 3 &&
-                scene->set.n <= JOINT_MAX_BOXES_PER_SHAPE * bounded;
+    int joint = wants_joint(scene, set);
     rb_allocator own = ctx->alloc;
     rb_error err = ctx->err;
     ctx->alloc = scene->alloc;
@@ -906,10 +911,12 @@ static int append_all(rb_context *ctx, rb_scene *scene, const void *boxes,
         scene->box_ids = g.box_ids;
     }
     scene->n_ids += n_boxes + rb_shapeset_size(add);
-    /* New shapes, or new boxes for the joint tree: built with the ids
-     * set above. */
-    if (new_shapes || n_boxes)
-        build_shape_tree(ctx, scene, &scene->shapes);
+    /* New shapes, or new boxes for a joint tree (or one that becomes or
+     * stops being joint): built with the ids set above. */
+    rb_shapeset *ss = &scene->shapes;
+    if (new_shapes ||
+        (n_boxes && (ss->n_tree_boxes || wants_joint(scene, ss))))
+        build_shape_tree(ctx, scene, ss);
     return RB_OK;
 }
 

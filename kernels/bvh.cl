@@ -514,9 +514,10 @@ static inline int rb_take_shapes(const int mode, uint hits,
  * tree's widening does not cover takes only its boxes here). Always
  * inlined in the tiled variant (GPUs): clang-14 otherwise kept one copy
  * for the four shape walks, mode and tree passed at run time, its state
- * in memory through a call (sm_90: 80-96 registers and 464 B of stack frame inlined,
- * 123-128 and 584 B not, docs/gpu.md). The wide variant leaves it to the
- * compiler: forced on PoCL, the shape walks ran 1-2 % more instructions. */
+ * in memory through a call (sm_90: 80-96 registers and 464 B of stack
+ * frame inlined, 123-128 and 584 B not, docs/gpu.md). The wide variant
+ * leaves it to the compiler: forced on PoCL, the shape walks ran 1-2 %
+ * more instructions. */
 #ifdef RB_WIDE
 #define RB_WALK_INLINE
 #else

@@ -167,8 +167,8 @@ static inline void rb_shape_walk_pass(const int mode,
                      1);
         any[i] = (uchar)s.found;
     } else if (mode == RB_SHAPE_COUNT) {
-        rb_walk_tree(&wr, nodes, RB_WALK_COUNT, &s, 0, 0, RB_TREE_SHAPES, lv, &w,
-                     1);
+        rb_walk_tree(&wr, nodes, RB_WALK_COUNT, &s, 0, 0, RB_TREE_SHAPES, lv,
+                     &w, 1);
         counts[i] += s.count;
     } else {
         s.stored = min(counts[i], max_hits);

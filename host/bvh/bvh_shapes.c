@@ -289,12 +289,12 @@ void rb_shape_tree_move_boxes(rb_shapeset *set, const rb_boxset *boxes,
         uint32_t w = tree->where[p];
         rb_bvh_node *node = &tree->nodes[w / RB_BVH_WIDTH];
         unsigned slot = w % RB_BVH_WIDTH;
+        float *bounds = set->bounds.data;
         for (int a = 0; a < 3; a++) {
             float lo = rb_boxset_lo(boxes, a)[i];
             float hi = rb_boxset_hi(boxes, a)[i];
-            node->lo[a][slot] = set->bounds.data[(size_t)a * stride + p] = lo;
-            node->hi[a][slot] = set->bounds.data[(size_t)(3 + a) * stride + p] =
-                hi;
+            node->lo[a][slot] = bounds[(size_t)a * stride + p] = lo;
+            node->hi[a][slot] = bounds[(size_t)(3 + a) * stride + p] = hi;
         }
     }
     rb_bvh_refit(tree);
