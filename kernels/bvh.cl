@@ -632,6 +632,22 @@ rb_walk_tree(const rb_wray *w, __global const float *nodes, const int mode,
     }
 }
 
+/* The full answer of the box a nearest walk found (s->found): its slot's
+ * bounds are its flushed corners, rb_slab_full's faces and exit. */
+static inline void rb_walk_box_answer(const rb_wray *w,
+                                      __global const float *nodes,
+                                      const rb_walk *s, rb_hit *h)
+{
+    __global const float *n = nodes + (size_t)s->best_node * RB_NODE_WORDS;
+    float lo[3], hi[3];
+    for (int a = 0; a < 3; a++) {
+        lo[a] = n[RB_NODE_LO + 8 * a + s->best_slot];
+        hi[a] = n[RB_NODE_HI + 8 * a + s->best_slot];
+    }
+    rb_slab_full(&w->r, lo, hi, h);
+    h->box = (int)s->best_i;
+}
+
 static inline rb_walk rb_walk_init(void)
 {
     rb_walk s;
@@ -682,19 +698,10 @@ static inline void rb_bvh_kernel(const int mode, __global const float *rays,
         rb_walk_tree(&w, nodes, RB_WALK_NEAREST, &s, 0, 0, RB_TREE_BOXES, 0, 0,
                      0);
         rb_hit h;
-        if (s.found) {
-            __global const float *n =
-                nodes + (size_t)s.best_node * RB_NODE_WORDS;
-            float lo[3], hi[3];
-            for (int a = 0; a < 3; a++) {
-                lo[a] = n[RB_NODE_LO + 8 * a + s.best_slot];
-                hi[a] = n[RB_NODE_HI + 8 * a + s.best_slot];
-            }
-            rb_slab_full(&w.r, lo, hi, &h);
-            h.box = (int)s.best_i;
-        } else {
+        if (s.found)
+            rb_walk_box_answer(&w, nodes, &s, &h);
+        else
             rb_hit_miss(&h);
-        }
         hits[i] = h;
     } else if (mode == RB_WALK_ANY) {
         rb_walk_tree(&w, nodes, RB_WALK_ANY, &s, 0, 0, RB_TREE_BOXES, 0, 0,

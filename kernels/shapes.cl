@@ -219,15 +219,7 @@ static inline void rb_joint_walk_pass(const int mode,
             h.box = (int)s.best_i;
             h.hit = 1;
         } else if (s.found) {
-            __global const float *n =
-                nodes + (size_t)s.best_node * RB_NODE_WORDS;
-            float lo[3], hi[3];
-            for (int a = 0; a < 3; a++) {
-                lo[a] = n[RB_NODE_LO + 8 * a + s.best_slot];
-                hi[a] = n[RB_NODE_HI + 8 * a + s.best_slot];
-            }
-            rb_slab_full(&wr.r, lo, hi, &h);
-            h.box = (int)s.best_i;
+            rb_walk_box_answer(&wr, nodes, &s, &h);
         } else {
             rb_hit_miss(&h);
         }

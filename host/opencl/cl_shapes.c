@@ -562,27 +562,39 @@ static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
     return rc;
 }
 
+/* The queue, made again when a failure dropped it (cl_run.c, settle): the
+ * box pass would have, but pairs of shapes and joint walks run none. */
+static int have_queue(rb_cl_backend *be)
+{
+    if (be->queue)
+        return RB_OK;
+    return RB_CL_NEW(&be->env, be->queue, clCreateCommandQueue, be->context,
+                     be->dev.id, CL_QUEUE_PROFILING_ENABLE);
+}
+
+/* walk_chunk beside the box pass's buffers, or in their room (they are a
+ * cache, released here when needed). */
+static size_t walk_chunk_room(rb_cl_backend *be, const rb_job *job,
+                              const rb_shapeset *set)
+{
+    uint64_t held = rb_cl_box_buffer_bytes(be);
+    size_t chunk = walk_chunk(be, job, set, held);
+    if (!chunk && held && (chunk = walk_chunk(be, job, set, 0)) != 0)
+        rb_cl_release_box_buffers(be);
+    return chunk;
+}
+
 int rb_cl_run_shapes(rb_backend *self, rb_context *ctx, const rb_job *job,
                      const rb_shapeset *set, rb_results *res)
 {
     rb_cl_backend *be = (rb_cl_backend *)self;
     if (!job->n_rays)
         return RB_OK;
-    /* pairs of shapes run no box pass first, which would have made the
-     * queue again after a failure dropped it (cl_run.c, settle) */
-    if (!be->queue) {
-        int rc = RB_CL_NEW(&be->env, be->queue, clCreateCommandQueue,
-                           be->context, be->dev.id,
-                           CL_QUEUE_PROFILING_ENABLE);
-        if (rc)
-            return rc;
-    }
+    int rc = have_queue(be);
+    if (rc)
+        return rc;
     if (job->mode != RB_MODE_PAIRS && set->tree && set->tree->n_nodes) {
-        /* beside the box pass's buffers, or in their room */
-        uint64_t held = rb_cl_box_buffer_bytes(be);
-        size_t chunk = walk_chunk(be, job, set, held);
-        if (!chunk && held && (chunk = walk_chunk(be, job, set, 0)) != 0)
-            rb_cl_release_box_buffers(be);
+        size_t chunk = walk_chunk_room(be, job, set);
         rb_bad_input unused;
         if (chunk)
             return run_walk(be, ctx, job, set, chunk, 0, res, &unused);
@@ -599,19 +611,10 @@ int rb_cl_run_joint(rb_backend *self, rb_context *ctx, const rb_job *job,
         return RB_JOINT_DECLINED;
     if (!job->n_rays)
         return RB_OK;
-    /* A failure before may have dropped the queue (cl_run.c, settle). */
-    if (!be->queue) {
-        int rc = RB_CL_NEW(&be->env, be->queue, clCreateCommandQueue,
-                           be->context, be->dev.id,
-                           CL_QUEUE_PROFILING_ENABLE);
-        if (rc)
-            return rc;
-    }
-    /* In the box pass's room when needed: it does not run. */
-    uint64_t held = rb_cl_box_buffer_bytes(be);
-    size_t chunk = walk_chunk(be, job, set, held);
-    if (!chunk && held && (chunk = walk_chunk(be, job, set, 0)) != 0)
-        rb_cl_release_box_buffers(be);
+    int rc = have_queue(be);
+    if (rc)
+        return rc;
+    size_t chunk = walk_chunk_room(be, job, set);
     if (!chunk)
         return RB_JOINT_DECLINED;
     return run_walk(be, ctx, job, set, chunk, 1, res, bad);
