@@ -6,6 +6,7 @@
 #define RB_INTERNAL_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,6 +107,15 @@ typedef struct rb_vis_job {
 #define RB_VIS_DECLINED 1
 /* run_joint's answer when it leaves the query to the two passes. */
 #define RB_JOINT_DECLINED 1
+
+/* Lowers *slot to v when v is lower: the lowest invalid element that the
+ * tasks of a pass have met, whatever order they ran in. */
+static inline void rb_atomic_lower(atomic_uint_fast64_t *slot, uint64_t v)
+{
+    uint64_t cur = atomic_load(slot);
+    while (v < cur && !atomic_compare_exchange_weak(slot, &cur, v))
+        ;
+}
 
 /* The backend table. run() computes a job into results (which rb_intersect
  * has checked); on RB_EINPUT it fills *bad with the lowest invalid element.

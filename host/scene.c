@@ -423,7 +423,7 @@ static void refit_boxes(rb_context *ctx, rb_scene *scene,
 {
     if (!scene->bvh.n_nodes)
         return;
-    rb_bvh_update(&scene->bvh, &scene->set, indices, n);
+    rb_bvh_update(&scene->bvh, &scene->set, 0, indices, n);
     /* Out of memory for the rebuild is not an error: the refit tree is
      * exact, only slower. */
     if (scene->bvh.sah > REBUILD_RATIO * scene->bvh.sah_built)

@@ -161,9 +161,10 @@ int rb_bvh_collapse(struct rb_pool *pool, const rb_allocator *alloc,
                     rb_bvh_node **out, size_t *n_nodes,
                     unsigned *depth, rb_bvh_sums *inner);
 
-/* Copies boxes indices[0..n) (original indices) from `boxes`, which holds
- * their new corners, into their slots, then refits. */
-void rb_bvh_update(rb_bvh *bvh, const rb_boxset *boxes,
+/* Copies boxes first + indices[0..n) (original indices: a shape tree's
+ * boxes come after its shapes) from `boxes`, which holds their new
+ * corners, into their slots, then refits. */
+void rb_bvh_update(rb_bvh *bvh, const rb_boxset *boxes, size_t first,
                    const uint32_t *indices, size_t n);
 /* Recomputes the bounds of every inner slot bottom-up from the box slots
  * (the tree shape stays) and bvh->sah. */
@@ -175,6 +176,19 @@ void rb_bvh_bounds(const rb_bvh *bvh, float lo[3], float hi[3]);
  * inner slots (rb_bvh_collapse's, as it writes them). Uses surface area,
  * or the sum of extents when the root is flat in two axes. */
 double rb_bvh_sah_of(const rb_bvh *bvh, const rb_bvh_sums *inner);
+
+/* The full answer of ray r against the box in slot k of node n (a box
+ * slot's bounds are its flushed corners): rb_slab_full's, box unset. */
+static inline void rb_bvh_slot_full(const rb_bvh_node *n, unsigned k,
+                                    const rb_ray_prep *r, rb_hit *out)
+{
+    float lo[3], hi[3];
+    for (int a = 0; a < 3; a++) {
+        lo[a] = n->lo[a][k];
+        hi[a] = n->hi[a][k];
+    }
+    rb_slab_full(r, lo, hi, out);
+}
 
 /* The best hit of a joint walk so far: (t, id), and where it lies: a
  * shape's index j in the tree's view, or a box's slot (node *

@@ -76,19 +76,19 @@ void rb_bvh_refit(rb_bvh *bvh)
     }
 }
 
-void rb_bvh_update(rb_bvh *bvh, const rb_boxset *boxes,
+void rb_bvh_update(rb_bvh *bvh, const rb_boxset *boxes, size_t first,
                    const uint32_t *indices, size_t n)
 {
     if (!bvh->n_nodes)
         return;
     for (size_t j = 0; j < n; j++) {
         if (j + UPDATE_PREFETCH < n) {
-            uint32_t w = bvh->where[indices[j + UPDATE_PREFETCH]];
+            uint32_t w = bvh->where[first + indices[j + UPDATE_PREFETCH]];
             rb_bvh_node *ahead = &bvh->nodes[w / RB_BVH_WIDTH];
             __builtin_prefetch(&ahead->lo[0][w % RB_BVH_WIDTH], 1);
             __builtin_prefetch(&ahead->hi[0][w % RB_BVH_WIDTH], 1);
         }
-        uint32_t i = indices[j];
+        size_t i = first + indices[j];
         uint32_t w = bvh->where[i];
         rb_bvh_node *node = &bvh->nodes[w / RB_BVH_WIDTH];
         unsigned k = w % RB_BVH_WIDTH;

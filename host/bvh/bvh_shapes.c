@@ -283,21 +283,20 @@ void rb_shape_tree_move_boxes(rb_shapeset *set, const rb_boxset *boxes,
     rb_bvh *tree = set->tree;
     if (!tree || !set->n_tree_boxes || !n)
         return;
+    /* The tree's bounds take the new corners (its prims: the shapes, then
+     * the boxes), and the box tree's update writes them into their slots
+     * and refits. */
     size_t first = rb_shapeset_bounded(set), stride = set->bounds.stride;
+    float *bounds = set->bounds.data;
     for (size_t k = 0; k < n; k++) {
-        size_t i = indices[k], p = first + i;
-        uint32_t w = tree->where[p];
-        rb_bvh_node *node = &tree->nodes[w / RB_BVH_WIDTH];
-        unsigned slot = w % RB_BVH_WIDTH;
-        float *bounds = set->bounds.data;
+        size_t i = indices[k];
         for (int a = 0; a < 3; a++) {
-            float lo = rb_boxset_lo(boxes, a)[i];
-            float hi = rb_boxset_hi(boxes, a)[i];
-            node->lo[a][slot] = bounds[(size_t)a * stride + p] = lo;
-            node->hi[a][slot] = bounds[(size_t)(3 + a) * stride + p] = hi;
+            bounds[(size_t)a * stride + first + i] = rb_boxset_lo(boxes, a)[i];
+            bounds[(size_t)(3 + a) * stride + first + i] =
+                rb_boxset_hi(boxes, a)[i];
         }
     }
-    rb_bvh_refit(tree);
+    rb_bvh_update(tree, &set->bounds, first, indices, n);
     /* A device that keeps the tree keys it on the bounds' uid. */
     set->bounds.uid = rb_next_uid();
 }

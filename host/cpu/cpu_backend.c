@@ -74,10 +74,7 @@ typedef struct cpu_run {
 
 static void note_bad(cpu_run *run, size_t index, rb_element_kind kind)
 {
-    uint64_t code = (uint64_t)index * 2 + (kind == RB_ELEMENT_BOX);
-    uint64_t cur = atomic_load(&run->bad);
-    while (code < cur && !atomic_compare_exchange_weak(&run->bad, &cur, code))
-        ;
+    rb_atomic_lower(&run->bad, (uint64_t)index * 2 + (kind == RB_ELEMENT_BOX));
 }
 
 static void scan_group(cpu_run *run, worker_scratch *w, size_t begin,

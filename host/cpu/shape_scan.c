@@ -117,13 +117,6 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
 
 /* ---- both passes in one walk (rb_joint_run) ---- */
 
-static void note_bad(shape_run *run, size_t i)
-{
-    uint64_t cur = atomic_load(&run->bad);
-    while (i < cur && !atomic_compare_exchange_weak(&run->bad, &cur, i))
-        ;
-}
-
 /* nearest of ray i (p: its prepared form, fast: the tree's widening
  * covers it): the joint walk, the shape walk's own route for the bounded
  * shapes when not fast, the planes; the full answer of the winner. */
@@ -152,14 +145,8 @@ static void joint_nearest(const shape_run *run, size_t i,
     } else if (b.j != UINT32_MAX) {
         rb_shape_full(&run->tree_view, b.j, w, out);
     } else if (b.slot != UINT32_MAX) {
-        const rb_bvh_node *n = &s->tree->nodes[b.slot / RB_BVH_WIDTH];
-        unsigned k = b.slot % RB_BVH_WIDTH;
-        float lo[3], hi[3];
-        for (int a = 0; a < 3; a++) {
-            lo[a] = n->lo[a][k];
-            hi[a] = n->hi[a][k];
-        }
-        rb_slab_full(p, lo, hi, out);
+        rb_bvh_slot_full(&s->tree->nodes[b.slot / RB_BVH_WIDTH],
+                         b.slot % RB_BVH_WIDTH, p, out);
     } else {
         rb_hit_miss(out);
         return;
@@ -211,12 +198,12 @@ static void joint_every(const shape_run *run, size_t i, const rb_ray_prep *p,
 
 static void joint_ray(shape_run *run, size_t i)
 {
-    rb_ray_prep p;
-    if (rb_prep_rays(run->rays, 3, i, i + 1, &p) != i + 1) {
-        note_bad(run, i);
+    if (rb_check_rays(run->rays, 3, i, i + 1) != i + 1) {
+        rb_atomic_lower(&run->bad, i);
         return;
     }
     rb_ray_raw w = raw_of(&run->rays[i]);
+    rb_ray_prep p = rb_prep_raw(&w); /* rb_prep_rays' values */
     int fast = rb_shape_route(&w, run->set->cover) == RB_SHAPE_ROUTE_FAST;
     if (run->mode == RB_MODE_NEAREST)
         joint_nearest(run, i, &p, &w, fast);
