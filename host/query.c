@@ -254,6 +254,17 @@ static int is_device_failure(int rc)
     return rc == RB_EDEVICE || rc == RB_EDEVMEM || rc == RB_EBUILD;
 }
 
+/* A device failure that the CPU now answers for (fallback is on): its
+ * message becomes the answer's fallback reason, and the error is cleared
+ * for the CPU's run. */
+static void fall_back(rb_context *ctx, rb_results *r)
+{
+    r->info.fell_back = 1;
+    rb_copy_str(r->info.fallback_reason, sizeof r->info.fallback_reason,
+                ctx->err.message);
+    rb_clear_error(ctx);
+}
+
 /* The box pass on the active backend, and on the CPU when an OpenCL
  * launch fails and fallback is on. */
 static int run_boxes(rb_context *ctx, const rb_job *job, rb_results *r,
@@ -262,15 +273,10 @@ static int run_boxes(rb_context *ctx, const rb_job *job, rb_results *r,
     rb_backend *b = ctx->active;
     int rc = b->ops->run(b, ctx, job, r, bad);
     if (is_device_failure(rc) && b != ctx->cpu && ctx->opt.cpu_fallback) {
-        char reason[sizeof r->info.fallback_reason];
-        rb_copy_str(reason, sizeof reason, ctx->err.message);
-        rb_clear_error(ctx);
+        fall_back(ctx, r);
         bad->index = UINT64_MAX;
         b = ctx->cpu;
         rc = b->ops->run(b, ctx, job, r, bad);
-        r->info.fell_back = 1;
-        rb_copy_str(r->info.fallback_reason, sizeof r->info.fallback_reason,
-                    reason);
     }
     if (!rc)
         rb_copy_str(r->info.backend, sizeof r->info.backend, b->ops->name);
@@ -290,17 +296,12 @@ static int run_shapes(rb_context *ctx, rb_backend *b, const rb_query *q,
     int rc = b->ops->run_shapes(b, ctx, job, set, r);
     if (!is_device_failure(rc) || !ctx->opt.cpu_fallback)
         return rc;
-    char reason[sizeof r->info.fallback_reason];
-    rb_copy_str(reason, sizeof reason, ctx->err.message);
-    rb_clear_error(ctx);
+    fall_back(ctx, r);
     rc = shape_pairs ? RB_OK : ctx->cpu->ops->run(ctx->cpu, ctx, job, r, bad);
     if (!rc && !shape_pairs)
         map_box_ids(q, r);
     if (!rc)
         rc = rb_shapes_run(ctx, job, set, r);
-    r->info.fell_back = 1;
-    rb_copy_str(r->info.fallback_reason, sizeof r->info.fallback_reason,
-                reason);
     rb_copy_str(r->info.backend, sizeof r->info.backend, "cpu");
     return rc;
 }
@@ -322,15 +323,10 @@ static int run_joint(rb_context *ctx, const rb_job *job,
         if (rc == RB_JOINT_DECLINED)
             return rc;
         if (is_device_failure(rc) && ctx->opt.cpu_fallback) {
-            char reason[sizeof r->info.fallback_reason];
-            rb_copy_str(reason, sizeof reason, ctx->err.message);
-            rb_clear_error(ctx);
+            fall_back(ctx, r);
             bad->index = UINT64_MAX;
             b = ctx->cpu;
             rc = rb_joint_run(ctx, job, set, r, bad);
-            r->info.fell_back = 1;
-            rb_copy_str(r->info.fallback_reason,
-                        sizeof r->info.fallback_reason, reason);
         }
     }
     rb_backend_info info = {0};
