@@ -32,16 +32,6 @@
 #define SMALL_BVH_RAYS 256      /* the same for hierarchy walks (~1 us/ray) */
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
 #define WALK_PREFETCH 8         /* rays fetched ahead in walk order */
-/* From RB_ORDER_MIN_RAYS rays on (internal.h), walks follow ray_order.h,
- * but only over a tree of this many node bytes or more. A smaller one
- * stays in the caches in any order, and then sorting and reading the rays
- * out of order only cost. Measured on the 2-core development machine
- * (512 KiB L2 a core, 32 MiB L3), 1M random rays from inside random boxes,
- * time with the order / time in input order: any 1.8, nearest 1.4 at 1K
- * boxes (50 KiB of nodes); 1.2-1.3 at 10K (0.5 MiB); 1.1-1.2 at 30K
- * (1.4 MiB); 0.97-1.05 at 60K (2.9 MiB); any 0.82, nearest and count
- * ~1.05 at 100K (4.8 MiB); 0.5-0.55 for every mode at 1M (50 MiB). */
-#define ORDER_MIN_NODE_BYTES ((size_t)4 << 20)
 
 typedef struct worker_scratch {
     rb_ray_prep prep[RAYS_PER_TASK_MAX];
@@ -279,7 +269,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         run.per_task = per < 1 ? 1 : per > WALK_PER_TASK ? WALK_PER_TASK
                                                          : per;
         int big_tree = job->bvh->n_nodes * sizeof(rb_bvh_node) >=
-                       ORDER_MIN_NODE_BYTES;
+                       RB_ORDER_MIN_BYTES;
         if (job->n_rays >= RB_ORDER_MIN_RAYS &&
             (big_tree || be->ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
             /* Without memory for the order, rays go in input order. */

@@ -20,11 +20,6 @@
 #include "ray_order.h"
 
 #define RAYS_PER_TASK 256
-/* The rays are sorted from RB_ORDER_MIN_RAYS on over a tree whose nodes
- * and shape records take this many bytes (the box walk's threshold,
- * cpu_backend.c; the records count because the walk reads them in tree
- * order, scattered). */
-#define ORDER_MIN_BYTES ((size_t)4 << 20)
 #define PREFETCH 8 /* rays fetched ahead in walk order */
 
 typedef struct shape_run {
@@ -283,7 +278,7 @@ static int run_pass(rb_context *ctx, const rb_job *job,
                        set->n_obb * sizeof(rb_lbox) +
                        set->n_xbox * sizeof(rb_lbox) +
                        set->n_ball * sizeof(rb_ball);
-        if (bytes >= ORDER_MIN_BYTES ||
+        if (bytes >= RB_ORDER_MIN_BYTES ||
             ctx->walk_order == RB_WALK_ORDER_ALWAYS) {
             /* Without memory for the order, rays go in input order. */
             order = rb_alloc(ctx, n_rays * sizeof *order, 64);

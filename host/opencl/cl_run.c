@@ -40,10 +40,15 @@
 
 #define EVENT_BATCH 32 /* kernel events held before their times are read */
 /* From RB_ORDER_MIN_RAYS rays in a chunk on (internal.h), a walk gets its
- * rays in the order of ray_order.h (as the CPU walk does), so that neighbouring work-items, and
+ * rays in the order of ray_order.h, so that neighbouring work-items, and
  * the SIMD lanes of a GPU, visit the same nodes: on PoCL (2 cores, 1M
  * random boxes, 500K rays) nearest and any ran 1.5-2x faster, count and
- * all ~1.5x, for about 5% of the walk's time on the host. */
+ * all ~1.5x, for about 5% of the walk's time on the host. A CPU device
+ * does so, as the CPU walk does, only over trees of RB_ORDER_MIN_BYTES or
+ * more, which outgrow its caches: over 16K boxes (0.8 MiB of nodes), 1M
+ * rays, PoCL's walks in input order ran 1.3x faster (nearest, all),
+ * 1.05x (any, count). A GPU's lanes gain from the order whatever the
+ * tree's size. */
 
 typedef struct run_state {
     rb_cl_backend *be;
@@ -636,7 +641,10 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         rc = write_buf(be, RB_CLB_BAD, 0, sizeof none, &none);
     if (!rc && st.plan.bvh)
         rc = upload_nodes(&st);
-    if (!rc && st.plan.bvh && st.plan.rays >= RB_ORDER_MIN_RAYS) {
+    if (!rc && st.plan.bvh && st.plan.rays >= RB_ORDER_MIN_RAYS &&
+        (be->dev.is_gpu ||
+         job->bvh->n_nodes * sizeof(rb_bvh_node) >= RB_ORDER_MIN_BYTES ||
+         ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
         /* The order of every chunk stays until the queue is idle (the
          * device reads it); without memory for it, rays go in input
          * order, with the same answers. */

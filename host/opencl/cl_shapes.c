@@ -34,10 +34,6 @@
 
 /* Rays per launch: 32 bytes in, at most 16 + max_hits * 12 out. */
 #define CHUNK_RAYS ((size_t)1 << 18)
-/* The rays of a walk are sorted from RB_ORDER_MIN_RAYS on over a tree
- * whose nodes and leaf records take this many bytes (the CPU shape walk's
- * threshold, host/cpu/shape_scan.c). */
-#define ORDER_MIN_BYTES ((size_t)4 << 20)
 
 typedef struct shape_bufs {
     cl_mem rays, lbox, ball, half, ids, hits, any, counts, lists, order,
@@ -484,7 +480,7 @@ static int run_walk(rb_cl_backend *be, rb_context *ctx, const rb_job *job,
                          n_lbox * sizeof(rb_lbox) +
                          set->n_ball * sizeof(rb_ball);
     if (!rc && chunk >= RB_ORDER_MIN_RAYS &&
-        (order_bytes >= ORDER_MIN_BYTES ||
+        (order_bytes >= RB_ORDER_MIN_BYTES ||
          ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
         /* Without memory for the order, rays go in input order, with the
          * same answers. */
