@@ -32,15 +32,18 @@ struct rb_shapeset;
 #define RB_ORDER_MIN_RAYS 8192
 /* ... but only over a tree whose nodes (and shape records, which a shape
  * walk reads in tree order) take this many bytes or more (OpenCL's box
- * walk on a GPU sorts whatever the size, cl_run.c). A smaller one stays in the caches
- * in any order, and then sorting and reading the rays out of order only
- * cost. Measured on the 2-core development machine (512 KiB L2 a core,
- * 32 MiB L3), 1M random rays from inside random boxes, time with the
- * order / time in input order: any 1.8, nearest 1.4 at 1K boxes (50 KiB
- * of nodes); 1.2-1.3 at 10K (0.5 MiB); 1.1-1.2 at 30K (1.4 MiB);
+ * walk on a GPU sorts whatever the size, cl_run.c). A smaller one stays
+ * in the caches in any order, and then sorting and reading the rays out
+ * of order only cost. Measured on the 2-core development machine (512 KiB
+ * L2 a core, 32 MiB L3), 1M random rays from inside random boxes, time
+ * with the order / time in input order: any 1.8, nearest 1.4 at 1K boxes
+ * (50 KiB of nodes); 1.2-1.3 at 10K (0.5 MiB); 1.1-1.2 at 30K (1.4 MiB);
  * 0.97-1.05 at 60K (2.9 MiB); any 0.82, nearest and count ~1.05 at 100K
- * (4.8 MiB); 0.5-0.55 for every mode at 1M (50 MiB). A context's
- * walk_order (RB_WALK_ORDER_ALWAYS) sorts whatever the size. */
+ * (4.8 MiB); 0.5-0.55 for every mode at 1M (50 MiB). Coherent batches
+ * (line-of-sight segments in a city) gain from the order over small trees
+ * too, which this rule does not see (docs/benchmarks.md, "Regression
+ * check"). A context's walk_order (RB_WALK_ORDER_ALWAYS) sorts whatever
+ * the size. */
 #define RB_ORDER_MIN_BYTES ((size_t)4 << 20)
 
 typedef struct rb_boxset {
