@@ -1,6 +1,7 @@
 /* test_cl_multi.c - one batch over several OpenCL devices
  * (rb_context_options.devices, host/opencl/cl_multi.c): every mode, 2D
- * and 3D, inline boxes, scenes walked through their hierarchy, shapes,
+ * and 3D, inline boxes, scenes walked through their hierarchy, a scene of
+ * boxes and shapes walked through its joint tree, shapes,
  * visibility and an invalid ray in the second device's run give the
  * answers of one device bit for bit, with the rays split over both; bad
  * device lists are refused naming the problem; a device failure falls
@@ -165,29 +166,6 @@ START_TEST(test_scenes)
         }
         rb_scene_destroy(scene);
     }
-    /* shapes: the shape pass is split too */
-    rb_sphere sph[50];
-    for (int i = 0; i < 50; i++)
-        sph[i] = (rb_sphere){{rbt_uniform(&g, -50, 50),
-                              rbt_uniform(&g, -50, 50),
-                              rbt_uniform(&g, -50, 50)},
-                             rbt_uniform(&g, 0.5f, 4)};
-    rb_shapes sh = {.spheres = sph, .n_spheres = 50};
-    size_t nb = rbt_scene_boxes(0, 400, &g, boxes);
-    rbt_scene_rays(&g, boxes, nb, rays, NR);
-    rb_scene *scene = NULL;
-    ck_assert_int_eq(rb_scene_create_shapes(one, 3, boxes, nb, &sh, &scene),
-                     RB_OK);
-    rbt_batch b = {.dims = 3, .n_rays = NR, .rays = rays};
-    rbt_out want, got;
-    rbt_out_init(&want, NR, 8);
-    rbt_out_init(&got, NR, 8);
-    ck_assert_int_eq(rbt_run(one, &b, RB_MODE_NEAREST, scene, &want), RB_OK);
-    ck_assert_int_eq(rbt_run(two, &b, RB_MODE_NEAREST, scene, &got), RB_OK);
-    rbt_assert_same(RB_MODE_NEAREST, &want, &got, "shapes");
-    rbt_out_free(&want);
-    rbt_out_free(&got);
-    rb_scene_destroy(scene);
     /* pairs of shapes: ray i of the second device's part against
      * element i of the whole batch, not of its part */
     rb_sphere *many = malloc(NR * sizeof *many);
@@ -198,6 +176,7 @@ START_TEST(test_scenes)
                               i % 2 ? 0.5f : 0.0f};
     rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
                   .n_rays = NR, .shapes = {.spheres = many, .n_spheres = NR}};
+    rbt_out want, got;
     rbt_out_init(&want, NR, 8);
     rbt_out_init(&got, NR, 8);
     rb_results r1 = {.hits = want.hits, .capacity = NR};
@@ -213,6 +192,82 @@ START_TEST(test_scenes)
     rbt_out_free(&want);
     rbt_out_free(&got);
     free(many);
+    rb_context_destroy(one);
+    rb_context_destroy(two);
+    free(boxes);
+    free(rays);
+}
+END_TEST
+
+/* A scene of boxes and spheres, whose tree holds both (a joint tree):
+ * each device walks it for its run of rays, once for boxes and shapes
+ * (shape walks, no box walk), in every mode, with the answers of one
+ * device; the lowest invalid ray is named; a device failure falls back to
+ * the CPU's joint walk with the same answers. */
+START_TEST(test_joint_scene)
+{
+    rb_context *one = one_device(), *two = multi("all", 0);
+    rbt_rng g = {47};
+    /* 8 boxes a shape: joint; 64 shapes: walked (query.c) */
+    enum { NB = 512, NS = 64, NR = 20000 };
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = malloc(NR * sizeof *rays);
+    rb_sphere sph[NS];
+    for (int i = 0; i < NS; i++)
+        sph[i] = (rb_sphere){{rbt_uniform(&g, -50, 50),
+                              rbt_uniform(&g, -50, 50),
+                              rbt_uniform(&g, -50, 50)},
+                             rbt_uniform(&g, 0.5f, 4)};
+    rb_shapes sh = {.spheres = sph, .n_spheres = NS};
+    size_t nb = rbt_scene_boxes(0, NB, &g, boxes);
+    rbt_scene_rays(&g, boxes, nb, rays, NR);
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create_shapes(one, 3, boxes, nb, &sh, &scene),
+                     RB_OK);
+    rbt_batch b = {.dims = 3, .n_rays = NR, .rays = rays};
+    static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
+                                    RB_MODE_COUNT, RB_MODE_ALL};
+    for (int mi = 0; mi < 4; mi++) {
+        rbt_out want, got;
+        rbt_out_init(&want, NR, 8);
+        rbt_out_init(&got, NR, 8);
+        ck_assert_int_eq(rbt_run(one, &b, modes[mi], scene, &want), RB_OK);
+        unsigned long long walks = rb_cl_walks(two);
+        unsigned long long shape_walks = rb_cl_shape_walks(two);
+        ck_assert_int_eq(rbt_run(two, &b, modes[mi], scene, &got), RB_OK);
+        rbt_assert_same(modes[mi], &want, &got, "joint");
+        assert_split(&got.info, "joint");
+        ck_assert_uint_eq(rb_cl_walks(two), walks); /* no box pass */
+        ck_assert_uint_ge(rb_cl_shape_walks(two), shape_walks + 2);
+        rbt_out_free(&want);
+        rbt_out_free(&got);
+    }
+    /* invalid rays in both runs: the lowest */
+    rb_ray keep[2] = {rays[15000], rays[19000]};
+    rays[19000].dir[1] = NAN;
+    rays[15000].origin[2] = INFINITY;
+    rbt_out o;
+    rbt_out_init(&o, NR, 8);
+    ck_assert_int_eq(rbt_run(two, &b, RB_MODE_COUNT, scene, &o), RB_EINPUT);
+    const rb_error *e = rb_context_error(two);
+    ck_assert_int_eq(e->element, RB_ELEMENT_RAY);
+    ck_assert_uint_eq(e->index, 15000);
+    ck_assert_int_eq(e->field, 2);
+    rays[15000] = keep[0];
+    rays[19000] = keep[1];
+    /* a failing device: the CPU's joint walk answers */
+    rb_context *fb = multi("all", 1);
+    rbt_out want;
+    rbt_out_init(&want, NR, 8);
+    ck_assert_int_eq(rbt_run(one, &b, RB_MODE_ALL, scene, &want), RB_OK);
+    rb_cl_fail_after(fb, 0);
+    ck_assert_int_eq(rbt_run(fb, &b, RB_MODE_ALL, scene, &o), RB_OK);
+    ck_assert_int_eq(o.info.fell_back, 1);
+    rbt_assert_same(RB_MODE_ALL, &want, &o, "joint, fallen back");
+    rbt_out_free(&want);
+    rbt_out_free(&o);
+    rb_context_destroy(fb);
+    rb_scene_destroy(scene);
     rb_context_destroy(one);
     rb_context_destroy(two);
     free(boxes);
@@ -338,6 +393,7 @@ int main(void)
     tcase_add_test(tc, test_devices_refused);
     tcase_add_test(tc, test_every_mode);
     tcase_add_test(tc, test_scenes);
+    tcase_add_test(tc, test_joint_scene);
     tcase_add_test(tc, test_invalid_ray);
     tcase_add_test(tc, test_visibility_split);
     tcase_add_test(tc, test_device_failure);

@@ -11,8 +11,10 @@
  * calling thread takes the first). Every ray's answer is computed by one
  * device alone and lands at the ray's own place in the caller's arrays,
  * and every device gives the same bits (SPEC R8, R9), so the answers are
- * those of one device, in order. Visibility splits its observers the same
- * way, each device writing its own rows of the bit matrix.
+ * those of one device, in order. A joint tree (a scene's boxes and shapes
+ * in one tree) is walked the same way, each device its run of rays.
+ * Visibility splits its observers the same way, each device writing its
+ * own rows of the bit matrix.
  *
  * Speed: rays (or segments) per millisecond of each device's own run,
  * first from a probe at creation (the same brute-force count on each
@@ -49,10 +51,10 @@ typedef struct part {
     rb_cl_multi *m;
     size_t k;                /* the device */
     size_t first, count;     /* its run of rays or observers */
-    int what;                /* PART_RUN, PART_SHAPES, PART_VIS */
-    rb_job job;              /* PART_RUN, PART_SHAPES: its rays */
+    int what;                /* PART_RUN, _SHAPES, _JOINT, _VIS */
+    rb_job job;              /* PART_RUN, _SHAPES, _JOINT: its rays */
     rb_results res;          /* their answers */
-    const rb_shapeset *set;  /* PART_SHAPES */
+    const rb_shapeset *set;  /* PART_SHAPES, PART_JOINT */
     rb_vis_job vis;          /* PART_VIS: its observers */
     uint8_t *bits;           /* PART_VIS: its rows */
     rb_run_info vis_info;
@@ -61,7 +63,7 @@ typedef struct part {
     double ms;
 } part;
 
-enum { PART_RUN, PART_SHAPES, PART_VIS };
+enum { PART_RUN, PART_SHAPES, PART_JOINT, PART_VIS };
 
 static void *run_part(void *arg)
 {
@@ -74,6 +76,8 @@ static void *run_part(void *arg)
         p->rc = b->ops->run(b, c, &p->job, &p->res, &p->bad);
     else if (p->what == PART_SHAPES)
         p->rc = b->ops->run_shapes(b, c, &p->job, p->set, &p->res);
+    else if (p->what == PART_JOINT)
+        p->rc = b->ops->run_joint(b, c, &p->job, p->set, &p->res, &p->bad);
     else
         p->rc = b->ops->run_visibility(b, c, &p->vis, p->bits, &p->vis_info);
     p->ms = rb_now_ms() - t0;
@@ -155,7 +159,7 @@ static int run_parts(rb_cl_multi *m, part *parts, rb_run_info *info,
         if (!p->count)
             continue;
         /* RB_EINPUT is named by the caller from the lowest bad element,
-         * RB_VIS_DECLINED handled by it */
+         * RB_VIS_DECLINED and RB_JOINT_DECLINED handled by it */
         if (p->rc < 0 && p->rc != RB_EINPUT && rc == RB_OK)
             rc = rb_fail(m->ctx, p->rc, "%s", m->dev[k]->err.message);
         /* A device's own time for its part, when long enough to mean
@@ -223,6 +227,12 @@ static int multi_rays(rb_cl_multi *m, int what, const rb_job *job,
     }
     rb_run_info info = res->info;
     int rc = run_parts(m, parts, &info, 1);
+    /* A device that cannot walk the joint tree declines it for the whole
+     * batch: the two passes then run over every ray and write every
+     * answer again, the other devices' included. */
+    for (size_t k = 0; k < m->n && what == PART_JOINT && !rc; k++)
+        if (parts[k].count && parts[k].rc == RB_JOINT_DECLINED)
+            return RB_JOINT_DECLINED;
     /* R6: the lowest invalid element over every device's run */
     for (size_t k = 0; k < m->n && bad; k++) {
         const part *p = &parts[k];
@@ -269,6 +279,17 @@ static int multi_run_shapes(rb_backend *self, rb_context *ctx,
     (void)ctx;
     rb_cl_multi *m = (rb_cl_multi *)self;
     return multi_rays(m, PART_SHAPES, job, set, res, NULL);
+}
+
+/* Boxes and shapes in one walk of the joint tree, the rays split as for
+ * run (rb_cl_run_joint on each device). */
+static int multi_run_joint(rb_backend *self, rb_context *ctx,
+                           const rb_job *job, const rb_shapeset *set,
+                           rb_results *res, rb_bad_input *bad)
+{
+    (void)ctx;
+    rb_cl_multi *m = (rb_cl_multi *)self;
+    return multi_rays(m, PART_JOINT, job, set, res, bad);
 }
 
 static int multi_run_visibility(rb_backend *self, rb_context *ctx,
@@ -353,6 +374,7 @@ static const struct rb_backend_ops multi_ops = {
     .bvh = 1,
     .run = multi_run,
     .run_shapes = multi_run_shapes,
+    .run_joint = multi_run_joint,
     .run_visibility = multi_run_visibility,
     .describe = multi_describe,
     .destroy = multi_destroy,
