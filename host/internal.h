@@ -148,9 +148,11 @@ struct rb_backend_ops {
     int (*run_shapes)(rb_backend *self, rb_context *ctx, const rb_job *job,
                       const struct rb_shapeset *set, rb_results *res);
     /* Optional: both passes in one over a joint tree (rb_joint_run's
-     * contract, its rays validated here); RB_JOINT_DECLINED (nothing
-     * written) when it cannot, and the two passes run instead. NULL: the
-     * two passes, unless the backend is the CPU's (rb_joint_run). */
+     * contract, its rays validated here); RB_JOINT_DECLINED when it
+     * cannot, and the two passes run instead (over several devices some
+     * may have written answers by then, which the two passes write
+     * again). NULL: the two passes, unless the backend is the CPU's
+     * (rb_joint_run). */
     int (*run_joint)(rb_backend *self, rb_context *ctx, const rb_job *job,
                      const struct rb_shapeset *set, rb_results *res,
                      rb_bad_input *bad);
