@@ -242,7 +242,7 @@ START_TEST(test_joint_scene)
         rbt_out_free(&want);
         rbt_out_free(&got);
     }
-    /* invalid rays in both runs: the lowest */
+    /* two invalid rays: the lower is named, whichever run holds it */
     rb_ray keep[2] = {rays[15000], rays[19000]};
     rays[19000].dir[1] = NAN;
     rays[15000].origin[2] = INFINITY;
