@@ -166,6 +166,31 @@ START_TEST(test_scenes)
         }
         rb_scene_destroy(scene);
     }
+    /* too few shapes to walk (query.c): the box pass and the shape pass
+     * (brute force) are split too */
+    rb_sphere sph[50];
+    for (int i = 0; i < 50; i++)
+        sph[i] = (rb_sphere){{rbt_uniform(&g, -50, 50),
+                              rbt_uniform(&g, -50, 50),
+                              rbt_uniform(&g, -50, 50)},
+                             rbt_uniform(&g, 0.5f, 4)};
+    rb_shapes sh = {.spheres = sph, .n_spheres = 50};
+    size_t nb = rbt_scene_boxes(0, 400, &g, boxes);
+    rbt_scene_rays(&g, boxes, nb, rays, NR);
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create_shapes(one, 3, boxes, nb, &sh, &scene),
+                     RB_OK);
+    rbt_batch b = {.dims = 3, .n_rays = NR, .rays = rays};
+    rbt_out want, got;
+    rbt_out_init(&want, NR, 8);
+    rbt_out_init(&got, NR, 8);
+    ck_assert_int_eq(rbt_run(one, &b, RB_MODE_NEAREST, scene, &want), RB_OK);
+    ck_assert_int_eq(rbt_run(two, &b, RB_MODE_NEAREST, scene, &got), RB_OK);
+    rbt_assert_same(RB_MODE_NEAREST, &want, &got, "shapes");
+    assert_split(&got.info, "shapes");
+    rbt_out_free(&want);
+    rbt_out_free(&got);
+    rb_scene_destroy(scene);
     /* pairs of shapes: ray i of the second device's part against
      * element i of the whole batch, not of its part */
     rb_sphere *many = malloc(NR * sizeof *many);
@@ -176,7 +201,6 @@ START_TEST(test_scenes)
                               i % 2 ? 0.5f : 0.0f};
     rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
                   .n_rays = NR, .shapes = {.spheres = many, .n_spheres = NR}};
-    rbt_out want, got;
     rbt_out_init(&want, NR, 8);
     rbt_out_init(&got, NR, 8);
     rb_results r1 = {.hits = want.hits, .capacity = NR};
