@@ -373,6 +373,28 @@ static inline uint rb_wpush_set(const int mode, rb_wstack *st, uint m,
     if (!m)
         return 8;
     if (mode == RB_WALK_NEAREST || mode == RB_WALK_ANY) {
+#if defined(RB_WIDE) && !RB_WALK_RESUMES
+        /* Each child straight to its place in the order below, its rank:
+         * how many come before it (farther, or as far at a lower slot),
+         * as in the CPU walk (bvh_walk.inc); no insertion sort. */
+        float8 e8 = vload8(0, ev);
+        uint h = popcount(m), base = st->n, kept = 8;
+        for (uint mm = m; mm; mm &= mm - 1) {
+            uint k = rb_ctz(mm);
+            float t = ev[k];
+            uint before = rb_mask8(e8 > (float8)(t)) |
+                          (rb_mask8(e8 == (float8)(t)) & ((1u << k) - 1u));
+            uint r = popcount(m & before);
+            if (keep && r == h - 1) {
+                kept = k;
+                continue;
+            }
+            st->ns[base + r] = child[k] << 3 | k;
+            st->t[base + r] = t;
+        }
+        st->n = base + (keep ? h - 1 : h);
+        return kept;
+#else
         /* Far to near: entries non-increasing, equal entries by slot
          * (hk: node << 3 | slot). */
         uint hk[8];
@@ -395,6 +417,7 @@ static inline uint rb_wpush_set(const int mode, rb_wstack *st, uint m,
         for (int j = 0; j < last; j++)
             rb_wpush(st, hk[j], ht[j], d, 1);
         return keep ? hk[h - 1] & 7u : 8;
+#endif
     }
     uint first = keep ? 31 - clz(m) : 8;
     if (keep)
