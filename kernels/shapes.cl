@@ -138,9 +138,7 @@ static inline void rb_shape_walk_pass(const int mode,
     size_t g = get_global_id(0);
     if (g >= n_rays)
         return;
-    size_t i = order ? order[g] : g;
-    if (order && g + RB_AHEAD < n_rays)
-        RB_PREFETCH(rays + (size_t)order[g + RB_AHEAD] * 8);
+    size_t i = rb_walk_ray(order, g, n_rays, rays, 8);
     rb_ray_raw w = rb_shape_ray(rays, i);
     int fast = rb_shape_fast(lv, &w, cover);
     if (mode == RB_SHAPE_NEAREST)
@@ -194,9 +192,7 @@ static inline void rb_joint_walk_pass(const int mode,
     size_t g = get_global_id(0);
     if (g >= n_rays)
         return;
-    size_t i = order ? order[g] : g;
-    if (order && g + RB_AHEAD < n_rays)
-        RB_PREFETCH(rays + (size_t)order[g + RB_AHEAD] * 8);
+    size_t i = rb_walk_ray(order, g, n_rays, rays, 8);
     if (mode == RB_SHAPE_NEAREST)
         leaf[i] = RB_NO_LEAF; /* every ray: the rest reads it */
     if (!rb_ray_ok(rays, 3, i)) {
