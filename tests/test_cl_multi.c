@@ -60,6 +60,32 @@ static void assert_split(const rb_run_info *info, const char *what)
                   info->device);
 }
 
+/* b in `mode` (against scene, or b's boxes) on one device and on two:
+ * the same answers bit for bit, the run split over both. */
+static void same_split(rb_context *one, rb_context *two, const rbt_batch *b,
+                       rb_mode mode, const rb_scene *scene,
+                       uint32_t max_hits, const char *what)
+{
+    rbt_out want, got;
+    rbt_out_init(&want, b->n_rays, max_hits);
+    rbt_out_init(&got, b->n_rays, max_hits);
+    ck_assert_int_eq(rbt_run(one, b, mode, scene, &want), RB_OK);
+    ck_assert_int_eq(rbt_run(two, b, mode, scene, &got), RB_OK);
+    rbt_assert_same(mode, &want, &got, what);
+    assert_split(&got.info, what);
+    rbt_out_free(&want);
+    rbt_out_free(&got);
+}
+
+/* n spheres in the cube [-50, 50]^3, radii 0.5 to 4. */
+static void random_spheres(rbt_rng *g, rb_sphere *out, int n)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = (rb_sphere){{rbt_uniform(g, -50, 50), rbt_uniform(g, -50, 50),
+                              rbt_uniform(g, -50, 50)},
+                             rbt_uniform(g, 0.5f, 4)};
+}
+
 START_TEST(test_devices_refused)
 {
     static const struct {
@@ -106,19 +132,10 @@ START_TEST(test_every_mode)
             size_t nr = 20011, nb = modes[mi] == RB_MODE_PAIRS ? nr : 300;
             rbt_batch b;
             rbt_batch_make(&b, dims, nr, nb, 100 + dims * 10 + mi);
-            rbt_out want, got;
-            rbt_out_init(&want, nr, 4);
-            rbt_out_init(&got, nr, 4);
-            ck_assert_int_eq(rbt_run(one, &b, modes[mi], NULL, &want),
-                             RB_OK);
-            ck_assert_int_eq(rbt_run(two, &b, modes[mi], NULL, &got), RB_OK);
             char what[64];
             snprintf(what, sizeof what, "%uD %s", dims,
                      rb_mode_name(modes[mi]));
-            rbt_assert_same(modes[mi], &want, &got, what);
-            assert_split(&got.info, what);
-            rbt_out_free(&want);
-            rbt_out_free(&got);
+            same_split(one, two, &b, modes[mi], NULL, 4, what);
             rbt_batch_free(&b);
         }
     }
@@ -148,32 +165,18 @@ START_TEST(test_scenes)
         static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
                                         RB_MODE_COUNT, RB_MODE_ALL};
         for (int mi = 0; mi < 4; mi++) {
-            rbt_out want, got;
-            rbt_out_init(&want, NR, 8);
-            rbt_out_init(&got, NR, 8);
             unsigned long long walks = rb_cl_walks(two);
-            ck_assert_int_eq(rbt_run(one, &b, modes[mi], scene, &want),
-                             RB_OK);
-            ck_assert_int_eq(rbt_run(two, &b, modes[mi], scene, &got),
-                             RB_OK);
-            rbt_assert_same(modes[mi], &want, &got,
-                            rbt_scene_kind_name[kind]);
-            assert_split(&got.info, rbt_scene_kind_name[kind]);
+            same_split(one, two, &b, modes[mi], scene, 8,
+                       rbt_scene_kind_name[kind]);
             if (nb >= 256) /* auto walks scenes from 256 boxes on */
                 ck_assert_uint_ge(rb_cl_walks(two), walks + 2);
-            rbt_out_free(&want);
-            rbt_out_free(&got);
         }
         rb_scene_destroy(scene);
     }
     /* too few shapes to walk (query.c): the box pass and the shape pass
      * (brute force) are split too */
     rb_sphere sph[50];
-    for (int i = 0; i < 50; i++)
-        sph[i] = (rb_sphere){{rbt_uniform(&g, -50, 50),
-                              rbt_uniform(&g, -50, 50),
-                              rbt_uniform(&g, -50, 50)},
-                             rbt_uniform(&g, 0.5f, 4)};
+    random_spheres(&g, sph, 50);
     rb_shapes sh = {.spheres = sph, .n_spheres = 50};
     size_t nb = rbt_scene_boxes(0, 400, &g, boxes);
     rbt_scene_rays(&g, boxes, nb, rays, NR);
@@ -181,15 +184,7 @@ START_TEST(test_scenes)
     ck_assert_int_eq(rb_scene_create_shapes(one, 3, boxes, nb, &sh, &scene),
                      RB_OK);
     rbt_batch b = {.dims = 3, .n_rays = NR, .rays = rays};
-    rbt_out want, got;
-    rbt_out_init(&want, NR, 8);
-    rbt_out_init(&got, NR, 8);
-    ck_assert_int_eq(rbt_run(one, &b, RB_MODE_NEAREST, scene, &want), RB_OK);
-    ck_assert_int_eq(rbt_run(two, &b, RB_MODE_NEAREST, scene, &got), RB_OK);
-    rbt_assert_same(RB_MODE_NEAREST, &want, &got, "shapes");
-    assert_split(&got.info, "shapes");
-    rbt_out_free(&want);
-    rbt_out_free(&got);
+    same_split(one, two, &b, RB_MODE_NEAREST, scene, 8, "shapes");
     rb_scene_destroy(scene);
     /* pairs of shapes: ray i of the second device's part against
      * element i of the whole batch, not of its part */
@@ -201,6 +196,7 @@ START_TEST(test_scenes)
                               i % 2 ? 0.5f : 0.0f};
     rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
                   .n_rays = NR, .shapes = {.spheres = many, .n_spheres = NR}};
+    rbt_out want, got;
     rbt_out_init(&want, NR, 8);
     rbt_out_init(&got, NR, 8);
     rb_results r1 = {.hits = want.hits, .capacity = NR};
@@ -237,11 +233,7 @@ START_TEST(test_joint_scene)
     rb_box *boxes = calloc(NB, sizeof *boxes);
     rb_ray *rays = malloc(NR * sizeof *rays);
     rb_sphere sph[NS];
-    for (int i = 0; i < NS; i++)
-        sph[i] = (rb_sphere){{rbt_uniform(&g, -50, 50),
-                              rbt_uniform(&g, -50, 50),
-                              rbt_uniform(&g, -50, 50)},
-                             rbt_uniform(&g, 0.5f, 4)};
+    random_spheres(&g, sph, NS);
     rb_shapes sh = {.spheres = sph, .n_spheres = NS};
     size_t nb = rbt_scene_boxes(0, NB, &g, boxes);
     rbt_scene_rays(&g, boxes, nb, rays, NR);
@@ -252,19 +244,11 @@ START_TEST(test_joint_scene)
     static const rb_mode modes[] = {RB_MODE_NEAREST, RB_MODE_ANY,
                                     RB_MODE_COUNT, RB_MODE_ALL};
     for (int mi = 0; mi < 4; mi++) {
-        rbt_out want, got;
-        rbt_out_init(&want, NR, 8);
-        rbt_out_init(&got, NR, 8);
-        ck_assert_int_eq(rbt_run(one, &b, modes[mi], scene, &want), RB_OK);
         unsigned long long walks = rb_cl_walks(two);
         unsigned long long shape_walks = rb_cl_shape_walks(two);
-        ck_assert_int_eq(rbt_run(two, &b, modes[mi], scene, &got), RB_OK);
-        rbt_assert_same(modes[mi], &want, &got, "joint");
-        assert_split(&got.info, "joint");
+        same_split(one, two, &b, modes[mi], scene, 8, "joint");
         ck_assert_uint_eq(rb_cl_walks(two), walks); /* no box pass */
         ck_assert_uint_ge(rb_cl_shape_walks(two), shape_walks + 2);
-        rbt_out_free(&want);
-        rbt_out_free(&got);
     }
     /* two invalid rays: the lower is named, whichever run holds it */
     rb_ray keep[2] = {rays[15000], rays[19000]};
