@@ -422,6 +422,9 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
     }
     rb_shapeset set = {0}, view;
     const rb_shapeset *shapes = NULL;
+    /* Whether the backend walks joint trees (one walk for boxes and
+     * shapes; a device may still decline one). */
+    int joint_walks = ctx->active == ctx->cpu || ctx->active->ops->run_joint;
     if (n_inline) {
         rc = rb_shapeset_build(ctx, &set, &q->shapes,
                                shape_pairs ? 0 : (uint32_t)q->n_boxes);
@@ -430,8 +433,6 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         /* Without memory for it, every shape is tested: same answers.
          * The tree takes the boxes too (a joint tree: one walk for both)
          * where the backend walks joint trees. */
-        int joint_walks = ctx->active == ctx->cpu ||
-                          ctx->active->ops->run_joint;
         if (!shape_pairs &&
             shape_tree_pays(ctx, q->n_rays, rb_shapeset_bounded(&set)))
             rb_shape_tree_build(ctx, &set, joint_walks ? job.boxes : NULL,
@@ -443,14 +444,10 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
     }
     size_t n_shapes = shapes ? rb_shapeset_size(shapes) : 0;
     /* One walk for boxes and shapes over a joint tree, where the backend
-     * walks them (the CPU; a device may still decline it). */
+     * walks them; the box pass and the shape pass when it declines. */
     int joint = !shape_pairs && q->mode != RB_MODE_PAIRS && shapes &&
                 shapes->tree && shapes->n_tree_boxes &&
-                shapes->n_tree_boxes == job.boxes->n &&
-                (ctx->active == ctx->cpu || ctx->active->ops->run_joint);
-    if (!q->scene && q->mode != RB_MODE_PAIRS && !joint &&
-        transient_pays(ctx, q->n_rays, q->n_boxes))
-        job.bvh = transient_bvh(ctx);
+                shapes->n_tree_boxes == job.boxes->n && joint_walks;
 
     rb_bad_input bad = {UINT64_MAX, RB_ELEMENT_NONE};
     rb_backend *shape_backend = ctx->active;
@@ -459,10 +456,11 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
         if (rc == RB_JOINT_DECLINED) {
             joint = 0;
             rc = RB_OK;
-            if (!q->scene && transient_pays(ctx, q->n_rays, q->n_boxes))
-                job.bvh = transient_bvh(ctx);
         }
     }
+    if (!q->scene && q->mode != RB_MODE_PAIRS && !joint &&
+        transient_pays(ctx, q->n_rays, q->n_boxes))
+        job.bvh = transient_bvh(ctx);
     if (shape_pairs) {
         size_t first_bad = rb_check_rays(q->rays, 3, 0, q->n_rays);
         if (first_bad < q->n_rays) {
