@@ -39,11 +39,11 @@ struct rb_shapeset;
  * with the order / time in input order: any 1.8, nearest 1.4 at 1K boxes
  * (50 KiB of nodes); 1.2-1.3 at 10K (0.5 MiB); 1.1-1.2 at 30K (1.4 MiB);
  * 0.97-1.05 at 60K (2.9 MiB); any 0.82, nearest and count ~1.05 at 100K
- * (4.8 MiB); 0.5-0.55 for every mode at 1M (50 MiB). Some batches gain
- * from the order over small trees too (eye-level rays in a city: any
- * 1.4x), which this rule does not see (docs/benchmarks.md, "Regression
- * check"). A context's walk_order (RB_WALK_ORDER_ALWAYS) sorts whatever
- * the size. */
+ * (4.8 MiB); 0.5-0.55 for every mode at 1M (50 MiB). Box walks also sort
+ * over smaller trees when the origins lie in a slab (eye-level rays in a
+ * city: any 1.3-1.5x; rb_order_pays in cpu/ray_order.c, and
+ * docs/benchmarks.md, "Regression check"). A context's walk_order
+ * (RB_WALK_ORDER_ALWAYS) sorts whatever the size. */
 #define RB_ORDER_MIN_BYTES ((size_t)4 << 20)
 
 typedef struct rb_boxset {

@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "bvh/bvh.h"
 #include "cpu/ray_order.h"
@@ -747,6 +748,63 @@ START_TEST(test_ray_order)
 }
 END_TEST
 
+/* rb_order_pays: the size rule, and a slab of origins (thin along one
+ * axis of the tree, spread along the other two) over a small tree. */
+static void slab_rays(rb_ray *r, size_t n, float z_lo, float z_hi,
+                      float xy_span)
+{
+    rbt_rng s = {7};
+    for (size_t i = 0; i < n; i++) {
+        r[i].origin[0] = rbt_uniform(&s, 0, xy_span);
+        r[i].origin[1] = rbt_uniform(&s, 0, xy_span);
+        r[i].origin[2] = rbt_uniform(&s, z_lo, z_hi);
+        r[i].dir[0] = rbt_uniform(&s, -1, 1);
+        r[i].dir[1] = rbt_uniform(&s, -1, 1);
+        r[i].dir[2] = 0;
+        r[i].tmax = 1;
+    }
+}
+
+START_TEST(test_order_pays)
+{
+    enum { N = 20000 };
+    rb_ray *r = calloc(N, sizeof *r);
+    const float lo[3] = {0, 0, 0}, hi[3] = {100, 100, 48};
+    const size_t small = 1 << 20, big = RB_ORDER_MIN_BYTES;
+    /* Eye level over a city: thin in z, spread in x and y. */
+    slab_rays(r, N, 1.5f, 1.9f, 100);
+    ck_assert_int_eq(rb_order_pays(r, 3, N, lo, hi, small), 1);
+    ck_assert_int_eq(rb_order_pays(r, 3, RB_ORDER_MIN_RAYS - 1, lo, hi, big),
+                     0);
+    /* 2D batches follow the size rule alone. */
+    ck_assert_int_eq(rb_order_pays(r, 2, N, lo, hi, small), 0);
+    /* Origins through the whole height: the size rule decides. */
+    slab_rays(r, N, 0, 48, 100);
+    ck_assert_int_eq(rb_order_pays(r, 3, N, lo, hi, small), 0);
+    ck_assert_int_eq(rb_order_pays(r, 3, N, lo, hi, big), 1);
+    /* Thin in z but also in y (a line of origins), or one point (a
+     * camera): no slab. */
+    slab_rays(r, N, 1.5f, 1.9f, 100);
+    for (size_t i = 0; i < N; i++)
+        r[i].origin[1] = 50;
+    ck_assert_int_eq(rb_order_pays(r, 3, N, lo, hi, small), 0);
+    for (size_t i = 0; i < N; i++)
+        memcpy(r[i].origin, (float[3]){10, 20, 1.7f}, sizeof r[i].origin);
+    ck_assert_int_eq(rb_order_pays(r, 3, N, lo, hi, small), 0);
+    /* Invalid origins among them (reported later by the walk) are left
+     * out of the slab, not taken as its corners. */
+    slab_rays(r, N, 1.5f, 1.9f, 100);
+    for (size_t i = 0; i < N; i += 97)
+        r[i].origin[2] = i % 2 ? NAN : INFINITY;
+    ck_assert_int_eq(rb_order_pays(r, 3, N, lo, hi, small), 1);
+    /* A flat tree (2D boxes) has no axis to be thin along. */
+    const float flat_hi[3] = {100, 100, 0};
+    slab_rays(r, N, 0, 0, 100);
+    ck_assert_int_eq(rb_order_pays(r, 3, N, lo, flat_hi, small), 0);
+    free(r);
+}
+END_TEST
+
 static Suite *bvh_suite(void)
 {
     Suite *s = suite_create("bvh");
@@ -764,6 +822,7 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_out_of_memory);
     tcase_add_test(tc, test_ray_order);
     tcase_add_test(tc, test_spread3);
+    tcase_add_test(tc, test_order_pays);
     suite_add_tcase(s, tc);
     return s;
 }

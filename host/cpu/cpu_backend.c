@@ -268,16 +268,18 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         size_t per = job->n_rays / ((size_t)be->workers * 8);
         run.per_task = per < 1 ? 1 : per > WALK_PER_TASK ? WALK_PER_TASK
                                                          : per;
-        int big_tree = job->bvh->n_nodes * sizeof(rb_bvh_node) >=
-                       RB_ORDER_MIN_BYTES;
-        if (job->n_rays >= RB_ORDER_MIN_RAYS &&
-            (big_tree || be->ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
+        float lo[3], hi[3];
+        rb_bvh_bounds(job->bvh, lo, hi);
+        int sort = be->ctx->walk_order == RB_WALK_ORDER_ALWAYS
+                       ? job->n_rays >= RB_ORDER_MIN_RAYS
+                       : rb_order_pays(job->rays, job->dims, job->n_rays, lo,
+                                       hi, job->bvh->n_nodes *
+                                               sizeof(rb_bvh_node));
+        if (sort) {
             /* Without memory for the order, rays go in input order. */
             order = rb_workmem_take(work, &order_bytes);
             keys = rb_workmem_take(work, &keys_bytes);
             if (order && keys) {
-                float lo[3], hi[3];
-                rb_bvh_bounds(job->bvh, lo, hi);
                 int far = job->mode == RB_MODE_COUNT ||
                           job->mode == RB_MODE_ALL;
                 rb_ray_order(be->ctx->pool, job->rays, job->dims,

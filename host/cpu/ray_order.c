@@ -9,6 +9,7 @@
  * other cores idle.) */
 #include "ray_order.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "../internal.h"
@@ -128,6 +129,49 @@ static void scatter_task(void *arg, size_t c, unsigned worker)
         for (size_t i = begin; i < end; i++)
             s->order[pos[digit_of(s, s->src[i])]++] = (uint32_t)s->src[i];
     }
+}
+
+/* Rays sampled by rb_order_pays, and how thin and how wide (fractions of
+ * the tree's extent) the slab of their origins must be. */
+#define SLAB_SAMPLES 1024
+#define SLAB_THIN 16
+#define SLAB_WIDE 4
+
+int rb_order_pays(const void *rays, unsigned dims, size_t n,
+                  const float lo[3], const float hi[3], size_t bytes)
+{
+    if (n < RB_ORDER_MIN_RAYS)
+        return 0;
+    if (bytes >= RB_ORDER_MIN_BYTES)
+        return 1;
+    /* 2D rays all start at z = 0 over a tree without height: no slab
+     * there that the size rule was not measured on. */
+    if (dims != 3)
+        return 0;
+    float olo[3] = {INFINITY, INFINITY, INFINITY};
+    float ohi[3] = {-INFINITY, -INFINITY, -INFINITY};
+    size_t step = n / SLAB_SAMPLES;
+    for (size_t i = 0; i < n; i += step) {
+        const rb_ray *r = &((const rb_ray *)rays)[i];
+        for (int a = 0; a < 3; a++) {
+            float o = r->origin[a];
+            /* NaN and infinities are reported later; not part of it */
+            if (!isfinite(o))
+                continue;
+            olo[a] = o < olo[a] ? o : olo[a];
+            ohi[a] = o > ohi[a] ? o : ohi[a];
+        }
+    }
+    int thin = 0, wide = 0;
+    for (int a = 0; a < 3; a++) {
+        double tree = (double)hi[a] - lo[a];
+        double spread = (double)ohi[a] - olo[a];
+        if (!(tree > 0) || !(spread >= 0))
+            return 0;
+        thin += spread * SLAB_THIN <= tree;
+        wide += spread * SLAB_WIDE >= tree;
+    }
+    return thin == 1 && wide == 2;
 }
 
 void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,

@@ -42,6 +42,16 @@ void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,
                   size_t n, const float lo[3], const float hi[3],
                   int octant_first, uint64_t *scratch, uint32_t *order);
 
+/* Whether a walk over a box tree with bounds [lo, hi] and `bytes` of nodes
+ * should take n rays in rb_ray_order's order: from RB_ORDER_MIN_RAYS rays
+ * on, over trees of RB_ORDER_MIN_BYTES or more (internal.h), or over any
+ * tree when the rays' origins lie in a slab: thin along one axis of the
+ * tree (at most 1/16 of its extent) and spread along the other two (at
+ * least 1/4), as eye-level rays in a city are. Origins are read from up
+ * to 1024 rays evenly spaced through the batch. */
+int rb_order_pays(const void *rays, unsigned dims, size_t n,
+                  const float lo[3], const float hi[3], size_t bytes);
+
 /* The sort rb_ray_order uses, for other keys: keys[0..n) (the sort key
  * in bits 32 to 31 + bits, 1 <= bits <= 32, the bits above it 0; anything
  * in the low 32 bits) are sorted stably by their key on the pool, and

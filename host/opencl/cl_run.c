@@ -47,8 +47,9 @@
  * does so, as the CPU walk does, only over trees of RB_ORDER_MIN_BYTES or
  * more, which outgrow its caches: over 16K boxes (0.8 MiB of nodes), 1M
  * rays, PoCL's walks in input order ran 1.3x faster (nearest, all),
- * 1.05x (any, count). A GPU's lanes gain from the order whatever the
- * tree's size. */
+ * 1.05x (any, count); or when the origins lie in a slab, as the CPU walk
+ * (rb_order_pays). A GPU's lanes gain from the order whatever the tree's
+ * size. */
 
 typedef struct run_state {
     rb_cl_backend *be;
@@ -641,10 +642,13 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         rc = write_buf(be, RB_CLB_BAD, 0, sizeof none, &none);
     if (!rc && st.plan.bvh)
         rc = upload_nodes(&st);
+    float lo[3], hi[3];
+    if (st.plan.bvh)
+        rb_bvh_bounds(job->bvh, lo, hi);
     if (!rc && st.plan.bvh && st.plan.rays >= RB_ORDER_MIN_RAYS &&
-        (be->dev.is_gpu ||
-         job->bvh->n_nodes * sizeof(rb_bvh_node) >= RB_ORDER_MIN_BYTES ||
-         ctx->walk_order == RB_WALK_ORDER_ALWAYS)) {
+        (be->dev.is_gpu || ctx->walk_order == RB_WALK_ORDER_ALWAYS ||
+         rb_order_pays(job->rays, job->dims, job->n_rays, lo, hi,
+                       job->bvh->n_nodes * sizeof(rb_bvh_node)))) {
         /* The order of every chunk stays until the queue is idle (the
          * device reads it); without memory for it, rays go in input
          * order, with the same answers. */
