@@ -144,8 +144,8 @@ int rb_order_pays(const void *rays, unsigned dims, size_t n,
         return 0;
     if (bytes >= RB_ORDER_MIN_BYTES)
         return 1;
-    /* 2D rays all start at z = 0 over a tree without height: no slab
-     * there that the size rule was not measured on. */
+    /* 2D rays all start at z = 0 over a flat tree: the slab rule was
+     * measured on 3D batches only. */
     if (dims != 3)
         return 0;
     float olo[3] = {INFINITY, INFINITY, INFINITY};
