@@ -749,7 +749,8 @@ START_TEST(test_ray_order)
 END_TEST
 
 /* rb_order_pays: the size rule, and a slab of origins (thin along one
- * axis of the tree, spread along the other two) over a small tree. */
+ * axis of the tree, spread along the other two, scattered in input
+ * order) over a small tree. */
 static void slab_rays(rb_ray *r, size_t n, float z_lo, float z_hi,
                       float xy_span)
 {
@@ -797,6 +798,37 @@ START_TEST(test_order_pays)
     for (size_t i = 0; i < N; i += 97)
         r[i].origin[2] = i % 2 ? NAN : INFINITY;
     ck_assert_int_eq(rb_order_pays(r, 3, N, lo, hi, small), 1);
+    /* A top-down grid above the city, row by row: a slab, but its input
+     * order is coherent already (1000 columns, 1024 rows: rows out of
+     * step with the sample's spacing, and in step with it). Shuffled, it
+     * is sorted. */
+    static const size_t columns[] = {1000, 1024};
+    for (size_t c = 0; c < 2; c++) {
+        size_t cols = columns[c], n = cols * 20;
+        rb_ray *g = calloc(n, sizeof *g);
+        for (size_t i = 0; i < n; i++) {
+            g[i].origin[0] = 100.0f * (float)(i % cols) / (float)cols;
+            g[i].origin[1] = 100.0f * (float)(i / cols) / 20.0f;
+            g[i].origin[2] = 60;
+            g[i].dir[2] = -1;
+            g[i].tmax = INFINITY;
+        }
+        ck_assert_int_eq(rb_order_pays(g, 3, n, lo, hi, small), 0);
+        rbt_rng shuffle = {3};
+        for (size_t i = n - 1; i > 0; i--) {
+            size_t j = rbt_below(&shuffle, (uint32_t)(i + 1));
+            rb_ray t = g[i];
+            g[i] = g[j];
+            g[j] = t;
+        }
+        ck_assert_int_eq(rb_order_pays(g, 3, n, lo, hi, small), 1);
+        free(g);
+    }
+    /* Observers' blocks of 64 rays from one eye each: coherent too. */
+    slab_rays(r, N, 1.5f, 1.9f, 100);
+    for (size_t i = 0; i < N; i++)
+        memcpy(r[i].origin, r[i - i % 64].origin, sizeof r[i].origin);
+    ck_assert_int_eq(rb_order_pays(r, 3, N, lo, hi, small), 0);
     /* A flat tree (2D boxes) has no axis to be thin along. */
     const float flat_hi[3] = {100, 100, 0};
     slab_rays(r, N, 0, 0, 100);

@@ -131,11 +131,21 @@ static void scatter_task(void *arg, size_t c, unsigned worker)
     }
 }
 
-/* Rays sampled by rb_order_pays, and how thin and how wide (fractions of
- * the tree's extent) the slab of their origins must be. */
+/* Rays sampled by rb_order_pays; how thin and how wide (fractions of the
+ * tree's extent) the slab of their origins must be; and how far apart
+ * (a fraction of the slab's narrower width) consecutive origins must lie
+ * on average for the input order to count as scattered. */
 #define SLAB_SAMPLES 1024
 #define SLAB_THIN 16
 #define SLAB_WIDE 4
+#define SLAB_SCATTERED 16
+
+/* Whether origin o is usable (NaN and infinities are reported later by
+ * the walk; they take no part here). */
+static int finite3(const float o[3])
+{
+    return isfinite(o[0]) && isfinite(o[1]) && isfinite(o[2]);
+}
 
 int rb_order_pays(const void *rays, unsigned dims, size_t n,
                   const float lo[3], const float hi[3], size_t bytes)
@@ -148,30 +158,52 @@ int rb_order_pays(const void *rays, unsigned dims, size_t n,
      * measured on 3D batches only. */
     if (dims != 3)
         return 0;
+    const rb_ray *r = rays;
     float olo[3] = {INFINITY, INFINITY, INFINITY};
     float ohi[3] = {-INFINITY, -INFINITY, -INFINITY};
-    size_t step = n / SLAB_SAMPLES;
-    for (size_t i = 0; i < n; i += step) {
-        const rb_ray *r = &((const rb_ray *)rays)[i];
+    double steps = 0;
+    size_t pairs = 0;
+    size_t stride = n / SLAB_SAMPLES;
+    for (size_t k = 0; k < SLAB_SAMPLES; k++) {
+        /* One ray of each stride, at a scrambled place in it: an even
+         * spacing could fall in step with a grid's rows and see one
+         * column. */
+        size_t i = k * stride + (size_t)(k * 2654435761u) % stride;
+        const float *o = r[i].origin, *next = r[i + 1].origin;
+        if (!finite3(o))
+            continue;
         for (int a = 0; a < 3; a++) {
-            float o = r->origin[a];
-            /* NaN and infinities are reported later; not part of it */
-            if (!isfinite(o))
-                continue;
-            olo[a] = o < olo[a] ? o : olo[a];
-            ohi[a] = o > ohi[a] ? o : ohi[a];
+            olo[a] = o[a] < olo[a] ? o[a] : olo[a];
+            ohi[a] = o[a] > ohi[a] ? o[a] : ohi[a];
+        }
+        if (i + 1 < n && finite3(next)) {
+            double d = 0;
+            for (int a = 0; a < 3; a++) {
+                double da = fabs((double)next[a] - o[a]);
+                d = da > d ? da : d;
+            }
+            steps += d;
+            pairs++;
         }
     }
     int thin = 0, wide = 0;
+    double width = INFINITY;
     for (int a = 0; a < 3; a++) {
         double tree = (double)hi[a] - lo[a];
         double spread = (double)ohi[a] - olo[a];
         if (!(tree > 0) || !(spread >= 0))
             return 0;
         thin += spread * SLAB_THIN <= tree;
-        wide += spread * SLAB_WIDE >= tree;
+        if (spread * SLAB_WIDE >= tree) {
+            wide++;
+            width = spread < width ? spread : width;
+        }
     }
-    return thin == 1 && wide == 2;
+    /* A slab walked in an order that is already coherent (a grid of rays
+     * row by row, a block of rays from each observer) would only pay for
+     * the sort. */
+    return thin == 1 && wide == 2 && pairs &&
+           steps / (double)pairs * SLAB_SCATTERED >= width;
 }
 
 void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,

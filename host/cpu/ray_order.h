@@ -47,8 +47,11 @@ void rb_ray_order(struct rb_pool *pool, const void *rays, unsigned dims,
  * on, over trees of RB_ORDER_MIN_BYTES or more (internal.h), or over any
  * tree when the rays' origins lie in a slab: thin along one axis of the
  * tree (at most 1/16 of its extent) and spread along the other two (at
- * least 1/4), as eye-level rays in a city are. Origins are read from up
- * to 1024 rays evenly spaced through the batch. */
+ * least 1/4), as eye-level rays in a city are, and scattered through it
+ * in input order (consecutive origins on average at least 1/16 of the
+ * slab's width apart: not a grid row by row, nor observers' blocks of
+ * rays). Origins are read from 1024 rays, one from each 1/1024 of the
+ * batch, and the ray after each. */
 int rb_order_pays(const void *rays, unsigned dims, size_t n,
                   const float lo[3], const float hi[3], size_t bytes);
 
