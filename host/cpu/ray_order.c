@@ -169,14 +169,15 @@ int rb_order_pays(const void *rays, unsigned dims, size_t n,
          * spacing could fall in step with a grid's rows and see one
          * column. */
         size_t i = k * stride + (size_t)(k * 2654435761u) % stride;
-        const float *o = r[i].origin, *next = r[i + 1].origin;
+        const float *o = r[i].origin;
         if (!finite3(o))
             continue;
         for (int a = 0; a < 3; a++) {
             olo[a] = o[a] < olo[a] ? o[a] : olo[a];
             ohi[a] = o[a] > ohi[a] ? o[a] : ohi[a];
         }
-        if (i + 1 < n && finite3(next)) {
+        const float *next = i + 1 < n ? r[i + 1].origin : NULL;
+        if (next && finite3(next)) {
             double d = 0;
             for (int a = 0; a < 3; a++) {
                 double da = fabs((double)next[a] - o[a]);
