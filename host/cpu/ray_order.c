@@ -144,7 +144,7 @@ static void scatter_task(void *arg, size_t c, unsigned worker)
  * the walk; they take no part here). */
 static int finite3(const float o[3])
 {
-    return isfinite(o[0]) && isfinite(o[1]) && isfinite(o[2]);
+    return rb_finite(o[0]) && rb_finite(o[1]) && rb_finite(o[2]);
 }
 
 int rb_order_pays(const void *rays, unsigned dims, size_t n,

@@ -64,6 +64,7 @@ typedef struct run_state {
                               arrays, used instead of be->bufs */
     uint32_t *order;       /* walks: every chunk's ray order, or NULL */
     uint64_t *keys;        /* rb_ray_order's scratch, one chunk */
+    float lo[3], hi[3];    /* walks: the tree's bounds, for the order */
 } run_state;
 
 static cl_mem buf(const run_state *st, int b)
@@ -518,11 +519,9 @@ static int run_walk(run_state *st, size_t r0, size_t nr)
     cl_mem order = NULL; /* a NULL buffer argument: rays in input order */
     if (st->order && nr >= RB_ORDER_MIN_RAYS) {
         uint32_t *chunk = st->order + r0;
-        float lo[3], hi[3];
-        rb_bvh_bounds(job->bvh, lo, hi);
         size_t rec = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
         rb_ray_order(be->ctx->pool, (const char *)job->rays + r0 * rec,
-                     job->dims, nr, lo, hi,
+                     job->dims, nr, st->lo, st->hi,
                      job->mode == RB_MODE_COUNT || job->mode == RB_MODE_ALL,
                      st->keys, chunk);
         if (be->zero_copy)
@@ -642,12 +641,11 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         rc = write_buf(be, RB_CLB_BAD, 0, sizeof none, &none);
     if (!rc && st.plan.bvh)
         rc = upload_nodes(&st);
-    float lo[3], hi[3];
     if (st.plan.bvh)
-        rb_bvh_bounds(job->bvh, lo, hi);
+        rb_bvh_bounds(job->bvh, st.lo, st.hi);
     if (!rc && st.plan.bvh && st.plan.rays >= RB_ORDER_MIN_RAYS &&
         (be->dev.is_gpu || ctx->walk_order == RB_WALK_ORDER_ALWAYS ||
-         rb_order_pays(job->rays, job->dims, job->n_rays, lo, hi,
+         rb_order_pays(job->rays, job->dims, job->n_rays, st.lo, st.hi,
                        job->bvh->n_nodes * sizeof(rb_bvh_node)))) {
         /* The order of every chunk stays until the queue is idle (the
          * device reads it); without memory for it, rays go in input
