@@ -83,6 +83,22 @@ void rbench_summary(rbench_rows *rows, const rbench_cpu_figures *cpu, FILE *f)
                        "bandwidth\n",
                     (unsigned long long)np, v);
         }
+        /* Against the loop that moves pairs' own bytes and computes
+         * nothing: near 1 means the memory system, not the code, holds
+         * pairs below the copy bound. */
+        if (cpu->pairs_traffic_Bps > 0 && cpu->copy_Bps > 0) {
+            double v = pf->value * cpu->copy_Bps / cpu->pairs_traffic_Bps;
+            add(s, cap, ",\"%s\":%.4g",
+                "cpu_pairs_fraction_of_pairs_traffic", v);
+            add(s, cap, ",\"%s\":%.4g",
+                "pairs_traffic_fraction_of_bound",
+                cpu->pairs_traffic_Bps / cpu->copy_Bps);
+            fprintf(f, "  cpu pairs (%llu): %.2f of the pairs traffic "
+                       "loop (the same reads and writes, no computation; "
+                       "that loop reaches %.2f of the bound)\n",
+                    (unsigned long long)np, v,
+                    cpu->pairs_traffic_Bps / cpu->copy_Bps);
+        }
     }
     uint64_t nr = size_for(rows, dev, "count", SUMMARY_RAYS);
     const rbench_row *count = rate(rows, "cpu", dev, "count", nr);
