@@ -372,6 +372,15 @@ static inline void rb_slab_full(const rb_ray_prep *r, const float lo[3],
         pl[1] = hi[a];
         float n = (pl[s] - r->o[a]) * r->inv[a];
         float f = (pl[1 - s] - r->o[a]) * r->inv[a];
+#ifdef __OPENCL_VERSION__
+        /* Kernels keep the plain selects: the masks below cost GPU
+         * kernels registers (scripts/gpu-report.sh's occupancy limit). */
+        int take_n = n > e, take_f = f < x;
+        e = take_n ? n : e;
+        ef = take_n ? (rb_u8)(1 + 2 * a + s) : ef;
+        x = take_f ? f : x;
+        xf = take_f ? (rb_u8)(2 + 2 * a - s) : xf;
+#else
         /* Faces by masks, distances by the max/min idiom (maxss/minss
          * on x86: the same values, NaN included); GCC 12 turned the
          * ternaries that set both from one condition into branches. */
@@ -381,6 +390,7 @@ static inline void rb_slab_full(const rb_ray_prep *r, const float lo[3],
         xf = (rb_u8)((xf & ~mf) | ((2 + 2 * a - s) & mf));
         e = n > e ? n : e;
         x = f < x ? f : x;
+#endif
     }
     float t_enter = (e >= r->tmin ? e : r->tmin) + 0.0f;
     float t_exit = (x <= r->tmax ? x : r->tmax) + 0.0f;
@@ -388,10 +398,15 @@ static inline void rb_slab_full(const rb_ray_prep *r, const float lo[3],
         out->hit = 1;
         out->t_enter = t_enter;
         out->t_exit = t_exit;
+#ifdef __OPENCL_VERSION__
+        out->face = e >= r->tmin ? ef : (rb_u8)RB_FACE_NONE;
+        out->exit_face = x <= r->tmax ? xf : (rb_u8)RB_FACE_NONE;
+#else
         /* Masks again (RB_FACE_NONE is 0): whether the origin lies in
          * the box is as unpredictable as the planes. */
         out->face = (rb_u8)(ef & (0u - (rb_u32)(e >= r->tmin)));
         out->exit_face = (rb_u8)(xf & (0u - (rb_u32)(x <= r->tmax)));
+#endif
         out->reserved = 0;
     } else {
         int box = out->box;
