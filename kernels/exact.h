@@ -291,7 +291,7 @@ static inline int rb_slab_accept(float e, float x)
  * `spread` (a constant: the signs of s change from one call to the next,
  * as a ray's do in the local frames of turned shapes, R12) the host takes
  * it by bits: a branch there mispredicted half the time (obb walks took
- * 4-11% less CPU time without it; docs/benchmarks-shapes.md). Otherwise,
+ * 2-11% less CPU time without it; docs/benchmarks-shapes.md). Otherwise,
  * and in kernels, the plain choice: a ray's own signs are the same for
  * every box it meets, and predicted. */
 #ifdef __OPENCL_VERSION__
