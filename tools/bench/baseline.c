@@ -65,6 +65,14 @@ static void *copy_part(void *p)
     return NULL;
 }
 
+/* The loops' thread count: at least one, at most MAX_THREADS. */
+static unsigned loop_threads(unsigned threads)
+{
+    if (threads < 1)
+        return 1;
+    return threads > MAX_THREADS ? MAX_THREADS : threads;
+}
+
 /* ---- the pairs traffic loop */
 
 typedef struct traffic_job {
@@ -147,10 +155,7 @@ double rbench_pairs_traffic_bandwidth(const rbench_plan *plan,
     size_t n = 2 * bytes / 72 / 64 * 64;
     if (n < 1024)
         n = 1024;
-    if (threads < 1)
-        threads = 1;
-    if (threads > MAX_THREADS)
-        threads = MAX_THREADS;
+    threads = loop_threads(threads);
     traffic_arg c = {aligned_alloc(64, n * 32), aligned_alloc(64, n * 24),
                      aligned_alloc(64, n * 16), n, threads};
     double bw = 0;
@@ -161,12 +166,8 @@ double rbench_pairs_traffic_bandwidth(const rbench_plan *plan,
         uint32_t *w[2] = {(uint32_t *)c.rays, (uint32_t *)c.boxes};
         size_t words[2] = {n * 8, n * 6};
         for (int a = 0; a < 2; a++)
-            for (size_t i = 0; i < words[a]; i++) {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                w[a][i] = (uint32_t)s;
-            }
+            for (size_t i = 0; i < words[a]; i++)
+                w[a][i] = (uint32_t)rbench_xorshift(&s);
         memset(c.out, 0, n * 16);
         if (rbench_time(plan, traffic_once, &c, t) == 0)
             bw = (double)moved / t->median;
@@ -216,10 +217,7 @@ double rbench_copy_bandwidth(const rbench_plan *plan, unsigned threads,
     size_t n = bytes / 4 / 64 * 64;
     if (n < 1024)
         n = 1024;
-    if (threads < 1)
-        threads = 1;
-    if (threads > MAX_THREADS)
-        threads = MAX_THREADS;
+    threads = loop_threads(threads);
     copy_arg c = {aligned_alloc(64, n * 4), aligned_alloc(64, n * 4), n,
                   threads, streaming};
     double bw = 0;
@@ -229,11 +227,9 @@ double rbench_copy_bandwidth(const rbench_plan *plan, unsigned threads,
         uint64_t s = 0x2545f4914f6cdd1dULL;
         uint32_t *a = (uint32_t *)c.a, *b = (uint32_t *)c.b;
         for (size_t i = 0; i < n; i++) {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            a[i] = (uint32_t)s;
-            b[i] = (uint32_t)(s >> 32);
+            uint64_t r = rbench_xorshift(&s);
+            a[i] = (uint32_t)r;
+            b[i] = (uint32_t)(r >> 32);
         }
         if (rbench_time(plan, copy_once, &c, t) == 0)
             bw = 2.0 * (double)(n / threads / 16 * 16 * threads) * 4 /

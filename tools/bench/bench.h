@@ -108,6 +108,16 @@ void rbench_pool_free(rbench_pool *p);
 double rbench_pool_bytes(rbench_pool_kind kind, size_t n_rays, size_t n_boxes);
 
 /* ---- CPU baselines (baseline.c, ref_loop.c), same run, same cores. */
+/* The next state of a xorshift64 generator: the random bits the bandwidth
+ * loops fill their buffers with (so that nothing may compress them). */
+static inline uint64_t rbench_xorshift(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
 double rbench_copy_bandwidth(const rbench_plan *plan, unsigned threads,
                           int streaming, size_t bytes, rbench_timing *t,
                           size_t *bytes_per_call);

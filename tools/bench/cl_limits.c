@@ -159,12 +159,8 @@ static int setup(cl_env *e)
         }
         uint64_t s = 0x9e3779b97f4a7c15ULL * (uint64_t)(k + 1);
         uint64_t *w = e->host[k];
-        for (size_t i = 0; i < e->bytes / 8; i++) {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            w[i] = s;
-        }
+        for (size_t i = 0; i < e->bytes / 8; i++)
+            w[i] = rbench_xorshift(&s);
     }
     memcpy(e->pinned_ptr, e->host[1], e->bytes);
     err = clEnqueueWriteBuffer(e->q, e->a, CL_TRUE, 0, e->bytes, e->host[0],
