@@ -520,6 +520,79 @@ START_TEST(test_scalar_walker)
 }
 END_TEST
 
+/* The ray streams of `any` and `count` (bvh_stream_avx2.c) against the
+ * same tree's one-ray walks, ray by ray; and a stream whose arena is
+ * too short says so instead of answering (the backend then walks its
+ * rays one by one). The query suites above reach streams through the
+ * backend too (tasks of 64 rays or more). */
+START_TEST(test_streams)
+{
+    const rb_bvh_walkers *walk = rb_bvh_walk_pick();
+    if (!walk->stream) {
+        fprintf(stderr, "test_streams: this processor's walkers (%s) have "
+                        "no streams; nothing to compare\n", walk->simd);
+        return;
+    }
+    rb_context *ctx = make_ctx(RB_BVH_USE_ALWAYS, 0);
+    rbt_rng g = {41};
+    enum { NB = 3000, NR = 6000 };
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    rb_ray_prep *prep = calloc(NR, sizeof *prep);
+    uint8_t *any = calloc(NR, 1);
+    uint32_t *count = calloc(NR, sizeof *count);
+    ck_assert(boxes && rays && prep && any && count);
+    size_t nb = rbt_scene_boxes(RBT_SC_CLUSTERED, NB, &g, boxes);
+    rbt_scene_rays(&g, boxes, nb, rays, NR);
+    ck_assert_uint_eq(rb_prep_rays(rays, 3, 0, NR, prep), NR);
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create(ctx, 3, boxes, nb, &scene), RB_OK);
+    const rb_bvh *bvh = rb_scene_bvh(scene);
+    ck_assert(bvh && bvh->depth >= 2);
+    size_t words = rb_bvh_stream_words(NR, bvh->depth);
+    uint32_t *arena = malloc(words * sizeof *arena);
+    ck_assert(arena);
+    rb_bvh_stream st = {.prep = prep, .n = NR, .any = any, .count = count,
+                        .arena = arena, .words = words};
+    ck_assert_int_eq(walk->stream(bvh, &st, RB_MODE_ANY), 0);
+    ck_assert_int_eq(walk->stream(bvh, &st, RB_MODE_COUNT), 0);
+    size_t hits = 0, several = 0;
+    for (size_t i = 0; i < NR; i++) {
+        ck_assert_msg(any[i] == walk->any(bvh, &prep[i]), "any, ray %zu", i);
+        ck_assert_msg(count[i] == walk->count(bvh, &prep[i]), "count, ray %zu",
+                      i);
+        hits += any[i];
+        several += count[i] > 1;
+    }
+    /* Both answers occur, so neither mode can pass by saying one thing. */
+    ck_assert(hits > NR / 10 && hits < NR);
+    ck_assert(several > NR / 20);
+
+    /* Every ray the same, one that hits a box (so it enters a subtree of
+     * the root): each level's lists are as long as the stream, so an
+     * arena for the root alone runs out at the next level. */
+    size_t first = 0;
+    while (!count[first])
+        first++;
+    for (size_t i = 0; i < NR; i++) {
+        prep[i] = prep[first];
+        any[i] = 0;
+    }
+    st.words = (size_t)NR * (2 * RB_BVH_WIDTH + 1);
+    ck_assert_int_eq(walk->stream(bvh, &st, RB_MODE_ANY), -1);
+    ck_assert_int_eq(walk->stream(bvh, &st, RB_MODE_NEAREST), -1);
+
+    rb_scene_destroy(scene);
+    rb_context_destroy(ctx);
+    free(arena);
+    free(boxes);
+    free(rays);
+    free(prep);
+    free(any);
+    free(count);
+}
+END_TEST
+
 /* Invalid rays are found on the hierarchy path as on brute force: the
  * lowest index, whatever order the walk takes (big batches are walked in
  * ray_order.h's order). */
@@ -850,6 +923,7 @@ static Suite *bvh_suite(void)
     tcase_add_test(tc, test_sampled_build);
     tcase_add_test(tc, test_fast_build);
     tcase_add_test(tc, test_scalar_walker);
+    tcase_add_test(tc, test_streams);
     tcase_add_test(tc, test_invalid_rays);
     tcase_add_test(tc, test_out_of_memory);
     tcase_add_test(tc, test_ray_order);

@@ -5,6 +5,7 @@
  * context answers the next query exactly as before. */
 #include <math.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,12 +110,70 @@ START_TEST(test_stop_every_path)
 }
 END_TEST
 
+/* A stream of `count` over a hierarchy (bvh_stream_avx2.c) can hold
+ * seconds of work in one task: every ray in every box. It asks the
+ * callback as it goes, not only between tasks. */
+START_TEST(test_stop_inside_stream)
+{
+    enum { NR = 20000, NB = 4000 };
+    rb_context_options o;
+    rb_context_options_init(&o);
+    o.threads = 1;
+    o.hierarchy = RB_HIERARCHY_ALWAYS;
+    o.backend = RB_BACKEND_CPU;
+    rb_context *ctx = rbt_context_opts(RBT_CPU, &o);
+    rb_backend_info info;
+    rb_context_info(ctx, &info);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    uint32_t *counts = calloc(NR, sizeof *counts);
+    ck_assert(rays && boxes && counts);
+    for (size_t i = 0; i < NR; i++) {
+        rb_ray r = {{-10, 0.5f, 0.5f}, {1, 0, 0}, 0, INFINITY};
+        rays[i] = r;
+    }
+    for (size_t i = 0; i < NB; i++) {
+        rb_box b = {{0, 0, 0}, {1, 1, 1}};
+        boxes[i] = b;
+    }
+    rb_query q = {.mode = RB_MODE_COUNT, .dims = 3, .rays = rays,
+                  .n_rays = NR, .boxes = boxes, .n_boxes = NB};
+    stopper never = {.stop_after = 1 << 30};
+    atomic_init(&never.calls, 0);
+    q.stop = stop_cb;
+    q.stop_user = &never;
+    rb_results r = {.counts = counts, .capacity = NR};
+    ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_OK);
+    for (size_t i = 0; i < NR; i++)
+        ck_assert_uint_eq(counts[i], NB);
+    int calls = atomic_load(&never.calls);
+    if (strcmp(info.simd, "avx2") == 0)
+        ck_assert_msg(calls > 2 * (int)r.info.chunks,
+                      "%d calls for %zu tasks", calls,
+                      (size_t)r.info.chunks);
+    else
+        fprintf(stderr, "test_stop_inside_stream: %s walkers have no "
+                        "streams (%d calls, %zu tasks)\n",
+                info.simd, calls, (size_t)r.info.chunks);
+
+    stopper soon = {.stop_after = 2};
+    atomic_init(&soon.calls, 0);
+    q.stop_user = &soon;
+    ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_ECANCELED);
+    free(rays);
+    free(boxes);
+    free(counts);
+    rb_context_destroy(ctx);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cancel");
     TCase *tc = tcase_create("cancel");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, test_stop_every_path, 0, RBT_BACKENDS);
+    tcase_add_test(tc, test_stop_inside_stream);
     suite_add_tcase(s, tc);
     return rbt_run_suite(s) ? EXIT_FAILURE : EXIT_SUCCESS;
 }

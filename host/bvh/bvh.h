@@ -203,8 +203,48 @@ typedef struct rb_joint_best {
 
 /* ---- traversal of one prepared ray; the same answers as the every-box
  * scans. One table per instruction set, like host/cpu/scan.h. */
+/* A task's rays for rb_bvh_walkers.stream (bvh_stream_avx2.c): the
+ * answers of `any` or `count` for n rays walked together. */
+typedef struct rb_bvh_stream {
+    const rb_ray_prep *prep; /* the n rays */
+    uint32_t n;
+    uint8_t *any;            /* any: n zeros in; 1 where a box is hit */
+    uint32_t *count;         /* count: n zeros in; the hits */
+    uint32_t *arena;         /* scratch of `words` words */
+    size_t words;
+    /* Asked every RB_BVH_STREAM_POLL ray-node tests (a stream can hold
+     * seconds of work: every ray in every box); NULL: never. */
+    int (*stop)(void *user);
+    void *stop_user;
+} rb_bvh_stream;
+
+/* About 0.2-0.5 ms of stream work on the AMD EPYC of docs/benchmarks.md. */
+#define RB_BVH_STREAM_POLL 65536u
+
+/* Arena words that a stream of n rays needs over a tree of `depth` wide
+ * levels: a level's lists take at most eight times its parent's, and a
+ * node being split needs sixteen times its own (bvh_stream_avx2.c). */
+static inline size_t rb_bvh_stream_words(size_t n, unsigned depth)
+{
+    return n * (2 * RB_BVH_WIDTH + 1 + RB_BVH_WIDTH * (size_t)depth);
+}
+
+/* Whether rb_bvh_walkers.stream answers mode: `nearest` gains nothing
+ * from streams (its own near-to-far order is what skips work), `all`
+ * measured 0.92-0.95x at 100K boxes (its lists, scattered over the task,
+ * leave the cache between a ray's nodes). docs/benchmarks.md. */
+static inline int rb_bvh_streams(rb_mode mode)
+{
+    return mode == RB_MODE_ANY || mode == RB_MODE_COUNT;
+}
+
 typedef struct rb_bvh_walkers {
     const char *simd;
+    /* Every ray of s through a box tree, for a mode rb_bvh_streams
+     * accepts; NULL where the processor has none. Returns 0; -1 when
+     * s->words is short of rb_bvh_stream_words(n, bvh->depth); 1 when
+     * s->stop said stop; the answers are then partly written. */
+    int (*stream)(const rb_bvh *bvh, rb_bvh_stream *s, rb_mode mode);
     /* The least (t_enter, original index) hit, with faces from
      * rb_slab_full; out->box is the original index, or a miss. */
     void (*nearest)(const rb_bvh *bvh, const rb_ray_prep *r, rb_hit *out);
@@ -259,6 +299,7 @@ typedef struct rb_bvh_walkers {
 extern const rb_bvh_walkers rb_bvh_walk_scalar;
 #ifdef RB_HAVE_AVX2
 extern const rb_bvh_walkers rb_bvh_walk_avx2;
+int rb_bvh_stream_avx2(const rb_bvh *bvh, rb_bvh_stream *s, rb_mode mode);
 #endif
 /* The best table this processor runs; RAYBOX_SIMD=scalar forces the
  * portable one. */

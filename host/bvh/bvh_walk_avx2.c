@@ -110,6 +110,7 @@ static inline unsigned lanes_eq(const float e[RB_BVH_WIDTH], float t)
 }
 
 #define WALK_TABLE rb_bvh_walk_avx2
+#define WALK_STREAM rb_bvh_stream_avx2
 #define WALK_SIMD "avx2"
 #include "bvh_walk.inc"
 #else

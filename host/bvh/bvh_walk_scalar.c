@@ -79,6 +79,7 @@ static inline unsigned lanes_eq(const float e[RB_BVH_WIDTH], float t)
 }
 
 #define WALK_TABLE rb_bvh_walk_scalar
+#define WALK_STREAM NULL
 #define WALK_SIMD "scalar"
 #include "bvh_walk.inc"
 

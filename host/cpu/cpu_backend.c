@@ -32,6 +32,24 @@
 #define SMALL_BVH_RAYS 256      /* the same for hierarchy walks (~1 us/ray) */
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
 #define WALK_PREFETCH 8         /* rays fetched ahead in walk order */
+/* Ray streams (bvh_stream_avx2.c) for `any` and `count`: a task's rays
+ * walk the tree together when each task gets at least STREAM_MIN_RAYS
+ * (fewer share too few nodes to pay for their lists); tasks of
+ * STREAM_PER_TASK rays measured faster than 4096 or 65536 at 100K boxes
+ * (docs/benchmarks.md, "Ray streams"), and need ~5.5 MB of scratch a
+ * worker there; deeper trees get shorter tasks within
+ * STREAM_WORKER_MAX_BYTES. */
+#define STREAM_MIN_RAYS 64
+#define STREAM_PER_TASK 16384
+#define STREAM_WORKER_MAX_BYTES ((size_t)32 << 20)
+/* `any` walks a task's first STREAM_TRIAL_RAYS one by one with the
+ * blockers list of blockers.h; if the list answered at least 1 in
+ * STREAM_BLOCKERS_RATE of its trial's lookups (coherent rays: a
+ * line-of-sight batch answers 19-32 of 32, random rays 4-9), the rest go
+ * one by one too, which is faster there than a stream (1.08x the
+ * explicit segments' rate against streaming them, docs/benchmarks.md). */
+#define STREAM_TRIAL_RAYS (2 * RB_BLOCKERS_TRIAL)
+#define STREAM_BLOCKERS_RATE 2
 
 typedef struct worker_scratch {
     rb_ray_prep prep[RAYS_PER_TASK_MAX];
@@ -57,6 +75,10 @@ typedef struct cpu_run {
     rb_results *res;
     size_t per_task;
     const uint32_t *order;   /* walks: ray order, or NULL for 0..n-1 */
+    /* Streams: stream_bytes of stream_mem per worker, for tasks of at
+     * most per_task rays; stream_bytes 0: every ray walks alone. */
+    char *stream_mem;
+    size_t stream_bytes;
     /* Lowest invalid element seen, as index * 2 + (1 for a box). */
     atomic_uint_fast64_t bad;
     atomic_int stopped;      /* the job's stop callback said stop */
@@ -151,17 +173,17 @@ static void scan_group(cpu_run *run, worker_scratch *w, size_t begin,
     }
 }
 
-/* Walks rays [begin, end) of the run's order through the hierarchy;
- * `any` first tests the boxes that stopped the range's last few rays
+/* Walks rays [begin, end) of the run's order through the hierarchy one
+ * by one; `any` first tests the boxes that stopped the last few rays
  * (blockers.h: neighbours in walk order often share them). */
-static void walk_range(cpu_run *run, size_t begin, size_t end)
+static void walk_rays(cpu_run *run, size_t begin, size_t end,
+                      rb_blockers *recent)
 {
     const rb_job *job = run->job;
     const rb_bvh *bvh = job->bvh;
     const rb_bvh_walkers *walk = run->be->walk;
     rb_results *res = run->res;
     size_t ray_size = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
-    rb_blockers recent = {.n = 0};
     for (size_t j = begin; j < end; j++) {
         size_t i = run->order ? run->order[j] : j;
         if (run->order && j + WALK_PREFETCH < end) {
@@ -188,7 +210,7 @@ static void walk_range(cpu_run *run, size_t begin, size_t end)
             walk->nearest(bvh, &p, &res->hits[i]);
             break;
         case RB_MODE_ANY:
-            res->any[i] = (uint8_t)rb_blockers_any(&recent, bvh, walk, &p);
+            res->any[i] = (uint8_t)rb_blockers_any(recent, bvh, walk, &p);
             break;
         case RB_MODE_COUNT:
             res->counts[i] = walk->count(bvh, &p);
@@ -201,6 +223,114 @@ static void walk_range(cpu_run *run, size_t begin, size_t end)
             break;
         }
     }
+}
+
+/* A worker's part of run->stream_mem, for tasks of n rays. */
+typedef struct stream_scratch {
+    rb_ray_prep *prep;
+    uint32_t *index, *count, *arena;
+    uint8_t *any;
+    size_t words;
+} stream_scratch;
+
+static size_t stream_layout(size_t n, unsigned depth, char *base,
+                            stream_scratch *s)
+{
+    size_t at = 0, words = rb_bvh_stream_words(n, depth);
+#define PLACE(field, bytes)                                                    \
+    do {                                                                       \
+        if (base)                                                              \
+            s->field = (void *)(base + at);                                    \
+        at += ((bytes) + 63) / 64 * 64;                                        \
+    } while (0)
+    PLACE(prep, n * sizeof(rb_ray_prep));
+    PLACE(index, n * sizeof(uint32_t));
+    PLACE(count, n * sizeof(uint32_t));
+    PLACE(any, n);
+    PLACE(arena, words * sizeof(uint32_t));
+#undef PLACE
+    if (base)
+        s->words = words;
+    return at;
+}
+
+static int job_stop(void *job)
+{
+    return rb_job_stopped(job);
+}
+
+/* Rays [begin, end) of the run's order through the hierarchy as one
+ * stream (bvh_stream_avx2.c). Returns 0; -1 when the stream could not
+ * run (its answers are then to be walked again); 1 when the job was
+ * stopped. */
+static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
+                       size_t end)
+{
+    const rb_job *job = run->job;
+    rb_results *res = run->res;
+    size_t ray_size = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
+    stream_scratch w = {0};
+    stream_layout(run->per_task, job->bvh->depth,
+                  run->stream_mem + (size_t)worker * run->stream_bytes, &w);
+    uint32_t n = 0;
+    for (size_t j = begin; j < end; j++) {
+        size_t i = run->order ? run->order[j] : j;
+        if (run->order && j + WALK_PREFETCH < end)
+            __builtin_prefetch((const char *)job->rays +
+                               run->order[j + WALK_PREFETCH] * ray_size);
+        if (rb_prep_rays(job->rays, job->dims, i, i + 1, &w.prep[n]) !=
+            i + 1) {
+            note_bad(run, i, RB_ELEMENT_RAY);
+            continue;
+        }
+        w.index[n] = (uint32_t)i;
+        w.any[n] = 0;
+        w.count[n] = 0;
+        n++;
+    }
+    rb_bvh_stream s = {.prep = w.prep,
+                       .n = n,
+                       .any = w.any,
+                       .count = w.count,
+                       .arena = w.arena,
+                       .words = w.words,
+                       .stop = job->stop ? job_stop : NULL,
+                       .stop_user = (void *)job};
+    int rc = run->be->walk->stream(job->bvh, &s, job->mode);
+    if (rc != 0)
+        return rc;
+    for (uint32_t q = 0; q < n; q++) {
+        if (job->mode == RB_MODE_ANY)
+            res->any[w.index[q]] = w.any[q];
+        else
+            res->counts[w.index[q]] = w.count[q];
+    }
+    return 0;
+}
+
+/* Rays [begin, end) of the run's order through the hierarchy: as a
+ * stream where the run has one (after `any`'s trial of the blockers
+ * list), else one by one. */
+static void walk_range(cpu_run *run, unsigned worker, size_t begin,
+                       size_t end)
+{
+    rb_blockers recent = {.n = 0};
+    if (run->stream_bytes && run->job->mode == RB_MODE_ANY) {
+        size_t trial = end - begin < STREAM_TRIAL_RAYS ? end - begin
+                                                       : STREAM_TRIAL_RAYS;
+        walk_rays(run, begin, begin + trial, &recent);
+        begin += trial;
+    }
+    int blockers_pay = recent.tries >= RB_BLOCKERS_TRIAL &&
+                       recent.hits * STREAM_BLOCKERS_RATE >= RB_BLOCKERS_TRIAL;
+    if (run->stream_bytes && begin < end && !blockers_pay) {
+        int rc = stream_rays(run, worker, begin, end);
+        if (rc == 1)
+            atomic_store(&run->stopped, 1);
+        if (rc >= 0)
+            return;
+    }
+    walk_rays(run, begin, end, &recent);
 }
 
 static void cpu_task(void *arg, size_t task, unsigned worker)
@@ -218,7 +348,7 @@ static void cpu_task(void *arg, size_t task, unsigned worker)
         return;
     }
     if (job->bvh && job->mode != RB_MODE_PAIRS) {
-        walk_range(run, begin, end);
+        walk_range(run, worker, begin, end);
         return;
     }
     /* An earlier element is already known bad: this task cannot matter. */
@@ -262,12 +392,33 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     rb_workmem *work = &be->ctx->workmem;
     size_t order_bytes = job->n_rays * sizeof *order;
     size_t keys_bytes = 2 * job->n_rays * sizeof *keys;
+    size_t stream_total = 0;
     if (job->mode == RB_MODE_PAIRS) {
         run.per_task = PAIRS_PER_TASK;
     } else if (job->bvh) {
         size_t per = job->n_rays / ((size_t)be->workers * 8);
-        run.per_task = per < 1 ? 1 : per > WALK_PER_TASK ? WALK_PER_TASK
-                                                         : per;
+        int stream = be->walk->stream && rb_bvh_streams(job->mode) &&
+                     per >= STREAM_MIN_RAYS;
+        size_t most = stream ? STREAM_PER_TASK : WALK_PER_TASK;
+        run.per_task = per < 1 ? 1 : per > most ? most : per;
+        if (stream) {
+            /* Deep trees get shorter streams, not more memory. */
+            size_t one = stream_layout(1, job->bvh->depth, NULL, NULL);
+            if (run.per_task * one > STREAM_WORKER_MAX_BYTES)
+                run.per_task = STREAM_WORKER_MAX_BYTES / one;
+            stream = run.per_task >= STREAM_MIN_RAYS;
+            if (!stream)
+                run.per_task = per > WALK_PER_TASK ? WALK_PER_TASK : per;
+        }
+        if (stream) {
+            /* Without memory for the streams, rays walk one by one. */
+            run.stream_bytes =
+                stream_layout(run.per_task, job->bvh->depth, NULL, NULL);
+            stream_total = run.stream_bytes * be->workers;
+            run.stream_mem = rb_workmem_take(work, &stream_total);
+            if (!run.stream_mem)
+                run.stream_bytes = 0;
+        }
         float lo[3], hi[3];
         rb_bvh_bounds(job->bvh, lo, hi);
         int sort = be->ctx->walk_order == RB_WALK_ORDER_ALWAYS
@@ -304,6 +455,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         rb_pool_run(be->ctx->pool, tasks, cpu_task, &run);
     }
     rb_workmem_give(work, order, order_bytes);
+    rb_workmem_give(work, run.stream_mem, stream_total);
 
     res->info.chunks = tasks;
     rb_copy_str(res->info.device, sizeof res->info.device, be->cpu_name);

@@ -1,0 +1,174 @@
+/*
+ * bvh_stream_avx2.c - a task's rays walk a box tree together, for `any`
+ * and `count`, whose answers do not depend on the order of the walk:
+ * each node is read once for all the task's rays that reach it, not once
+ * per ray.
+ *
+ * Why: a ray's walk reads ~10 nodes of 256 bytes, most of them missing
+ * the L2 cache once the tree outgrows it, and the one-ray walk
+ * (bvh_walk.inc) waits on them: a ray has few children to prefetch. Here
+ * a node is popped with the list of the task's rays that entered it,
+ * tested against each of them from registers, and each child gets the
+ * list of the rays that enter it (breadth within a node, depth first
+ * over the tree: Barringer and Akenine-Moller 2014, "Dynamic ray stream
+ * traversal"). docs/benchmarks.md, "Ray streams", has the figures.
+ *
+ * Exactness: a slot's distances are those of test_node in
+ * bvh_walk_avx2.c, operation for operation (each axis's near and far
+ * plane chosen by the sign bit of the ray's inverse as there, here by a
+ * blend instead of row offsets), and a slot passes by the same compare
+ * with limit = tmax. So a ray enters exactly the subtrees and hits
+ * exactly the boxes that its own walk does, and `any` and `count` are
+ * the same. Compiled with -mavx2 only, no FMA, -ffp-contract=off.
+ *
+ * Memory: the rays' indexes live in one arena used as a stack. A popped
+ * node's list ends at the arena's top; its rays are scattered into
+ * eight regions of the list's length above it (one a child, written
+ * without a branch on the mask), then the non-empty ones are copied down
+ * to the top, the child with the most rays last, so that it is popped
+ * first (its rays are the likeliest to end `any` early; measured better
+ * than slot order or the rays' mean entry distance). A level thus adds at
+ * most eight times its list, which bounds the arena
+ * (rb_bvh_stream_words).
+ */
+#ifdef RB_HAVE_AVX2
+#include <float.h>
+#include <immintrin.h>
+#include <string.h>
+
+#include "bvh.h"
+
+typedef struct pending {
+    uint32_t node, off, cnt; /* the node; its rays' list in the arena */
+} pending;
+
+/* The slots of a node (its planes lo, hi) that ray rp passes, as
+ * test_node computes them for a box tree with limit = tmax. */
+static inline unsigned pass_mask(const rb_ray_prep *rp, const __m256 lo[3],
+                                 const __m256 hi[3])
+{
+    __m256 e = _mm256_broadcast_ss(&rp->tmin);
+    __m256 x = _mm256_set1_ps(INFINITY);
+    for (int a = 0; a < 3; a++) {
+        __m256 o = _mm256_broadcast_ss(&rp->o[a]);
+        __m256 inv = _mm256_broadcast_ss(&rp->inv[a]);
+        /* blendv takes its second operand where the mask's sign bit is
+         * set: the hi plane is the near one when inv is negative. */
+        __m256 ne = _mm256_mul_ps(
+            _mm256_sub_ps(_mm256_blendv_ps(lo[a], hi[a], inv), o), inv);
+        __m256 fa = _mm256_mul_ps(
+            _mm256_sub_ps(_mm256_blendv_ps(hi[a], lo[a], inv), o), inv);
+        e = _mm256_max_ps(ne, e);
+        x = _mm256_min_ps(fa, x);
+    }
+    /* test_node's cap: tmax, or FLT_MAX for an infinite one (e finite) */
+    __m256 cap = _mm256_min_ps(_mm256_broadcast_ss(&rp->tmax),
+                               _mm256_set1_ps(FLT_MAX));
+    return (unsigned)_mm256_movemask_ps(
+        _mm256_cmp_ps(e, _mm256_min_ps(x, cap), _CMP_LE_OQ));
+}
+
+static inline __attribute__((always_inline)) int
+stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode)
+{
+    if (!bvh->n_nodes || !s->n)
+        return 0;
+    if (s->words < (size_t)s->n * (2 * RB_BVH_WIDTH + 1))
+        return -1;
+    const rb_bvh_node *nodes = bvh->nodes;
+    uint32_t *arena = s->arena;
+    /* A pop leaves at most 7 siblings a level above it and pushes at
+     * most 8 children: at most 7 * depth + 1 entries, RB_BVH_STACK. */
+    pending stack[RB_BVH_STACK];
+    int sp = 0;
+    for (uint32_t i = 0; i < s->n; i++)
+        arena[i] = i;
+    stack[sp++] = (pending){0, 0, s->n};
+    uint32_t work = 0;
+    while (sp) {
+        pending p = stack[--sp];
+        work += p.cnt;
+        if (work >= RB_BVH_STREAM_POLL) {
+            work = 0;
+            if (s->stop && s->stop(s->stop_user))
+                return 1;
+        }
+        const rb_bvh_node *nd = &nodes[p.node];
+        uint32_t top = p.off + p.cnt;
+        const uint32_t *list = arena + p.off;
+        /* Never with a tree of the depth it was sized for: then the
+         * caller walks the task's rays one by one. */
+        if (top + (size_t)2 * RB_BVH_WIDTH * p.cnt > s->words)
+            return -1;
+        uint32_t *region = arena + top + RB_BVH_WIDTH * p.cnt;
+        /* The inner slots, in order (an empty slot's child is 0, the
+         * root, never a child): the scatter below writes only their
+         * regions, as many each ray of this node, so the loop's exit is
+         * predicted, and a node of boxes only writes none. */
+        unsigned slot[RB_BVH_WIDTH], n_inner = 0;
+        for (unsigned k = 0; k < RB_BVH_WIDTH; k++)
+            if (!(nd->boxes >> k & 1u) && nd->child[k])
+                slot[n_inner++] = k;
+        uint32_t c[RB_BVH_WIDTH] = {0};
+        __m256 lo[3], hi[3];
+        for (int a = 0; a < 3; a++) {
+            lo[a] = _mm256_load_ps(nd->lo[a]);
+            hi[a] = _mm256_load_ps(nd->hi[a]);
+        }
+        unsigned boxes = nd->boxes;
+        for (uint32_t q = 0; q < p.cnt; q++) {
+            uint32_t r = list[q];
+            if (mode == RB_MODE_ANY && s->any[r])
+                continue; /* a box was hit under another child */
+            unsigned m = pass_mask(&s->prep[r], lo, hi);
+            unsigned hit = m & boxes;
+            if (mode == RB_MODE_ANY && hit) {
+                s->any[r] = 1;
+                continue;
+            }
+            if (mode == RB_MODE_COUNT)
+                s->count[r] += (uint32_t)__builtin_popcount(hit);
+            /* Every inner slot's region gets the ray, only the passed
+             * ones count it: no branch on the mask. */
+            for (unsigned j = 0; j < n_inner; j++) {
+                region[j * p.cnt + c[j]] = r;
+                c[j] += (m >> slot[j]) & 1u;
+            }
+        }
+        unsigned inner = 0;
+        for (unsigned j = 0; j < n_inner; j++)
+            inner |= (c[j] != 0) << j;
+        uint32_t at = top;
+        while (inner) {
+            /* The fewest rays first (ties: the lowest slot), so the most
+             * are popped first; k indexes slot[]. */
+            unsigned k = (unsigned)__builtin_ctz(inner);
+            for (unsigned t = inner & (inner - 1); t; t &= t - 1) {
+                unsigned u = (unsigned)__builtin_ctz(t);
+                if (c[u] < c[k])
+                    k = u;
+            }
+            inner &= ~(1u << k);
+            memcpy(arena + at, region + k * p.cnt, c[k] * sizeof *arena);
+            stack[sp++] = (pending){nd->child[slot[k]], at, c[k]};
+            at += c[k];
+        }
+    }
+    return 0;
+}
+
+int rb_bvh_stream_avx2(const rb_bvh *bvh, rb_bvh_stream *s, rb_mode mode)
+{
+    switch (mode) {
+    case RB_MODE_ANY:
+        return stream_walk(bvh, s, RB_MODE_ANY);
+    case RB_MODE_COUNT:
+        return stream_walk(bvh, s, RB_MODE_COUNT);
+    default:
+        return -1; /* not streamed (rb_bvh_streams says which) */
+    }
+}
+#else
+/* Keeps the translation unit non-empty on other processors. */
+typedef int rb_bvh_stream_avx2_unused;
+#endif
