@@ -204,9 +204,14 @@ typedef struct rb_joint_best {
 /* ---- traversal of one prepared ray; the same answers as the every-box
  * scans. One table per instruction set, like host/cpu/scan.h. */
 /* A task's rays for rb_bvh_walkers.stream (bvh_stream_avx2.c): the
- * answers of `any` or `count` for n rays walked together. */
+ * answers of `any` or `count` for n rays walked together, through a tree
+ * of kind `tree` (RB_TREE_*: a shape or joint tree as the walks of
+ * bvh_walk.inc take them, for rays the tree's widening covers). */
 typedef struct rb_bvh_stream {
+    int tree;
     const rb_ray_prep *prep; /* the n rays */
+    const rb_ray_raw *raw;   /* shape and joint trees: the same rays raw */
+    const rb_shape_view *view; /* shape and joint trees: their records */
     uint32_t n;
     uint8_t *any;            /* any: n zeros in; 1 where a box is hit */
     uint32_t *count;         /* count: n zeros in; the hits */
@@ -240,7 +245,7 @@ static inline int rb_bvh_streams(rb_mode mode)
 
 typedef struct rb_bvh_walkers {
     const char *simd;
-    /* Every ray of s through a box tree, for a mode rb_bvh_streams
+    /* Every ray of s through its tree, for a mode rb_bvh_streams
      * accepts; NULL where the processor has none. Returns 0; -1 when
      * s->words is short of rb_bvh_stream_words(n, bvh->depth); 1 when
      * s->stop said stop; the answers are then partly written. */

@@ -1,8 +1,9 @@
 /*
- * bvh_stream_avx2.c - a task's rays walk a box tree together, for `any`
- * and `count`, whose answers do not depend on the order of the walk:
- * each node is read once for all the task's rays that reach it, not once
- * per ray.
+ * bvh_stream_avx2.c - a task's rays walk a tree together, for `any` and
+ * `count`, whose answers do not depend on the order of the walk: each
+ * node is read once for all the task's rays that reach it, not once per
+ * ray. Box trees, and shape and joint trees (bvh_shapes.c) for the rays
+ * their widening covers, with the slot rules of bvh_walk.inc.
  *
  * Why: a ray's walk reads ~10 nodes of 256 bytes, most of them missing
  * the L2 cache once the tree outgrows it, and the one-ray walk
@@ -17,9 +18,11 @@
  * bvh_walk_avx2.c, operation for operation (each axis's near and far
  * plane chosen by the sign bit of the ray's inverse as there, here by a
  * blend instead of row offsets), and a slot passes by the same compare
- * with limit = tmax. So a ray enters exactly the subtrees and hits
- * exactly the boxes that its own walk does, and `any` and `count` are
- * the same. Compiled with -mavx2 only, no FMA, -ffp-contract=off.
+ * with limit = tmax (padded where that walk pads). So a ray enters
+ * exactly the subtrees, hits exactly the boxes and tests exactly the
+ * shape candidates (with rb_shape_hit, as there) that its own walk does,
+ * and `any` and `count` are the same. Compiled with -mavx2 only, no FMA,
+ * -ffp-contract=off.
  *
  * Memory: the rays' indexes live in one arena used as a stack. A popped
  * node's list ends at the arena's top; its rays are scattered into
@@ -43,9 +46,12 @@ typedef struct pending {
 } pending;
 
 /* The slots of a node (its planes lo, hi) that ray rp passes, as
- * test_node computes them for a box tree with limit = tmax. */
+ * test_node computes them with limit = tmax: unpadded (the box tree's
+ * compare, and a joint tree's boxes') and, for shape and joint trees,
+ * padded in *padded (the shape trees' slots). */
 static inline unsigned pass_mask(const rb_ray_prep *rp, const __m256 lo[3],
-                                 const __m256 hi[3])
+                                 const __m256 hi[3], const int tree,
+                                 unsigned *padded)
 {
     __m256 e = _mm256_broadcast_ss(&rp->tmin);
     __m256 x = _mm256_set1_ps(INFINITY);
@@ -64,12 +70,25 @@ static inline unsigned pass_mask(const rb_ray_prep *rp, const __m256 lo[3],
     /* test_node's cap: tmax, or FLT_MAX for an infinite one (e finite) */
     __m256 cap = _mm256_min_ps(_mm256_broadcast_ss(&rp->tmax),
                                _mm256_set1_ps(FLT_MAX));
-    return (unsigned)_mm256_movemask_ps(
-        _mm256_cmp_ps(e, _mm256_min_ps(x, cap), _CMP_LE_OQ));
+    unsigned pass = 0;
+    if (tree != RB_TREE_SHAPES)
+        pass = (unsigned)_mm256_movemask_ps(
+            _mm256_cmp_ps(e, _mm256_min_ps(x, cap), _CMP_LE_OQ));
+    if (tree != RB_TREE_BOXES) {
+        __m256 xp = _mm256_mul_ps(
+            x, _mm256_blendv_ps(
+                   _mm256_set1_ps(RB_BVH_PAD_DOWN),
+                   _mm256_set1_ps(RB_BVH_PAD_UP),
+                   _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ)));
+        *padded = (unsigned)_mm256_movemask_ps(
+            _mm256_cmp_ps(e, _mm256_min_ps(xp, cap), _CMP_LE_OQ));
+    }
+    return pass;
 }
 
 static inline __attribute__((always_inline)) int
-stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode)
+stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
+            const int tree)
 {
     if (!bvh->n_nodes || !s->n)
         return 0;
@@ -115,12 +134,19 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode)
             lo[a] = _mm256_load_ps(nd->lo[a]);
             hi[a] = _mm256_load_ps(nd->hi[a]);
         }
-        unsigned boxes = nd->boxes;
+        /* Leaves: a box tree's are boxes; a shape tree's are shapes
+         * (a joint tree's boxes among them skipped: the box pass answers
+         * them); a joint tree's exact ones are boxes, the rest shapes. */
+        unsigned boxes = tree == RB_TREE_BOXES    ? nd->boxes
+                         : tree == RB_TREE_JOINT ? nd->exact
+                                                  : 0;
+        unsigned shapes = tree == RB_TREE_BOXES ? 0 : nd->boxes & ~nd->exact;
         for (uint32_t q = 0; q < p.cnt; q++) {
             uint32_t r = list[q];
             if (mode == RB_MODE_ANY && s->any[r])
-                continue; /* a box was hit under another child */
-            unsigned m = pass_mask(&s->prep[r], lo, hi);
+                continue; /* a leaf was hit under another child */
+            unsigned padded = 0;
+            unsigned m = pass_mask(&s->prep[r], lo, hi, tree, &padded);
             unsigned hit = m & boxes;
             if (mode == RB_MODE_ANY && hit) {
                 s->any[r] = 1;
@@ -128,6 +154,30 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode)
             }
             if (mode == RB_MODE_COUNT)
                 s->count[r] += (uint32_t)__builtin_popcount(hit);
+            if (tree != RB_TREE_BOXES) {
+                /* Candidates get the exact test of every other path;
+                 * inner slots the padded compare. */
+                unsigned cand = padded & shapes;
+                int stop = 0;
+                while (cand) {
+                    unsigned k = (unsigned)__builtin_ctz(cand);
+                    cand &= cand - 1;
+                    float te, tx;
+                    if (!rb_shape_hit(s->view, nd->child[k], &s->raw[r],
+                                      &te, &tx))
+                        continue;
+                    if (mode == RB_MODE_ANY) {
+                        stop = 1;
+                        break;
+                    }
+                    s->count[r]++;
+                }
+                if (stop) {
+                    s->any[r] = 1;
+                    continue;
+                }
+                m = padded;
+            }
             /* Every inner slot's region gets the ray, only the passed
              * ones count it: no branch on the mask. */
             for (unsigned j = 0; j < n_inner; j++) {
@@ -159,14 +209,24 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode)
 
 int rb_bvh_stream_avx2(const rb_bvh *bvh, rb_bvh_stream *s, rb_mode mode)
 {
+#define TREES(m)                                                               \
+    switch (s->tree) {                                                         \
+    case RB_TREE_BOXES:                                                        \
+        return stream_walk(bvh, s, m, RB_TREE_BOXES);                          \
+    case RB_TREE_SHAPES:                                                       \
+        return stream_walk(bvh, s, m, RB_TREE_SHAPES);                         \
+    default:                                                                   \
+        return stream_walk(bvh, s, m, RB_TREE_JOINT);                          \
+    }
     switch (mode) {
     case RB_MODE_ANY:
-        return stream_walk(bvh, s, RB_MODE_ANY);
+        TREES(RB_MODE_ANY)
     case RB_MODE_COUNT:
-        return stream_walk(bvh, s, RB_MODE_COUNT);
+        TREES(RB_MODE_COUNT)
     default:
         return -1; /* not streamed (rb_bvh_streams says which) */
     }
+#undef TREES
 }
 #else
 /* Keeps the translation unit non-empty on other processors. */

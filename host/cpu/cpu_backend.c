@@ -24,6 +24,7 @@
 #include "cpu_visibility.h"
 #include "ray_order.h"
 #include "scan.h"
+#include "stream_scratch.h"
 
 #define RAYS_PER_TASK_MAX 64    /* rays sharing one walk over the boxes */
 #define BOX_BLOCK 1024          /* 24 KiB of box planes: fits L1 */
@@ -32,16 +33,6 @@
 #define SMALL_BVH_RAYS 256      /* the same for hierarchy walks (~1 us/ray) */
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
 #define WALK_PREFETCH 8         /* rays fetched ahead in walk order */
-/* Ray streams (bvh_stream_avx2.c) for `any` and `count`: a task's rays
- * walk the tree together when each task gets at least STREAM_MIN_RAYS
- * (fewer share too few nodes to pay for their lists); tasks of
- * STREAM_PER_TASK rays measured faster than 4096 or 65536 at 100K boxes
- * (docs/benchmarks.md, "Ray streams"), and need ~5.5 MB of scratch a
- * worker there; deeper trees get shorter tasks within
- * STREAM_WORKER_MAX_BYTES. */
-#define STREAM_MIN_RAYS 64
-#define STREAM_PER_TASK 16384
-#define STREAM_WORKER_MAX_BYTES ((size_t)32 << 20)
 /* `any` walks a task's first STREAM_TRIAL_RAYS one by one with the
  * blockers list of blockers.h; if the list answered at least 1 in
  * STREAM_BLOCKERS_RATE of its trial's lookups (coherent rays: a
@@ -225,35 +216,6 @@ static void walk_rays(cpu_run *run, size_t begin, size_t end,
     }
 }
 
-/* A worker's part of run->stream_mem, for tasks of n rays. */
-typedef struct stream_scratch {
-    rb_ray_prep *prep;
-    uint32_t *index, *count, *arena;
-    uint8_t *any;
-    size_t words;
-} stream_scratch;
-
-static size_t stream_layout(size_t n, unsigned depth, char *base,
-                            stream_scratch *s)
-{
-    size_t at = 0, words = rb_bvh_stream_words(n, depth);
-#define PLACE(field, bytes)                                                    \
-    do {                                                                       \
-        if (base)                                                              \
-            s->field = (void *)(base + at);                                    \
-        at += ((bytes) + 63) / 64 * 64;                                        \
-    } while (0)
-    PLACE(prep, n * sizeof(rb_ray_prep));
-    PLACE(index, n * sizeof(uint32_t));
-    PLACE(count, n * sizeof(uint32_t));
-    PLACE(any, n);
-    PLACE(arena, words * sizeof(uint32_t));
-#undef PLACE
-    if (base)
-        s->words = words;
-    return at;
-}
-
 static int job_stop(void *job)
 {
     return rb_job_stopped(job);
@@ -269,9 +231,10 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
     const rb_job *job = run->job;
     rb_results *res = run->res;
     size_t ray_size = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
-    stream_scratch w = {0};
-    stream_layout(run->per_task, job->bvh->depth,
-                  run->stream_mem + (size_t)worker * run->stream_bytes, &w);
+    rb_stream_scratch w = {0};
+    rb_stream_layout(run->per_task, job->bvh->depth, 0,
+                     run->stream_mem + (size_t)worker * run->stream_bytes,
+                     &w);
     uint32_t n = 0;
     for (size_t j = begin; j < end; j++) {
         size_t i = run->order ? run->order[j] : j;
@@ -288,7 +251,8 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
         w.count[n] = 0;
         n++;
     }
-    rb_bvh_stream s = {.prep = w.prep,
+    rb_bvh_stream s = {.tree = RB_TREE_BOXES,
+                       .prep = w.prep,
                        .n = n,
                        .any = w.any,
                        .count = w.count,
@@ -397,28 +361,23 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         run.per_task = PAIRS_PER_TASK;
     } else if (job->bvh) {
         size_t per = job->n_rays / ((size_t)be->workers * 8);
-        int stream = be->walk->stream && rb_bvh_streams(job->mode) &&
-                     per >= STREAM_MIN_RAYS;
-        size_t most = stream ? STREAM_PER_TASK : WALK_PER_TASK;
-        run.per_task = per < 1 ? 1 : per > most ? most : per;
-        if (stream) {
-            /* Deep trees get shorter streams, not more memory. */
-            size_t one = stream_layout(1, job->bvh->depth, NULL, NULL);
-            if (run.per_task * one > STREAM_WORKER_MAX_BYTES)
-                run.per_task = STREAM_WORKER_MAX_BYTES / one;
-            stream = run.per_task >= STREAM_MIN_RAYS;
-            if (!stream)
-                run.per_task = per > WALK_PER_TASK ? WALK_PER_TASK : per;
-        }
+        size_t stream = be->walk->stream && rb_bvh_streams(job->mode)
+                            ? rb_stream_task_rays(per, job->bvh->depth, 0)
+                            : 0;
         if (stream) {
             /* Without memory for the streams, rays walk one by one. */
+            run.per_task = stream;
             run.stream_bytes =
-                stream_layout(run.per_task, job->bvh->depth, NULL, NULL);
+                rb_stream_layout(stream, job->bvh->depth, 0, NULL, NULL);
             stream_total = run.stream_bytes * be->workers;
             run.stream_mem = rb_workmem_take(work, &stream_total);
             if (!run.stream_mem)
                 run.stream_bytes = 0;
         }
+        if (!run.stream_bytes)
+            run.per_task = per < 1           ? 1
+                           : per > WALK_PER_TASK ? WALK_PER_TASK
+                                                 : per;
         float lo[3], hi[3];
         rb_bvh_bounds(job->bvh, lo, hi);
         int sort = be->ctx->walk_order == RB_WALK_ORDER_ALWAYS

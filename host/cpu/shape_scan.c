@@ -10,6 +10,11 @@
  * rb_joint_run is both passes at once over a joint tree (boxes and
  * bounded shapes in one hierarchy): a mixed scene then costs one walk a
  * ray instead of a walk of the box tree and one of the shape tree.
+ *
+ * `any` and `count` walk a task's rays through the tree as one ray
+ * stream (bvh/bvh_stream_avx2.c, where the walkers have one), as the box
+ * walk does (cpu_backend.c); rays outside the tree's widening, and every
+ * other mode, go one by one.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -18,6 +23,7 @@
 #include "../internal.h"
 #include "../threadpool.h"
 #include "ray_order.h"
+#include "stream_scratch.h"
 
 #define RAYS_PER_TASK 256
 #define PREFETCH 8 /* rays fetched ahead in walk order */
@@ -37,6 +43,11 @@ typedef struct shape_run {
     atomic_int stopped;
     int joint;                 /* rb_joint_run: boxes in the same walk */
     atomic_uint_fast64_t bad;  /* joint: the lowest invalid ray */
+    size_t per_task;
+    /* Ray streams (stream_scratch.h) for `any` and `count`: stream_bytes
+     * of stream_mem a worker; 0: every ray walks alone. */
+    char *stream_mem;
+    size_t stream_bytes;
 } shape_run;
 
 static rb_ray_raw raw_of(const rb_ray *r)
@@ -206,9 +217,111 @@ static void joint_ray(shape_run *run, size_t i)
         joint_every(run, i, &p, &w, fast);
 }
 
+/* Ray i alone: every path of the pass. */
+static void one_ray(shape_run *run, size_t i)
+{
+    if (run->joint) {
+        joint_ray(run, i);
+        return;
+    }
+    rb_ray_raw w = raw_of(&run->rays[i]);
+    switch (run->mode) {
+    case RB_MODE_PAIRS: {
+        rb_hit *h = &run->res->hits[i];
+        rb_u32 e = (rb_u32)(run->job->pair_first + i);
+        rb_shape_full(&run->view, e, &w, h);
+        h->box = h->hit ? (int32_t)e : -1;
+        break;
+    }
+    case RB_MODE_NEAREST:
+        nearest(run, i, &w);
+        break;
+    default:
+        every(run, i, &w);
+        break;
+    }
+}
+
+static int job_stop(void *job)
+{
+    return rb_job_stopped(job);
+}
+
+/* `any` or `count` of rays [begin, end) of the run's order: those the
+ * tree's widening covers walk it as one stream (bvh_stream_avx2.c), then
+ * test the planes; the others (and all of them if the stream cannot
+ * run) go one by one. Answers as one_ray's. */
+static void stream_task(shape_run *run, unsigned worker, size_t begin,
+                        size_t end)
+{
+    const rb_shapeset *set = run->set;
+    rb_results *res = run->res;
+    rb_stream_scratch w = {0};
+    rb_stream_layout(run->per_task, set->tree->depth, 1,
+                     run->stream_mem + (size_t)worker * run->stream_bytes,
+                     &w);
+    uint32_t n = 0;
+    for (size_t k = begin; k < end; k++) {
+        size_t i = run->order ? run->order[k] : k;
+        if (run->order && k + PREFETCH < end)
+            __builtin_prefetch(&run->rays[run->order[k + PREFETCH]]);
+        if (run->joint && rb_check_rays(run->rays, 3, i, i + 1) != i + 1) {
+            rb_atomic_lower(&run->bad, i);
+            continue;
+        }
+        if (!run->joint && run->mode == RB_MODE_ANY && res->any[i])
+            continue; /* the box pass found a hit */
+        rb_ray_raw raw = raw_of(&run->rays[i]);
+        if (rb_shape_route(&raw, set->cover) != RB_SHAPE_ROUTE_FAST) {
+            one_ray(run, i);
+            continue;
+        }
+        w.raw[n] = raw;
+        w.prep[n] = rb_prep_raw(&raw); /* rb_prep_rays' values */
+        w.index[n] = (uint32_t)i;
+        w.any[n] = 0;
+        w.count[n] = 0;
+        n++;
+    }
+    rb_bvh_stream st = {.tree = run->joint ? RB_TREE_JOINT : RB_TREE_SHAPES,
+                        .prep = w.prep,
+                        .raw = w.raw,
+                        .view = &run->tree_view,
+                        .n = n,
+                        .any = w.any,
+                        .count = w.count,
+                        .arena = w.arena,
+                        .words = w.words,
+                        .stop = run->job->stop ? job_stop : NULL,
+                        .stop_user = (void *)run->job};
+    int rc = run->walk->stream(set->tree, &st, run->mode);
+    if (rc == 1) {
+        atomic_store(&run->stopped, 1);
+        return;
+    }
+    rb_u32 first = first_scanned(run), all = (rb_u32)rb_shapeset_size(set);
+    for (uint32_t q = 0; q < n; q++) {
+        size_t i = w.index[q];
+        if (rc != 0) {
+            one_ray(run, i);
+            continue;
+        }
+        if (run->mode == RB_MODE_ANY) {
+            res->any[i] = w.any[q] || rb_shape_scan_any(&run->view, first,
+                                                        all, &w.raw[q]);
+            continue;
+        }
+        uint32_t c = w.count[q] +
+                     rb_shape_scan_count(&run->view, first, all, &w.raw[q]);
+        if (run->joint)
+            res->counts[i] = c;
+        else
+            res->counts[i] += c;
+    }
+}
+
 static void shape_task(void *arg, size_t task, unsigned worker)
 {
-    (void)worker;
     shape_run *run = arg;
     if (atomic_load_explicit(&run->stopped, memory_order_relaxed))
         return;
@@ -216,9 +329,13 @@ static void shape_task(void *arg, size_t task, unsigned worker)
         atomic_store(&run->stopped, 1);
         return;
     }
-    size_t begin = task * RAYS_PER_TASK;
-    size_t end = begin + RAYS_PER_TASK < run->n_rays ? begin + RAYS_PER_TASK
+    size_t begin = task * run->per_task;
+    size_t end = begin + run->per_task < run->n_rays ? begin + run->per_task
                                                      : run->n_rays;
+    if (run->stream_bytes) {
+        stream_task(run, worker, begin, end);
+        return;
+    }
     for (size_t k = begin; k < end; k++) {
         size_t i = run->order ? run->order[k] : k;
         if (run->order && k + PREFETCH < end) {
@@ -234,26 +351,7 @@ static void shape_task(void *arg, size_t task, unsigned worker)
             else
                 __builtin_prefetch(&run->res->counts[ahead], 1);
         }
-        if (run->joint) {
-            joint_ray(run, i);
-            continue;
-        }
-        rb_ray_raw w = raw_of(&run->rays[i]);
-        switch (run->mode) {
-        case RB_MODE_PAIRS: {
-            rb_hit *h = &run->res->hits[i];
-            rb_u32 e = (rb_u32)(run->job->pair_first + i);
-            rb_shape_full(&run->view, e, &w, h);
-            h->box = h->hit ? (int32_t)e : -1;
-            break;
-        }
-        case RB_MODE_NEAREST:
-            nearest(run, i, &w);
-            break;
-        default:
-            every(run, i, &w);
-            break;
-        }
+        one_ray(run, i);
     }
 }
 
@@ -294,7 +392,26 @@ static int run_pass(rb_context *ctx, const rb_job *job,
             rb_free(ctx, keys);
         }
     }
-    size_t tasks = (n_rays + RAYS_PER_TASK - 1) / RAYS_PER_TASK;
+    run.per_task = RAYS_PER_TASK;
+    size_t stream_total = 0;
+    if (set->tree && set->tree->n_nodes && run.walk->stream &&
+        rb_bvh_streams(mode)) {
+        unsigned workers = rb_pool_size(ctx->pool);
+        size_t rays = rb_stream_task_rays(n_rays / ((size_t)workers * 8),
+                                          set->tree->depth, 1);
+        if (rays) {
+            /* Without memory for the streams, rays walk one by one. */
+            size_t bytes = rb_stream_layout(rays, set->tree->depth, 1, NULL,
+                                            NULL);
+            stream_total = bytes * workers;
+            run.stream_mem = rb_workmem_take(&ctx->workmem, &stream_total);
+            if (run.stream_mem) {
+                run.stream_bytes = bytes;
+                run.per_task = rays;
+            }
+        }
+    }
+    size_t tasks = (n_rays + run.per_task - 1) / run.per_task;
     uint64_t tests = (uint64_t)n_rays *
                      (mode == RB_MODE_PAIRS ? 1
                       : set->tree           ? 64 + set->n_half
@@ -306,6 +423,7 @@ static int run_pass(rb_context *ctx, const rb_job *job,
         rb_pool_run(ctx->pool, tasks, shape_task, &run);
     }
     rb_free(ctx, order);
+    rb_workmem_give(&ctx->workmem, run.stream_mem, stream_total);
     if (atomic_load(&run.stopped))
         return rb_fail(ctx, RB_ECANCELED, "the query was stopped");
     uint64_t first_bad = atomic_load(&run.bad);

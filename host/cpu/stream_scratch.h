@@ -1,0 +1,68 @@
+/*
+ * stream_scratch.h - a worker's scratch for ray streams
+ * (bvh/bvh_stream_avx2.c), laid out in one block per worker, and how many
+ * rays a streamed task takes. Shared by the box walk (cpu_backend.c) and
+ * the shape and joint walks (shape_scan.c).
+ */
+#ifndef RB_CPU_STREAM_SCRATCH_H
+#define RB_CPU_STREAM_SCRATCH_H
+
+#include "../bvh/bvh.h"
+
+/* A task streams when it gets at least RB_STREAM_MIN_RAYS rays (fewer
+ * share too few nodes to pay for their lists) and takes at most
+ * RB_STREAM_PER_TASK: measured faster than 4096 or 65536 at 100K boxes
+ * (docs/benchmarks.md, "Ray streams"). Deeper trees get shorter tasks
+ * within RB_STREAM_WORKER_MAX_BYTES of scratch a worker. */
+#define RB_STREAM_MIN_RAYS 64
+#define RB_STREAM_PER_TASK 16384
+#define RB_STREAM_WORKER_MAX_BYTES ((size_t)32 << 20)
+
+typedef struct rb_stream_scratch {
+    rb_ray_prep *prep;
+    rb_ray_raw *raw; /* shape and joint walks only */
+    uint32_t *index; /* each stream ray's index in the query */
+    uint32_t *count;
+    uint8_t *any;
+    uint32_t *arena;
+    size_t words;
+} rb_stream_scratch;
+
+/* The bytes of a worker's scratch for tasks of n rays over a tree of
+ * `depth` levels (raw: with the raw rays); with base, *s gets its
+ * arrays there. */
+static inline size_t rb_stream_layout(size_t n, unsigned depth, int raw,
+                                      char *base, rb_stream_scratch *s)
+{
+    size_t at = 0, words = rb_bvh_stream_words(n, depth);
+#define RB_PLACE(field, bytes)                                                 \
+    do {                                                                       \
+        if (base)                                                              \
+            s->field = (void *)(base + at);                                    \
+        at += ((bytes) + 63) / 64 * 64;                                        \
+    } while (0)
+    RB_PLACE(prep, n * sizeof(rb_ray_prep));
+    if (raw)
+        RB_PLACE(raw, n * sizeof(rb_ray_raw));
+    RB_PLACE(index, n * sizeof(uint32_t));
+    RB_PLACE(count, n * sizeof(uint32_t));
+    RB_PLACE(any, n);
+    RB_PLACE(arena, words * sizeof(uint32_t));
+#undef RB_PLACE
+    if (base)
+        s->words = words;
+    return at;
+}
+
+/* Rays a streamed task takes when a plain split gives `per` rays a task;
+ * 0: do not stream. */
+static inline size_t rb_stream_task_rays(size_t per, unsigned depth, int raw)
+{
+    size_t n = per < RB_STREAM_PER_TASK ? per : RB_STREAM_PER_TASK;
+    size_t one = rb_stream_layout(1, depth, raw, NULL, NULL);
+    if (n * one > RB_STREAM_WORKER_MAX_BYTES)
+        n = RB_STREAM_WORKER_MAX_BYTES / one;
+    return n >= RB_STREAM_MIN_RAYS ? n : 0;
+}
+
+#endif
