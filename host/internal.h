@@ -94,6 +94,12 @@ static inline int rb_job_stopped(const rb_job *job)
     return job->stop && job->stop(job->stop_user);
 }
 
+/* rb_job_stopped as a callback (rb_bvh_stream.stop): user is the job. */
+static inline int rb_job_stop_cb(void *job)
+{
+    return rb_job_stopped(job);
+}
+
 /* Where the first invalid element of a chunk is. index == UINT64_MAX: none. */
 typedef struct rb_bad_input {
     uint64_t index;

@@ -213,7 +213,7 @@ typedef struct rb_bvh_stream {
     const rb_ray_raw *raw;   /* shape and joint trees: the same rays raw */
     const rb_shape_view *view; /* shape and joint trees: their records */
     uint32_t n;
-    uint8_t *any;            /* any: n zeros in; 1 where a box is hit */
+    uint8_t *any;            /* any: n zeros in; 1 where a leaf is hit */
     uint32_t *count;         /* count: n zeros in; the hits */
     uint32_t *arena;         /* scratch of `words` words */
     size_t words;

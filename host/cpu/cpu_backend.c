@@ -216,11 +216,6 @@ static void walk_rays(cpu_run *run, size_t begin, size_t end,
     }
 }
 
-static int job_stop(void *job)
-{
-    return rb_job_stopped(job);
-}
-
 /* Rays [begin, end) of the run's order through the hierarchy as one
  * stream (bvh_stream_avx2.c). Returns 0; -1 when the stream could not
  * run (its answers are then to be walked again); 1 when the job was
@@ -258,7 +253,7 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
                        .count = w.count,
                        .arena = w.arena,
                        .words = w.words,
-                       .stop = job->stop ? job_stop : NULL,
+                       .stop = job->stop ? rb_job_stop_cb : NULL,
                        .stop_user = (void *)job};
     int rc = run->be->walk->stream(job->bvh, &s, job->mode);
     if (rc != 0)
@@ -375,9 +370,8 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
                 run.stream_bytes = 0;
         }
         if (!run.stream_bytes)
-            run.per_task = per < 1           ? 1
-                           : per > WALK_PER_TASK ? WALK_PER_TASK
-                                                 : per;
+            run.per_task = per < 1 ? 1 : per > WALK_PER_TASK ? WALK_PER_TASK
+                                                             : per;
         float lo[3], hi[3];
         rb_bvh_bounds(job->bvh, lo, hi);
         int sort = be->ctx->walk_order == RB_WALK_ORDER_ALWAYS

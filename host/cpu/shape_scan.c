@@ -242,11 +242,6 @@ static void one_ray(shape_run *run, size_t i)
     }
 }
 
-static int job_stop(void *job)
-{
-    return rb_job_stopped(job);
-}
-
 /* `any` or `count` of rays [begin, end) of the run's order: those the
  * tree's widening covers walk it as one stream (bvh_stream_avx2.c), then
  * test the planes; the others (and all of them if the stream cannot
@@ -292,7 +287,7 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
                         .count = w.count,
                         .arena = w.arena,
                         .words = w.words,
-                        .stop = run->job->stop ? job_stop : NULL,
+                        .stop = run->job->stop ? rb_job_stop_cb : NULL,
                         .stop_user = (void *)run->job};
     int rc = run->walk->stream(set->tree, &st, run->mode);
     if (rc == 1) {
