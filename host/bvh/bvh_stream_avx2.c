@@ -40,49 +40,38 @@
 #include <string.h>
 
 #include "bvh.h"
+#include "bvh_node_avx2.h"
 
 typedef struct pending {
     uint32_t node, off, cnt; /* the node; its rays' list in the arena */
 } pending;
 
 /* The slots of a node (its planes lo, hi) that ray rp passes, as
- * test_node computes them with limit = tmax: unpadded (the box tree's
- * compare, and a joint tree's boxes') and, for shape and joint trees,
- * padded in *padded (the shape trees' slots). */
+ * test_node computes them with limit = tmax (bvh_node_avx2.h, shared):
+ * unpadded (the box tree's compare, and a joint tree's boxes') and, for
+ * shape and joint trees, padded in *padded (the shape trees' slots). */
 static inline unsigned pass_mask(const rb_ray_prep *rp, const __m256 lo[3],
                                  const __m256 hi[3], const int tree,
                                  unsigned *padded)
 {
-    __m256 e = _mm256_broadcast_ss(&rp->tmin);
-    __m256 x = _mm256_set1_ps(INFINITY);
+    __m256 near[3], far[3], o[3], inv[3], e, x;
     for (int a = 0; a < 3; a++) {
-        __m256 o = _mm256_broadcast_ss(&rp->o[a]);
-        __m256 inv = _mm256_broadcast_ss(&rp->inv[a]);
+        o[a] = _mm256_broadcast_ss(&rp->o[a]);
+        inv[a] = _mm256_broadcast_ss(&rp->inv[a]);
         /* blendv takes its second operand where the mask's sign bit is
          * set: the hi plane is the near one when inv is negative. */
-        __m256 ne = _mm256_mul_ps(
-            _mm256_sub_ps(_mm256_blendv_ps(lo[a], hi[a], inv), o), inv);
-        __m256 fa = _mm256_mul_ps(
-            _mm256_sub_ps(_mm256_blendv_ps(hi[a], lo[a], inv), o), inv);
-        e = _mm256_max_ps(ne, e);
-        x = _mm256_min_ps(fa, x);
+        near[a] = _mm256_blendv_ps(lo[a], hi[a], inv[a]);
+        far[a] = _mm256_blendv_ps(hi[a], lo[a], inv[a]);
     }
+    rb_node8_span(near, far, o, inv, _mm256_broadcast_ss(&rp->tmin), &e, &x);
     /* test_node's cap: tmax, or FLT_MAX for an infinite one (e finite) */
     __m256 cap = _mm256_min_ps(_mm256_broadcast_ss(&rp->tmax),
                                _mm256_set1_ps(FLT_MAX));
     unsigned pass = 0;
     if (tree != RB_TREE_SHAPES)
-        pass = (unsigned)_mm256_movemask_ps(
-            _mm256_cmp_ps(e, _mm256_min_ps(x, cap), _CMP_LE_OQ));
-    if (tree != RB_TREE_BOXES) {
-        __m256 xp = _mm256_mul_ps(
-            x, _mm256_blendv_ps(
-                   _mm256_set1_ps(RB_BVH_PAD_DOWN),
-                   _mm256_set1_ps(RB_BVH_PAD_UP),
-                   _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ)));
-        *padded = (unsigned)_mm256_movemask_ps(
-            _mm256_cmp_ps(e, _mm256_min_ps(xp, cap), _CMP_LE_OQ));
-    }
+        pass = rb_node8_pass(e, x, cap);
+    if (tree != RB_TREE_BOXES)
+        *padded = rb_node8_padded(e, x, cap);
     return pass;
 }
 

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include "bvh.h"
+#include "bvh_node_avx2.h"
 
 typedef struct wray {
     rb_ray_prep r;
@@ -42,19 +43,14 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
                                  unsigned *boxes_hit, unsigned *shapes_hit,
                                  const int tree)
 {
-    const __m256 inf = _mm256_set1_ps(INFINITY);
-    __m256 e = w->tmin, x = inf;
+    __m256 near[3], far[3], e, x;
     for (int a = 0; a < 3; a++) {
-        const float *nb =
-            (const float *)((const char *)n + w->near_row[a]);
-        const float *fb = (const float *)((const char *)n + w->far_row[a]);
-        __m256 ne = _mm256_mul_ps(_mm256_sub_ps(_mm256_load_ps(nb), w->o[a]),
-                                  w->inv[a]);
-        __m256 fa = _mm256_mul_ps(_mm256_sub_ps(_mm256_load_ps(fb), w->o[a]),
-                                  w->inv[a]);
-        e = _mm256_max_ps(ne, e);
-        x = _mm256_min_ps(fa, x);
+        near[a] = _mm256_load_ps(
+            (const float *)((const char *)n + w->near_row[a]));
+        far[a] = _mm256_load_ps(
+            (const float *)((const char *)n + w->far_row[a]));
     }
+    rb_node8_span(near, far, w->o, w->inv, w->tmin, &e, &x);
     __m256 xe = _mm256_min_ps(x, w->tmax);
     /* One compare for every slot: e <= x and e <= limit (limit <= tmax:
      * a box entered past it cannot improve nearest) and e finite (x and
@@ -70,18 +66,10 @@ static inline unsigned test_node(const wray *w, const rb_bvh_node *n,
     __m256 capv = _mm256_set1_ps(cap);
     unsigned pass = 0;
     if (tree != RB_TREE_SHAPES)
-        pass = (unsigned)_mm256_movemask_ps(
-            _mm256_cmp_ps(e, _mm256_min_ps(x, capv), _CMP_LE_OQ));
+        pass = rb_node8_pass(e, x, capv);
     unsigned padded = 0;
-    if (tree != RB_TREE_BOXES) {
-        __m256 xp = _mm256_mul_ps(
-            x, _mm256_blendv_ps(
-                   _mm256_set1_ps(RB_BVH_PAD_DOWN),
-                   _mm256_set1_ps(RB_BVH_PAD_UP),
-                   _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ)));
-        padded = (unsigned)_mm256_movemask_ps(
-            _mm256_cmp_ps(e, _mm256_min_ps(xp, capv), _CMP_LE_OQ));
-    }
+    if (tree != RB_TREE_BOXES)
+        padded = rb_node8_padded(e, x, capv);
     _mm256_storeu_ps(e_out, e);
     if (tree == RB_TREE_SHAPES) {
         *shapes_hit = padded & n->boxes & ~n->exact;
