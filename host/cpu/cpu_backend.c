@@ -66,10 +66,7 @@ typedef struct cpu_run {
     rb_results *res;
     size_t per_task;
     const uint32_t *order;   /* walks: ray order, or NULL for 0..n-1 */
-    /* Streams: stream_bytes of stream_mem per worker, for tasks of at
-     * most per_task rays; stream_bytes 0: every ray walks alone. */
-    char *stream_mem;
-    size_t stream_bytes;
+    rb_streams streams;      /* walks: their scratch, or none */
     /* Lowest invalid element seen, as index * 2 + (1 for a box). */
     atomic_uint_fast64_t bad;
     atomic_int stopped;      /* the job's stop callback said stop */
@@ -227,9 +224,7 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
     rb_results *res = run->res;
     size_t ray_size = job->dims == 3 ? sizeof(rb_ray) : sizeof(rb_ray2);
     rb_stream_scratch w = {0};
-    rb_stream_layout(run->per_task, job->bvh->depth, 0,
-                     run->stream_mem + (size_t)worker * run->stream_bytes,
-                     &w);
+    rb_streams_worker(&run->streams, worker, &w);
     uint32_t n = 0;
     for (size_t j = begin; j < end; j++) {
         size_t i = run->order ? run->order[j] : j;
@@ -274,7 +269,7 @@ static void walk_range(cpu_run *run, unsigned worker, size_t begin,
                        size_t end)
 {
     rb_blockers recent = {.n = 0};
-    if (run->stream_bytes && run->job->mode == RB_MODE_ANY) {
+    if (run->streams.mem && run->job->mode == RB_MODE_ANY) {
         size_t trial = end - begin < STREAM_TRIAL_RAYS ? end - begin
                                                        : STREAM_TRIAL_RAYS;
         walk_rays(run, begin, begin + trial, &recent);
@@ -282,7 +277,7 @@ static void walk_range(cpu_run *run, unsigned worker, size_t begin,
     }
     int blockers_pay = recent.tries >= RB_BLOCKERS_TRIAL &&
                        recent.hits * STREAM_BLOCKERS_RATE >= RB_BLOCKERS_TRIAL;
-    if (run->stream_bytes && begin < end && !blockers_pay) {
+    if (run->streams.mem && begin < end && !blockers_pay) {
         int rc = stream_rays(run, worker, begin, end);
         if (rc == 1)
             atomic_store(&run->stopped, 1);
@@ -351,27 +346,19 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     rb_workmem *work = &be->ctx->workmem;
     size_t order_bytes = job->n_rays * sizeof *order;
     size_t keys_bytes = 2 * job->n_rays * sizeof *keys;
-    size_t stream_total = 0;
     if (job->mode == RB_MODE_PAIRS) {
         run.per_task = PAIRS_PER_TASK;
     } else if (job->bvh) {
         size_t per = job->n_rays / ((size_t)be->workers * 8);
         size_t stream = be->walk->stream && rb_bvh_streams(job->mode)
-                            ? rb_stream_task_rays(per, job->bvh->depth, 0)
+                            ? rb_streams_take(&run.streams, work,
+                                              be->workers, per,
+                                              job->bvh->depth, 0)
                             : 0;
-        if (stream) {
-            /* Without memory for the streams, rays walk one by one. */
-            run.per_task = stream;
-            run.stream_bytes =
-                rb_stream_layout(stream, job->bvh->depth, 0, NULL, NULL);
-            stream_total = run.stream_bytes * be->workers;
-            run.stream_mem = rb_workmem_take(work, &stream_total);
-            if (!run.stream_mem)
-                run.stream_bytes = 0;
-        }
-        if (!run.stream_bytes)
-            run.per_task = per < 1 ? 1 : per > WALK_PER_TASK ? WALK_PER_TASK
-                                                             : per;
+        run.per_task = stream      ? stream
+                       : per < 1   ? 1
+                       : per > WALK_PER_TASK ? WALK_PER_TASK
+                                             : per;
         float lo[3], hi[3];
         rb_bvh_bounds(job->bvh, lo, hi);
         int sort = be->ctx->walk_order == RB_WALK_ORDER_ALWAYS
@@ -408,7 +395,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         rb_pool_run(be->ctx->pool, tasks, cpu_task, &run);
     }
     rb_workmem_give(work, order, order_bytes);
-    rb_workmem_give(work, run.stream_mem, stream_total);
+    rb_streams_give(&run.streams, work);
 
     res->info.chunks = tasks;
     rb_copy_str(res->info.device, sizeof res->info.device, be->cpu_name);

@@ -44,10 +44,7 @@ typedef struct shape_run {
     int joint;                 /* rb_joint_run: boxes in the same walk */
     atomic_uint_fast64_t bad;  /* joint: the lowest invalid ray */
     size_t per_task;
-    /* Ray streams (stream_scratch.h) for `any` and `count`: stream_bytes
-     * of stream_mem a worker; 0: every ray walks alone. */
-    char *stream_mem;
-    size_t stream_bytes;
+    rb_streams streams; /* `any` and `count`: their scratch, or none */
 } shape_run;
 
 static rb_ray_raw raw_of(const rb_ray *r)
@@ -252,9 +249,7 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
     const rb_shapeset *set = run->set;
     rb_results *res = run->res;
     rb_stream_scratch w = {0};
-    rb_stream_layout(run->per_task, set->tree->depth, 1,
-                     run->stream_mem + (size_t)worker * run->stream_bytes,
-                     &w);
+    rb_streams_worker(&run->streams, worker, &w);
     uint32_t n = 0;
     for (size_t k = begin; k < end; k++) {
         size_t i = run->order ? run->order[k] : k;
@@ -327,7 +322,7 @@ static void shape_task(void *arg, size_t task, unsigned worker)
     size_t begin = task * run->per_task;
     size_t end = begin + run->per_task < run->n_rays ? begin + run->per_task
                                                      : run->n_rays;
-    if (run->stream_bytes) {
+    if (run->streams.mem) {
         stream_task(run, worker, begin, end);
         return;
     }
@@ -388,23 +383,14 @@ static int run_pass(rb_context *ctx, const rb_job *job,
         }
     }
     run.per_task = RAYS_PER_TASK;
-    size_t stream_total = 0;
     if (set->tree && set->tree->n_nodes && run.walk->stream &&
         rb_bvh_streams(mode)) {
         unsigned workers = rb_pool_size(ctx->pool);
-        size_t rays = rb_stream_task_rays(n_rays / ((size_t)workers * 8),
-                                          set->tree->depth, 1);
-        if (rays) {
-            /* Without memory for the streams, rays walk one by one. */
-            size_t bytes = rb_stream_layout(rays, set->tree->depth, 1, NULL,
-                                            NULL);
-            stream_total = bytes * workers;
-            run.stream_mem = rb_workmem_take(&ctx->workmem, &stream_total);
-            if (run.stream_mem) {
-                run.stream_bytes = bytes;
-                run.per_task = rays;
-            }
-        }
+        size_t rays = rb_streams_take(&run.streams, &ctx->workmem, workers,
+                                      n_rays / ((size_t)workers * 8),
+                                      set->tree->depth, 1);
+        if (rays)
+            run.per_task = rays;
     }
     size_t tasks = (n_rays + run.per_task - 1) / run.per_task;
     uint64_t tests = (uint64_t)n_rays *
@@ -418,7 +404,7 @@ static int run_pass(rb_context *ctx, const rb_job *job,
         rb_pool_run(ctx->pool, tasks, shape_task, &run);
     }
     rb_free(ctx, order);
-    rb_workmem_give(&ctx->workmem, run.stream_mem, stream_total);
+    rb_streams_give(&run.streams, &ctx->workmem);
     if (atomic_load(&run.stopped))
         return rb_fail(ctx, RB_ECANCELED, "the query was stopped");
     uint64_t first_bad = atomic_load(&run.bad);

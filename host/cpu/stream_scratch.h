@@ -8,6 +8,7 @@
 #define RB_CPU_STREAM_SCRATCH_H
 
 #include "../bvh/bvh.h"
+#include "../workmem.h"
 
 /* A task streams when it gets at least RB_STREAM_MIN_RAYS rays (fewer
  * share too few nodes to pay for their lists) and takes at most
@@ -63,6 +64,52 @@ static inline size_t rb_stream_task_rays(size_t per, unsigned depth, int raw)
     if (n * one > RB_STREAM_WORKER_MAX_BYTES)
         n = RB_STREAM_WORKER_MAX_BYTES / one;
     return n >= RB_STREAM_MIN_RAYS ? n : 0;
+}
+
+/* A run's stream scratch: one block from the context's work memory, a
+ * slice of `bytes` a worker, for tasks of `rays` rays. */
+typedef struct rb_streams {
+    char *mem; /* NULL: no streams, every ray walks alone */
+    size_t bytes;
+    size_t total; /* the block's size, as rb_workmem_take left it */
+    size_t rays;
+    unsigned depth;
+    int raw;
+} rb_streams;
+
+/* Takes the scratch of `workers` workers for streamed tasks, when a
+ * plain split gives `per` rays a task over a tree of `depth` levels (raw:
+ * with the raw rays). Returns the rays a streamed task takes, or 0 (too
+ * few rays a task, or no memory: rays walk one by one, s->mem NULL). */
+static inline size_t rb_streams_take(rb_streams *s, rb_workmem *w,
+                                     unsigned workers, size_t per,
+                                     unsigned depth, int raw)
+{
+    *s = (rb_streams){.depth = depth, .raw = raw};
+    size_t rays = rb_stream_task_rays(per, depth, raw);
+    if (!rays)
+        return 0;
+    s->bytes = rb_stream_layout(rays, depth, raw, NULL, NULL);
+    s->total = s->bytes * workers;
+    s->mem = rb_workmem_take(w, &s->total);
+    if (!s->mem)
+        return 0;
+    s->rays = rays;
+    return rays;
+}
+
+/* Worker `worker`'s arrays in s. */
+static inline void rb_streams_worker(const rb_streams *s, unsigned worker,
+                                     rb_stream_scratch *out)
+{
+    rb_stream_layout(s->rays, s->depth, s->raw,
+                     s->mem + (size_t)worker * s->bytes, out);
+}
+
+static inline void rb_streams_give(rb_streams *s, rb_workmem *w)
+{
+    rb_workmem_give(w, s->mem, s->total);
+    s->mem = NULL;
 }
 
 #endif
