@@ -198,6 +198,8 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
     ctx->bvh_build = opt.hierarchy_build == RB_HIERARCHY_BUILD_FAST
                          ? RB_HIERARCHY_BUILD_FAST
                          : bvh_build_from_env();
+    const char *streams = getenv("RAYBOX_CL_STREAMS");
+    ctx->cl_streams = !(streams && strcmp(streams, "off") == 0);
 
     int oom = 0;
     ctx->kernel_dir = dup_opt(ctx, opt.kernel_dir, "RAYBOX_KERNEL_DIR", &oom);

@@ -191,27 +191,52 @@ static inline uint rb_mask8(int8 m)
  * for the shape tests' own rounding, and *boxes_hit is the candidates. A
  * joint tree's test is the shape tree's, and *boxes_hit holds its boxes
  * (RB_NODE_EXACT) too: the walk holds those to the box tree's compare. */
+/* Entries (*e_out) and exits (*x_out, before tmax) of the eight slots
+ * whose near and far plane rows of each axis are near[a] and far[a], as
+ * rb_slab_hit computes them (before + 0.0f): the one-ray walk's node test
+ * below and the ray streams' (rb_stream_walk) share it. */
+static inline void rb_node8_span(const float8 near[3], const float8 far[3],
+                                 const rb_ray_prep *r, float8 *e_out,
+                                 float8 *x_out)
+{
+    float8 e = (float8)(r->tmin), x = (float8)(INFINITY);
+    #pragma unroll
+    for (int a = 0; a < 3; a++) {
+        float8 o = (float8)(r->o[a]), inv = (float8)(r->inv[a]);
+        float8 ne = (near[a] - o) * inv;
+        float8 fa = (far[a] - o) * inv;
+        e = select(e, ne, ne > e);
+        x = select(x, fa, fa < x);
+    }
+    *e_out = e;
+    *x_out = x;
+}
+
+/* The slots with e <= min(x, limit) and e finite (x: padded or not). */
+static inline uint rb_node8_pass(float8 e, float8 x, float limit)
+{
+    float8 xp = select((float8)(limit), x, x < (float8)(limit));
+    return rb_mask8((e <= xp) & (e < (float8)(INFINITY)));
+}
+
 static inline uint rb_node_test(const rb_wray *w, __global const float *n,
                                 float limit, float e_out[8], float x_out[8],
                                 uint *boxes_hit, const int tree)
 {
-    float8 e = (float8)(w->r.tmin), x = (float8)(INFINITY);
+    float8 near[3], far[3], e, x;
     #pragma unroll
     for (int a = 0; a < 3; a++) {
-        float8 o = (float8)(w->r.o[a]), inv = (float8)(w->r.inv[a]);
-        float8 ne = (vload8(0, n + w->near[a]) - o) * inv;
-        float8 fa = (vload8(0, n + w->far[a]) - o) * inv;
-        e = select(e, ne, ne > e);
-        x = select(x, fa, fa < x);
+        near[a] = vload8(0, n + w->near[a]);
+        far[a] = vload8(0, n + w->far[a]);
     }
+    rb_node8_span(near, far, &w->r, &e, &x);
     float8 tmax = (float8)(w->r.tmax);
     float8 xe = select(tmax, x, x < tmax);
     float8 xp = x;
     if (tree != RB_TREE_BOXES)
         xp = x * select((float8)(RB_BVH_PAD_DOWN), (float8)(RB_BVH_PAD_UP),
                         x >= (float8)(0.0f));
-    xp = select((float8)(limit), xp, xp < (float8)(limit));
-    uint pass = rb_mask8((e <= xp) & (e < (float8)(INFINITY)));
+    uint pass = rb_node8_pass(e, xp, limit);
     vstore8(e, 0, e_out);
     vstore8(xe, 0, x_out);
     uint boxes = as_uint(n[RB_NODE_BOXES]);
@@ -802,3 +827,162 @@ RB_BVH_KERNEL(rb_bvh_nearest, RB_WALK_NEAREST)
 RB_BVH_KERNEL(rb_bvh_any, RB_WALK_ANY)
 RB_BVH_KERNEL(rb_bvh_count, RB_WALK_COUNT)
 RB_BVH_KERNEL(rb_bvh_all, RB_WALK_ALL)
+
+/* ---- Ray streams (the wide variant: CPU devices)
+ *
+ * count over a box tree, a task's rays together, as the CPU's own
+ * streams (host/bvh/bvh_stream_avx2.c, which explains the method and the
+ * arena's bound): a node is popped with the list of the task's rays that
+ * entered it, tested against each of them with the node's rows in
+ * registers (rb_node8_span and rb_node8_pass, the one-ray test's own
+ * operations, each axis's near and far row chosen by the sign of inv as
+ * rb_wray_of does), each ray counts the boxes it hits there, and each
+ * inner child gets the list of the rays that pass its slot; the child
+ * with the most rays is walked first. So every ray enters exactly the
+ * subtrees and hits exactly the boxes that its own walk does, and the
+ * counts are the walk's. (any streamed the same way ran 0.6-0.8x the
+ * one-ray walk on PoCL: docs/benchmarks.md.)
+ *
+ * One work-item a task of task_rays rays (positions in the chunk's ray
+ * order), in a launch of a few tasks (the host launches again for the
+ * next ones, the arena reused). Item t's arena, task_words words at
+ * t * task_words: the prepared rays (rb_ray_prep, 8 words each), their
+ * counts, the stack of pending nodes (node, list offset, list length),
+ * then the lists. The host sizes the lists by rb_bvh_stream_words for
+ * the tree's depth; should they run short all the same, the task's rays
+ * walk one by one (rb_walk_tree). Kernel arguments: exact.h's enum
+ * rb_stream_arg. */
+#ifdef RB_WIDE
+#define RB_STREAM_STACK RB_WALK_NEED
+
+/* 0 when every ray of the task has its count in counts; -1 when the
+ * lists ran short (counts are then partial). */
+static inline int rb_stream_count(__global const float *nodes, uint n,
+                                  __global const rb_ray_prep *prep,
+                                  __global uint *counts, __global uint *stk,
+                                  __global uint *lists, size_t list_words)
+{
+    __global const uint *words = (__global const uint *)nodes;
+    for (uint q = 0; q < n; q++)
+        lists[q] = q;
+    uint sp = 1;
+    stk[0] = 0;
+    stk[1] = 0;
+    stk[2] = n;
+    while (sp) {
+        sp--;
+        uint node = stk[3 * sp], off = stk[3 * sp + 1], cnt = stk[3 * sp + 2];
+        size_t top = (size_t)off + cnt;
+        if (top + (size_t)2 * RB_BVH_WIDTH * cnt > list_words)
+            return -1;
+        __global const float *nd = nodes + (size_t)node * RB_NODE_WORDS;
+        __global const uint *child = words + (size_t)node * RB_NODE_WORDS +
+                                     RB_NODE_CHILD;
+        uint boxes = words[(size_t)node * RB_NODE_WORDS + RB_NODE_BOXES];
+        /* The inner slots (an empty slot's child is 0, the root): only
+         * their regions get the rays, as many each, no branch on the
+         * mask. */
+        uint slot[RB_BVH_WIDTH], c[RB_BVH_WIDTH], n_inner = 0;
+        for (uint k = 0; k < RB_BVH_WIDTH; k++) {
+            c[k] = 0;
+            if (!((boxes >> k) & 1u) && child[k])
+                slot[n_inner++] = k;
+        }
+        float8 lo[3], hi[3];
+        #pragma unroll
+        for (int a = 0; a < 3; a++) {
+            lo[a] = vload8(0, nd + RB_NODE_LO + 8 * a);
+            hi[a] = vload8(0, nd + RB_NODE_HI + 8 * a);
+        }
+        __global const uint *list = lists + off;
+        __global uint *region = lists + top + (size_t)RB_BVH_WIDTH * cnt;
+        for (uint q = 0; q < cnt; q++) {
+            uint r = list[q];
+            rb_ray_prep p = prep[r];
+            float8 near[3], far[3], e, x;
+            /* The rows by a select on inv's sign bit: a branch on it
+             * (what LLVM made of `neg ? hi : lo`) mispredicted for rays
+             * in input order, and the stream ran at half the rate of
+             * the one-ray walk over 16K boxes. */
+            #pragma unroll
+            for (int a = 0; a < 3; a++) {
+                int8 neg = (int8)(as_int(p.inv[a]) >> 31);
+                near[a] = select(lo[a], hi[a], neg);
+                far[a] = select(hi[a], lo[a], neg);
+            }
+            rb_node8_span(near, far, &p, &e, &x);
+            uint m = rb_node8_pass(e, x, p.tmax);
+            counts[r] += popcount(m & boxes);
+            for (uint j = 0; j < n_inner; j++) {
+                region[(size_t)j * cnt + c[j]] = r;
+                c[j] += (m >> slot[j]) & 1u;
+            }
+        }
+        uint inner = 0;
+        for (uint j = 0; j < n_inner; j++)
+            inner |= (uint)(c[j] != 0) << j;
+        size_t at = top;
+        while (inner) {
+            /* The fewest rays pushed first (ties: the lowest slot), so
+             * that the most are popped first. */
+            uint k = rb_ctz(inner);
+            for (uint t = inner & (inner - 1); t; t &= t - 1) {
+                uint u = rb_ctz(t);
+                if (c[u] < c[k])
+                    k = u;
+            }
+            inner &= ~(1u << k);
+            __global const uint *from = region + (size_t)k * cnt;
+            for (uint q = 0; q < c[k]; q++)
+                lists[at + q] = from[q];
+            stk[3 * sp] = child[slot[k]];
+            stk[3 * sp + 1] = (uint)at;
+            stk[3 * sp + 2] = c[k];
+            sp++;
+            at += c[k];
+        }
+    }
+    return 0;
+}
+
+__kernel void rb_bvh_stream_count(__global const float *rays, uint dims,
+                                  uint n_rays, __global const float *nodes,
+                                  __global const uint *order,
+                                  __global uint *counts, uint ray_base,
+                                  __global uint *bad, __global uint *arena,
+                                  uint task_rays, uint task_words,
+                                  uint first_task)
+{
+    size_t t = get_global_id(0);
+    size_t b = ((size_t)first_task + t) * task_rays;
+    if (b >= n_rays)
+        return;
+    uint n = (uint)min((size_t)task_rays, (size_t)n_rays - b);
+    __global uint *base = arena + t * (size_t)task_words;
+    __global rb_ray_prep *prep = (__global rb_ray_prep *)base;
+    __global uint *task_counts = base + 8 * (size_t)task_rays;
+    __global uint *stk = task_counts + task_rays;
+    __global uint *lists = stk + 3 * RB_STREAM_STACK;
+    size_t list_words = task_words - (9 * (size_t)task_rays +
+                                      3 * RB_STREAM_STACK);
+    for (uint q = 0; q < n; q++) {
+        size_t i = order ? order[b + q] : b + q;
+        if (!rb_ray_ok(rays, dims, i))
+            rb_note_bad(bad, (ray_base + (uint)i) * 2);
+        prep[q] = rb_load_ray(rays, dims, i);
+        task_counts[q] = 0;
+    }
+    if (rb_stream_count(nodes, n, prep, task_counts, stk, lists,
+                        list_words)) {
+        for (uint q = 0; q < n; q++) {
+            rb_wray w = rb_wray_of(prep[q]);
+            rb_walk s = rb_walk_init();
+            rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0, RB_TREE_BOXES,
+                         0, 0, 0);
+            task_counts[q] = s.count;
+        }
+    }
+    for (uint q = 0; q < n; q++)
+        counts[order ? order[b + q] : b + q] = task_counts[q];
+}
+#endif /* RB_WIDE */

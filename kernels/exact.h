@@ -856,6 +856,23 @@ enum rb_walk_arg {
     RB_WAARG_COUNT
 };
 
+/* bvh.cl, rb_bvh_stream_count (CPU devices' ray streams). */
+enum rb_stream_arg {
+    RB_STARG_RAYS,
+    RB_STARG_DIMS,
+    RB_STARG_N_RAYS,
+    RB_STARG_NODES,
+    RB_STARG_ORDER,
+    RB_STARG_COUNTS,
+    RB_STARG_RAY_BASE,
+    RB_STARG_BAD,
+    RB_STARG_ARENA,      /* the launch's tasks' arenas, task_words each */
+    RB_STARG_TASK_RAYS,  /* rays a task (the last of a chunk may hold fewer) */
+    RB_STARG_TASK_WORDS,
+    RB_STARG_FIRST_TASK, /* item t answers task first_task + t */
+    RB_STARG_COUNT
+};
+
 RB_LAYOUT(RB_SCARG_ANY == RB_SCARG_HITS + 1 &&
               RB_SCARG_COUNTS == RB_SCARG_HITS + 2 &&
               RB_SCARG_LISTS == RB_SCARG_HITS + 3 &&

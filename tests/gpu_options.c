@@ -19,7 +19,8 @@ static void usage(FILE *f)
             "       gpu_options VARIANT DIVISION [STACK]\n"
             "Prints what libraybox gives the OpenCL compiler: with --source\n"
             "the embedded kernel source (kernels/*, joined), with --kernels\n"
-            "the number of kernels the library takes from it, else the build\n"
+            "the number of kernels the library takes from the tiled (GPU)\n"
+            "variant's program, else the build\n"
             "options of a kernel variant, with the walk stack it gets by\n"
             "default or with STACK entries (as RAYBOX_CL_BVH_STACK gives).\n"
             "  VARIANT   tiled (GPUs and accelerators) or wide (CPU devices)\n"
@@ -36,7 +37,10 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc == 2 && strcmp(argv[1], "--kernels") == 0) {
-        printf("%d\n", (int)RB_CLK_N);
+        int n = 0; /* the wide variant's own kernels are not a GPU's */
+        for (int k = 0; k < RB_CLK_N; k++)
+            n += !rb_cl_kernel_wide_only(k);
+        printf("%d\n", n);
         return 0;
     }
     if (argc == 2 && strcmp(argv[1], "--source") == 0) {

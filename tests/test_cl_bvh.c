@@ -6,7 +6,8 @@
  * hierarchy; invalid rays deep in a batch are reported with the lowest
  * index; a node array over the device limits falls back to the
  * brute-force kernels, and a failing OpenCL call to the CPU, with the
- * same answers.
+ * same answers; count on CPU devices as ray streams, whose lists may run
+ * short.
  *
  * Three contexts answer each query: brute force (CPU, hierarchy off, the
  * reference), the CPU walk and the OpenCL walk (both with the hierarchy
@@ -323,6 +324,7 @@ START_TEST(test_invalid_rays)
     rb_box *boxes = calloc(NB, sizeof *boxes);
     rb_ray *rays = calloc(NR, sizeof *rays);
     rb_hit *hits = calloc(NR, sizeof *hits);
+    uint32_t *counts_out = calloc(NR, sizeof *counts_out);
     rbt_scene_boxes(RBT_SC_UNIFORM, NB, &g, boxes);
     rbt_scene_rays(&g, boxes, NB, rays, NR);
     rays[190001].dir[1] = NAN;
@@ -333,10 +335,11 @@ START_TEST(test_invalid_rays)
     ck_assert_int_eq(rb_scene_create(t.c[CPU_BVH], 3, boxes, NB, &scene),
                      RB_OK);
     static const size_t counts[] = {NR, 160000};
-    for (int c = 0; c < 2; c++) {
+    /* nearest: one ray an item; count: the ray streams on CPU devices */
+    for (int c = 0; c < 4; c++) {
         for (int inline_boxes = 0; inline_boxes < 2; inline_boxes++) {
-            rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
-                          .n_rays = counts[c]};
+            rb_query q = {.mode = c < 2 ? RB_MODE_NEAREST : RB_MODE_COUNT,
+                          .dims = 3, .rays = rays, .n_rays = counts[c % 2]};
             if (inline_boxes) {
                 q.boxes = boxes;
                 q.n_boxes = NB;
@@ -345,7 +348,8 @@ START_TEST(test_invalid_rays)
             }
             for (int k = 0; k < N_CTX; k++) {
                 unsigned long long w0 = rb_cl_walks(t.c[k]);
-                rb_results res = {.hits = hits, .capacity = NR};
+                rb_results res = {.hits = hits, .counts = counts_out,
+                                  .capacity = NR};
                 ck_assert_int_eq(rb_intersect(t.c[k], &q, &res), RB_EINPUT);
                 const rb_error *e = rb_context_error(t.c[k]);
                 ck_assert_int_eq(e->element, RB_ELEMENT_RAY);
@@ -365,6 +369,81 @@ START_TEST(test_invalid_rays)
     free(boxes);
     free(rays);
     free(hits);
+    free(counts_out);
+    trio_free(&t);
+}
+END_TEST
+
+/* count as ray streams (CPU devices, the wide kernels): the counts of the
+ * CPU, with the streams' lists as the bound sizes them and capped so
+ * that they run short (the kernel then walks its tasks' rays one by
+ * one), and with the streams off (one ray an item); in several ray
+ * chunks, and over a scene whose batch is sorted and one whose is not. */
+START_TEST(test_streams)
+{
+    enum { NB = 20000, NR = 70000 };
+    /* 1 MiB buffers: 32768 rays a chunk */
+    trio t = trio_make(1u << 20, 0);
+    const char *variant = getenv("RAYBOX_CL_KERNELS");
+    int wide = !(variant && strcmp(variant, "tiled") == 0);
+    rbt_rng g = {5150};
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rb_ray *rays = calloc(NR, sizeof *rays);
+    rbt_scene_boxes(RBT_SC_CLUSTERED, NB, &g, boxes);
+    rbt_scene_rays(&g, boxes, NB, rays, NR);
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create(t.c[CPU_BVH], 3, boxes, NB, &scene),
+                     RB_OK);
+    rb_query q = {.dims = 3, .rays = rays, .n_rays = NR, .scene = scene,
+                  .max_hits = 4};
+    /* words per ray: the bound; 20, which the root's list (17) fits and
+     * its children's do not; 0 beyond the bound, the streams off */
+    static const size_t caps[] = {0, 20, 0};
+    for (int run = 0; run < 3; run++) {
+        for (int order = 0; order < 2; order++) {
+            t.c[CL_BVH]->walk_order =
+                order ? RB_WALK_ORDER_ALWAYS : RB_WALK_ORDER_AUTO;
+            t.c[CL_BVH]->cl_streams = run < 2;
+            rb_cl_stream_cap(t.c[CL_BVH], caps[run]);
+            unsigned long long s0 = rb_cl_stream_launches(t.c[CL_BVH]);
+            char what[64];
+            snprintf(what, sizeof what, "count, cap %zu, order %d%s",
+                     caps[run], order, run == 2 ? ", streams off" : "");
+            rbt_compare_query(t.c, ctx_names, N_CTX, q, what);
+            unsigned long long s = rb_cl_stream_launches(t.c[CL_BVH]) - s0;
+            if (wide && run < 2)
+                ck_assert_msg(s >= 3, "%s: %llu stream launches", what, s);
+            else
+                ck_assert_msg(s == 0, "%s: %llu stream launches", what, s);
+        }
+    }
+    rb_scene_destroy(scene);
+
+    /* Lists that run short deep in the walk, after rays have counted
+     * boxes: a few rays, each many times over, through overlapping boxes
+     * (every copy passes the same slots, so the lists grow fast), under
+     * caps from the root's need (17 words a ray) up. A task must then
+     * count its rays again from nothing. */
+    enum { NB2 = 4000, NR2 = 8192 };
+    rbt_scene_boxes(RBT_SC_OVERLAP, NB2, &g, boxes);
+    rbt_scene_rays(&g, boxes, NB2, rays, 16);
+    for (size_t i = 16; i < NR2; i++)
+        rays[i] = rays[i % 16];
+    ck_assert_int_eq(rb_scene_create(t.c[CPU_BVH], 3, boxes, NB2, &scene),
+                     RB_OK);
+    q.scene = scene;
+    q.n_rays = NR2;
+    t.c[CL_BVH]->cl_streams = 1;
+    for (size_t cap = 17; cap <= 80; cap += 3) {
+        char what[64];
+        snprintf(what, sizeof what, "repeated rays, cap %zu", cap);
+        rb_cl_stream_cap(t.c[CL_BVH], cap);
+        rbt_compare_query(t.c, ctx_names, N_CTX, q, what);
+    }
+    rb_cl_stream_cap(t.c[CL_BVH], 0);
+    rb_scene_destroy(scene);
+    free(boxes);
+    free(rays);
     trio_free(&t);
 }
 END_TEST
@@ -450,6 +529,7 @@ static Suite *cl_bvh_suite(void)
     tcase_add_test(tc, test_append);
     tcase_add_test(tc, test_nodes_too_big);
     tcase_add_test(tc, test_invalid_rays);
+    tcase_add_test(tc, test_streams);
     tcase_add_test(tc, test_injected_failures);
     suite_add_tcase(s, tc);
     return s;

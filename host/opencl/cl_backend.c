@@ -64,6 +64,9 @@ static int pick_work_group(rb_cl_backend *be, char *why, size_t why_len)
     size_t pref = 1, kmax = be->dev.max_work_group;
     cl_ulong local_used = 0;
     for (int k = 0; k < RB_CLK_N; k++) {
+        /* The ray streams run one item a work-group (cl_run.c). */
+        if (rb_cl_kernel_wide_only(k))
+            continue;
         size_t kwg = 0, kpref = 0;
         cl_ulong klocal = 0;
         int rc = RB_CL(&be->env, clGetKernelWorkGroupInfo, be->kernels[k],
@@ -283,6 +286,19 @@ unsigned long long rb_cl_node_uploads(const rb_context *ctx)
     HOOK_SUM(node_uploads);
 }
 
+unsigned long long rb_cl_stream_launches(const rb_context *ctx)
+{
+    HOOK_SUM(stream_launches);
+}
+
+void rb_cl_stream_cap(rb_context *ctx, size_t words_per_ray)
+{
+    rb_cl_backend *b[RB_MAX_DEVICES];
+    size_t n = hook_backends(ctx, b);
+    for (size_t k = 0; k < n; k++)
+        b[k]->stream_cap = words_per_ray;
+}
+
 unsigned long long rb_cl_shape_walks(const rb_context *ctx)
 {
     HOOK_SUM(shape_walks);
@@ -316,9 +332,9 @@ size_t rb_cl_kernels_unlaunched(const rb_context *ctx, char *names,
     rb_cl_backend *b[RB_MAX_DEVICES];
     size_t nb = hook_backends(ctx, b), n = 0, used = 0;
     for (int i = 0; nb && i < RB_CLK_N; i++) {
-        int everywhere = 1; /* launched on every device */
+        int everywhere = 1; /* launched on every device that has it */
         for (size_t k = 0; k < nb; k++)
-            everywhere &= (b[k]->launched >> i) & 1u;
+            everywhere &= !b[k]->kernels[i] || ((b[k]->launched >> i) & 1u);
         if (everywhere)
             continue;
         n++;

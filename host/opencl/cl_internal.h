@@ -41,6 +41,7 @@ typedef enum rb_cl_kernel_id {
     RB_CLK_JOINT_WALK_ALL,
     RB_CLK_VIS_BRUTE, /* kernels/visibility.cl */
     RB_CLK_VIS_BVH,
+    RB_CLK_BVH_STREAM_COUNT, /* kernels/bvh.cl, ray streams: wide only */
     RB_CLK_N
 } rb_cl_kernel_id;
 
@@ -56,6 +57,7 @@ typedef enum rb_cl_buffer_id {
     RB_CLB_ORDER,      /* hierarchy jobs: the order of the chunk's rays */
     RB_CLB_OBSERVERS,  /* visibility: every observer */
     RB_CLB_TARGETS,    /* visibility: every target */
+    RB_CLB_ARENA,      /* ray streams: one launch's tasks' arenas */
     RB_CLB_N
 } rb_cl_buffer_id;
 
@@ -122,6 +124,9 @@ typedef struct rb_cl_backend {
     uint64_t nodes_uid;
     size_t nodes_n;
     uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
+    uint64_t stream_launches;     /* likewise: rb_bvh_stream_count's */
+    size_t stream_cap; /* tests: list words a stream task's ray (0: the
+                        * bound), to make the lists run short */
     /* What the shape tree's buffers hold (cl_shapes.c): the nodes and
      * leaf records (rb_shapeset.leaves) of the tree `shapes_tree` whose
      * bounds have uid shapes_uid (every rebuild of a scene's or query's
@@ -169,6 +174,10 @@ int rb_cl_program_build(rb_cl_backend *be, char *why, size_t why_len);
 /* Notes that kernel k of be's program is being launched (cl_testhook.h's
  * rb_cl_kernels_unlaunched reads it). */
 void rb_cl_note_launch(rb_cl_backend *be, cl_kernel k);
+/* Whether kernel k (rb_cl_kernel_id) is only in the wide variant's
+ * program (the ray streams: CPU devices); be->kernels[k] is NULL in the
+ * tiled one's. */
+int rb_cl_kernel_wide_only(int k);
 /* The name of kernel k (rb_cl_kernel_id) in the program. */
 const char *rb_cl_kernel_name(int k);
 void rb_cl_program_release(rb_cl_backend *be);
@@ -182,15 +191,42 @@ typedef struct rb_cl_plan {
     int boxes_whole;    /* the whole boxset is one chunk, uploaded as is */
     size_t box_stride;  /* floats per array in the device box buffer */
     size_t bytes[RB_CLB_N]; /* size each buffer needs; 0 = unused */
+    /* count walks as ray streams (bvh.cl, the wide variant): tasks a
+     * launch (0: the one-ray walk) and rays a task at most, whose arenas
+     * RB_CLB_ARENA holds */
+    size_t stream_tasks;
+    size_t stream_rays;
 } rb_cl_plan;
+
+/* Rays of a ray stream's task at most (the kernel's work-item; as the
+ * CPU's streams, bvh_stream_avx2.c: with 4096, PoCL's count over 1M
+ * boxes ran 0.8x the one-ray walk, with 16384 1.3x), and tasks a launch
+ * per compute unit, so that a launch keeps every core busy to its end
+ * while the arena stays small (about 7 MiB a task over 1M boxes). */
+#define RB_CL_STREAM_RAYS 16384u
+/* Fewer rays a task than this, and the one-ray walk runs instead (the
+ * plan halves the tasks from RB_CL_STREAM_RAYS until the arena fits). */
+#define RB_CL_STREAM_MIN_RAYS 256u
+#define RB_CL_STREAM_TASKS_PER_UNIT 4u
+
+/* Arena words of a stream task of n rays over a tree of `depth` levels,
+ * in the layout of bvh.cl's rb_bvh_stream_kernel: the prepared rays (8
+ * words each), their answers, the pending stack (RB_BVH_STACK entries of
+ * 3 words: the kernel's RB_WALK_NEED, as the build options set
+ * RB_BVH_DEPTH to RB_BVH_MAX_DEPTH), then the lists; a multiple of 16
+ * words, so that every task's prepared rays start 64-byte aligned. */
+size_t rb_cl_stream_words(size_t n, unsigned depth);
 
 /* RB_OK, or RB_EDEVMEM with the reason in why when not even one ray (or
  * one box) fits. A job with a hierarchy is planned as a walk when its node
  * array fits one buffer and, beside one work-group of rays, the budget;
  * otherwise as a brute-force scan of its boxes (plan.bvh = 0), which gives
- * the same answers. */
+ * the same answers. stream_tasks (0: none) are the tasks a launch of the
+ * ray streams holds, which count walks use when their arena fits
+ * beside the nodes (plan.stream_tasks). */
 int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
-                   size_t wg, rb_cl_plan *out, char *why, size_t why_len);
+                   size_t wg, size_t stream_tasks, rb_cl_plan *out,
+                   char *why, size_t why_len);
 
 /* cl_shapes.c: the backend's run_shapes() (see struct rb_backend_ops):
  * the walk of set->tree where the set has one that fits the budget, else

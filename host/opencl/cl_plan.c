@@ -26,8 +26,16 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
     return a < b ? a : b;
 }
 
+size_t rb_cl_stream_words(size_t n, unsigned depth)
+{
+    size_t words = 9 * n + 3 * (size_t)RB_BVH_STACK +
+                   rb_bvh_stream_words(n, depth);
+    return (words + 15) / 16 * 16;
+}
+
 int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
-                   size_t wg, rb_cl_plan *out, char *why, size_t why_len)
+                   size_t wg, size_t stream_tasks, rb_cl_plan *out,
+                   char *why, size_t why_len)
 {
     *out = (rb_cl_plan){0};
     int pairs = job->mode == RB_MODE_PAIRS;
@@ -71,6 +79,28 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
             box_bytes = nodes;
             per[RB_CLB_ORDER] = sizeof(uint32_t);
             per_ray += per[RB_CLB_ORDER];
+        }
+        /* The streams' arena, for tasks of RB_CL_STREAM_RAYS rays or as
+         * many as fit beside the nodes (else the one-ray walk, with the
+         * same answers); at most a quarter of what the budget leaves,
+         * which goes to rays. */
+        size_t task = RB_CL_STREAM_RAYS;
+        uint64_t room = budget > nodes + first_rays
+                            ? (budget - nodes - first_rays) / 4
+                            : 0;
+        uint64_t arena = 0;
+        for (; task >= RB_CL_STREAM_MIN_RAYS; task /= 2) {
+            arena = (uint64_t)stream_tasks *
+                    rb_cl_stream_words(task, bvh->depth) * sizeof(uint32_t);
+            if (arena <= max_buf && arena <= room)
+                break;
+        }
+        if (out->bvh && stream_tasks && job->mode == RB_MODE_COUNT &&
+            task >= RB_CL_STREAM_MIN_RAYS) {
+            out->stream_tasks = stream_tasks;
+            out->stream_rays = task;
+            out->bytes[RB_CLB_ARENA] = (size_t)arena;
+            box_bytes += arena;
         }
     }
     if (!pairs && !out->bvh) {

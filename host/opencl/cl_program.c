@@ -44,6 +44,7 @@ static const char *const kernel_names[RB_CLK_N] = {
     "rb_joint_walk_nearest", "rb_joint_walk_any", "rb_joint_walk_count",
     "rb_joint_walk_all",
     "rb_vis_brute",    "rb_vis_bvh",
+    "rb_bvh_stream_count",
 };
 
 /* The kernel files, in the order cmake/embed.cmake concatenates them. */
@@ -280,9 +281,16 @@ static void release_program(rb_cl_backend *be)
     be->program = NULL;
 }
 
+int rb_cl_kernel_wide_only(int k)
+{
+    return k == RB_CLK_BVH_STREAM_COUNT;
+}
+
 static int create_kernels(rb_cl_backend *be)
 {
     for (int k = 0; k < RB_CLK_N; k++) {
+        if (!be->wide && rb_cl_kernel_wide_only(k))
+            continue; /* not in the tiled variant's program */
         int rc = RB_CL_NEW(&be->env, be->kernels[k], clCreateKernel,
                            be->program, kernel_names[k]);
         if (rc)

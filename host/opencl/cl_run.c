@@ -502,7 +502,87 @@ static int upload_nodes(run_state *st)
     return RB_OK;
 }
 
-/* Rays [r0, r0 + nr) through the hierarchy: one launch. */
+/* The launch of `items` work-items of one (the ray streams). */
+static int launch_single(run_state *st, cl_kernel k, size_t items)
+{
+    rb_cl_backend *be = st->be;
+    if (st->n_events == EVENT_BATCH) {
+        int rc = drain_events(st);
+        if (rc)
+            return rc;
+    }
+    size_t one = 1;
+    cl_event ev = NULL;
+    rb_cl_note_launch(be, k);
+    int rc = RB_CL(&be->env, clEnqueueNDRangeKernel, be->queue, k, 1, NULL,
+                   &items, &one, 0, NULL, &ev);
+    if (rc)
+        return rc;
+    st->events[st->n_events++] = ev;
+    st->launches++;
+    return RB_OK;
+}
+
+/* count for the chunk's rays (order: their order, or NULL) as ray
+ * streams (bvh.cl's rb_bvh_stream_count): tasks of up to
+ * plan.stream_rays rays, at least as many as the plan's tasks a launch
+ * when the chunk allows (a task of fewer rays is still exact, only less
+ * shared), and a launch for each plan.stream_tasks of them, the arena
+ * reused (the queue is in order). */
+static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
+{
+    rb_cl_backend *be = st->be;
+    const rb_job *job = st->job;
+    cl_kernel k = be->kernels[RB_CLK_BVH_STREAM_COUNT];
+    size_t per = st->plan.stream_tasks;
+    size_t task = (nr + per - 1) / per;
+    task = task < st->plan.stream_rays ? task : st->plan.stream_rays;
+    size_t tasks = (nr + task - 1) / task;
+    cl_uint dims = job->dims, n = (cl_uint)nr, ray_base = (cl_uint)r0;
+    cl_uint task_rays = (cl_uint)task;
+    size_t words = rb_cl_stream_words(task, job->bvh->depth);
+    size_t capped = (9 * task + 3 * (size_t)RB_BVH_STACK +
+                     be->stream_cap * task + 15) / 16 * 16;
+    if (be->stream_cap && capped < words)
+        words = capped; /* tests: the kernel's lists run short */
+    cl_uint task_words = (cl_uint)words;
+    cl_mem rays = buf(st, RB_CLB_RAYS), out = buf(st, RB_CLB_OUT);
+    cl_mem nodes = be->bufs[RB_CLB_NODES].mem, bad = be->bufs[RB_CLB_BAD].mem;
+    cl_mem arena = be->bufs[RB_CLB_ARENA].mem;
+    int rc = ARG(k, RB_STARG_RAYS, rays);
+    if (!rc)
+        rc = ARG(k, RB_STARG_DIMS, dims);
+    if (!rc)
+        rc = ARG(k, RB_STARG_N_RAYS, n);
+    if (!rc)
+        rc = ARG(k, RB_STARG_NODES, nodes);
+    if (!rc)
+        rc = ARG(k, RB_STARG_ORDER, order);
+    if (!rc)
+        rc = ARG(k, RB_STARG_COUNTS, out);
+    if (!rc)
+        rc = ARG(k, RB_STARG_BAD, bad);
+    if (!rc)
+        rc = ARG(k, RB_STARG_ARENA, arena);
+    if (!rc)
+        rc = ARG(k, RB_STARG_TASK_RAYS, task_rays);
+    if (!rc)
+        rc = ARG(k, RB_STARG_TASK_WORDS, task_words);
+    if (!rc)
+        rc = ARG(k, RB_STARG_RAY_BASE, ray_base);
+    for (size_t t0 = 0; !rc && t0 < tasks; t0 += per) {
+        cl_uint first = (cl_uint)t0;
+        rc = ARG(k, RB_STARG_FIRST_TASK, first);
+        if (!rc)
+            rc = launch_single(st, k, tasks - t0 < per ? tasks - t0 : per);
+        if (!rc)
+            be->stream_launches++;
+    }
+    return rc;
+}
+
+/* Rays [r0, r0 + nr) through the hierarchy: one launch (count on CPU
+ * devices: the ray streams' launches). */
 static int run_walk(run_state *st, size_t r0, size_t nr)
 {
     rb_cl_backend *be = st->be;
@@ -530,6 +610,14 @@ static int run_walk(run_state *st, size_t r0, size_t nr)
         else
             rc = write_buf(be, RB_CLB_ORDER, 0, nr * sizeof *chunk, chunk);
         order = buf(st, RB_CLB_ORDER);
+    }
+    if (!rc && st->plan.stream_tasks) {
+        rc = run_stream(st, r0, nr, order);
+        if (!rc) {
+            be->walks++;
+            rc = read_answers(st, r0, nr);
+        }
+        return rc;
     }
     cl_mem rays = buf(st, RB_CLB_RAYS), out = buf(st, RB_CLB_OUT);
     cl_mem list = buf(st, RB_CLB_LIST), bad = be->bufs[RB_CLB_BAD].mem;
@@ -598,13 +686,14 @@ static int allocate(run_state *st)
         [RB_CLB_BAD] = CL_MEM_READ_WRITE,
         [RB_CLB_NODES] = CL_MEM_READ_ONLY,
         [RB_CLB_ORDER] = CL_MEM_READ_ONLY,
+        [RB_CLB_ARENA] = CL_MEM_READ_WRITE,
     };
     for (int b = 0; b < RB_CLB_N; b++) {
         size_t bytes = b == RB_CLB_BAD ? sizeof(cl_uint) : st->plan.bytes[b];
-        /* zero_copy: only the boxes, the nodes and the R6 word are device
-         * buffers */
+        /* zero_copy: only the boxes, the nodes, the R6 word and the
+         * streams' arena are device buffers */
         if (be->zero_copy && b != RB_CLB_BOXES && b != RB_CLB_BAD &&
-            b != RB_CLB_NODES)
+            b != RB_CLB_NODES && b != RB_CLB_ARENA)
             continue;
         int rc = ensure_buffer(be, b, bytes, flags[b]);
         if (rc)
@@ -631,8 +720,13 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
     }
 
     char why[256];
-    rc = rb_cl_plan_job(job, be->max_buf, be->budget, be->wg, &st.plan,
-                            why, sizeof why);
+    size_t stream_tasks =
+        be->wide && ctx->cl_streams ? RB_CL_STREAM_TASKS_PER_UNIT *
+                       (be->dev.desc.compute_units ? be->dev.desc.compute_units
+                                                   : 1)
+                 : 0;
+    rc = rb_cl_plan_job(job, be->max_buf, be->budget, be->wg, stream_tasks,
+                        &st.plan, why, sizeof why);
     if (rc)
         return rb_fail(ctx, rc, "OpenCL: %s", why);
     rc = allocate(&st);
