@@ -830,37 +830,39 @@ RB_BVH_KERNEL(rb_bvh_all, RB_WALK_ALL)
 
 /* ---- Ray streams (the wide variant: CPU devices)
  *
- * count over a box tree, a task's rays together, as the CPU's own
- * streams (host/bvh/bvh_stream_avx2.c, which explains the method and the
- * arena's bound): a node is popped with the list of the task's rays that
- * entered it, tested against each of them with the node's rows in
+ * count and any over a box tree, a task's rays together, as the CPU's
+ * own streams (host/bvh/bvh_stream_avx2.c, which explains the method and
+ * the arena's bound): a node is popped with the list of the task's rays
+ * that entered it, tested against each of them with the node's rows in
  * registers (rb_node8_span and rb_node8_pass, the one-ray test's own
  * operations, each axis's near and far row chosen by the sign of inv as
- * rb_wray_of does), each ray counts the boxes it hits there, and each
- * inner child gets the list of the rays that pass its slot; the child
- * with the most rays is walked first. So every ray enters exactly the
- * subtrees and hits exactly the boxes that its own walk does, and the
- * counts are the walk's. (any streamed the same way ran 0.6-0.8x the
- * one-ray walk on PoCL: docs/benchmarks.md.)
+ * rb_wray_of does), each ray counts the boxes it hits there (any: a hit
+ * ends the ray, which later lists then skip), and each inner child gets
+ * the list of the rays that pass its slot; the child with the most rays
+ * is walked first. So every ray enters exactly the subtrees and hits
+ * exactly the boxes that its own walk does, and the answers are the
+ * walk's. The host streams any only for rays in input order (measured:
+ * docs/benchmarks.md, "The OpenCL walk on PoCL").
  *
  * One work-item a task of task_rays rays (positions in the chunk's ray
  * order), in a launch of a few tasks (the host launches again for the
  * next ones, the arena reused). Item t's arena, task_words words at
  * t * task_words: the prepared rays (rb_ray_prep, 8 words each), their
- * counts, the stack of pending nodes (node, list offset, list length),
+ * answers, the stack of pending nodes (node, list offset, list length),
  * then the lists. The host sizes the lists by rb_bvh_stream_words for
  * the tree's depth; should they run short all the same, the task's rays
  * walk one by one (rb_walk_tree). Kernel arguments: exact.h's enum
- * rb_stream_arg. */
+ * rb_stream_arg (a mode's unused output is null). */
 #ifdef RB_WIDE
 #define RB_STREAM_STACK RB_WALK_NEED
 
-/* 0 when every ray of the task has its count in counts; -1 when the
- * lists ran short (counts are then partial). */
-static inline int rb_stream_count(__global const float *nodes, uint n,
-                                  __global const rb_ray_prep *prep,
-                                  __global uint *counts, __global uint *stk,
-                                  __global uint *lists, size_t list_words)
+/* 0 when every ray of the task has its answer in state (count: its
+ * count; any: 1 for a hit); -1 when the lists ran short (the answers are
+ * then partial). */
+static inline int rb_stream_walk(const int mode, __global const float *nodes,
+                                 uint n, __global const rb_ray_prep *prep,
+                                 __global uint *state, __global uint *stk,
+                                 __global uint *lists, size_t list_words)
 {
     __global const uint *words = (__global const uint *)nodes;
     for (uint q = 0; q < n; q++)
@@ -898,6 +900,8 @@ static inline int rb_stream_count(__global const float *nodes, uint n,
         __global uint *region = lists + top + (size_t)RB_BVH_WIDTH * cnt;
         for (uint q = 0; q < cnt; q++) {
             uint r = list[q];
+            if (mode == RB_WALK_ANY && state[r])
+                continue; /* a box was hit under another child */
             rb_ray_prep p = prep[r];
             float8 near[3], far[3], e, x;
             /* The rows by a select on inv's sign bit: a branch on it
@@ -912,7 +916,12 @@ static inline int rb_stream_count(__global const float *nodes, uint n,
             }
             rb_node8_span(near, far, &p, &e, &x);
             uint m = rb_node8_pass(e, x, p.tmax);
-            counts[r] += popcount(m & boxes);
+            if (mode == RB_WALK_ANY && (m & boxes)) {
+                state[r] = 1;
+                continue;
+            }
+            if (mode == RB_WALK_COUNT)
+                state[r] += popcount(m & boxes);
             for (uint j = 0; j < n_inner; j++) {
                 region[(size_t)j * cnt + c[j]] = r;
                 c[j] += (m >> slot[j]) & 1u;
@@ -945,13 +954,12 @@ static inline int rb_stream_count(__global const float *nodes, uint n,
     return 0;
 }
 
-__kernel void rb_bvh_stream_count(__global const float *rays, uint dims,
-                                  uint n_rays, __global const float *nodes,
-                                  __global const uint *order,
-                                  __global uint *counts, uint ray_base,
-                                  __global uint *bad, __global uint *arena,
-                                  uint task_rays, uint task_words,
-                                  uint first_task)
+static inline void rb_bvh_stream_kernel(
+    const int mode, __global const float *rays, uint dims, uint n_rays,
+    __global const float *nodes, __global const uint *order,
+    __global uchar *any_hit, __global uint *counts, uint ray_base,
+    __global uint *bad, __global uint *arena, uint task_rays,
+    uint task_words, uint first_task)
 {
     size_t t = get_global_id(0);
     size_t b = ((size_t)first_task + t) * task_rays;
@@ -960,8 +968,8 @@ __kernel void rb_bvh_stream_count(__global const float *rays, uint dims,
     uint n = (uint)min((size_t)task_rays, (size_t)n_rays - b);
     __global uint *base = arena + t * (size_t)task_words;
     __global rb_ray_prep *prep = (__global rb_ray_prep *)base;
-    __global uint *task_counts = base + 8 * (size_t)task_rays;
-    __global uint *stk = task_counts + task_rays;
+    __global uint *state = base + 8 * (size_t)task_rays;
+    __global uint *stk = state + task_rays;
     __global uint *lists = stk + 3 * RB_STREAM_STACK;
     size_t list_words = task_words - (9 * (size_t)task_rays +
                                       3 * RB_STREAM_STACK);
@@ -970,19 +978,39 @@ __kernel void rb_bvh_stream_count(__global const float *rays, uint dims,
         if (!rb_ray_ok(rays, dims, i))
             rb_note_bad(bad, (ray_base + (uint)i) * 2);
         prep[q] = rb_load_ray(rays, dims, i);
-        task_counts[q] = 0;
+        state[q] = 0;
     }
-    if (rb_stream_count(nodes, n, prep, task_counts, stk, lists,
-                        list_words)) {
+    if (rb_stream_walk(mode, nodes, n, prep, state, stk, lists,
+                       list_words)) {
         for (uint q = 0; q < n; q++) {
             rb_wray w = rb_wray_of(prep[q]);
             rb_walk s = rb_walk_init();
-            rb_walk_tree(&w, nodes, RB_WALK_COUNT, &s, 0, 0, RB_TREE_BOXES,
-                         0, 0, 0);
-            task_counts[q] = s.count;
+            rb_walk_tree(&w, nodes, mode, &s, 0, 0, RB_TREE_BOXES, 0, 0, 0);
+            state[q] = mode == RB_WALK_ANY ? (uint)s.found : s.count;
         }
     }
-    for (uint q = 0; q < n; q++)
-        counts[order ? order[b + q] : b + q] = task_counts[q];
+    for (uint q = 0; q < n; q++) {
+        size_t i = order ? order[b + q] : b + q;
+        if (mode == RB_WALK_ANY)
+            any_hit[i] = (uchar)state[q];
+        else
+            counts[i] = state[q];
+    }
 }
+
+#define RB_STREAM_KERNEL(name, mode)                                           \
+    __kernel void name(__global const float *rays, uint dims, uint n_rays,     \
+                       __global const float *nodes,                            \
+                       __global const uint *order, __global uchar *any_hit,    \
+                       __global uint *counts, uint ray_base,                   \
+                       __global uint *bad, __global uint *arena,               \
+                       uint task_rays, uint task_words, uint first_task)       \
+    {                                                                          \
+        rb_bvh_stream_kernel(mode, rays, dims, n_rays, nodes, order, any_hit,  \
+                             counts, ray_base, bad, arena, task_rays,          \
+                             task_words, first_task);                          \
+    }
+
+RB_STREAM_KERNEL(rb_bvh_stream_any, RB_WALK_ANY)
+RB_STREAM_KERNEL(rb_bvh_stream_count, RB_WALK_COUNT)
 #endif /* RB_WIDE */

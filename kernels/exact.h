@@ -856,13 +856,14 @@ enum rb_walk_arg {
     RB_WAARG_COUNT
 };
 
-/* bvh.cl, rb_bvh_stream_count (CPU devices' ray streams). */
+/* bvh.cl, rb_bvh_stream_any/count (CPU devices' ray streams). */
 enum rb_stream_arg {
     RB_STARG_RAYS,
     RB_STARG_DIMS,
     RB_STARG_N_RAYS,
     RB_STARG_NODES,
     RB_STARG_ORDER,
+    RB_STARG_ANY,
     RB_STARG_COUNTS,
     RB_STARG_RAY_BASE,
     RB_STARG_BAD,

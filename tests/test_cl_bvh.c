@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "bvh/bvh.h"
+#include "cpu/ray_order.h"
 #include "internal.h"
 #include "opencl/cl_testhook.h"
 #include "batch.h"
@@ -374,11 +375,12 @@ START_TEST(test_invalid_rays)
 }
 END_TEST
 
-/* count as ray streams (CPU devices, the wide kernels): the counts of the
- * CPU, with the streams' lists as the bound sizes them and capped so
- * that they run short (the kernel then walks its tasks' rays one by
- * one), and with the streams off (one ray an item); in several ray
- * chunks, and over a scene whose batch is sorted and one whose is not. */
+/* count, and any of rays in input order, as ray streams (CPU devices,
+ * the wide kernels): the answers of the CPU, with the streams' lists as
+ * the bound sizes them and capped so that they run short (the kernel
+ * then walks its tasks' rays one by one), and with the streams off (one
+ * ray an item); in several ray chunks, the rays sorted (count streams,
+ * any does not) and in input order (both stream). */
 START_TEST(test_streams)
 {
     enum { NB = 20000, NR = 70000 };
@@ -396,6 +398,13 @@ START_TEST(test_streams)
                      RB_OK);
     rb_query q = {.dims = 3, .rays = rays, .n_rays = NR, .scene = scene,
                   .max_hits = 4};
+    /* AUTO leaves this batch in input order (a small tree, origins not
+     * in a slab): any streams too. */
+    float lo[3], hi[3];
+    const rb_bvh *bvh = rb_scene_bvh(scene);
+    rb_bvh_bounds(bvh, lo, hi);
+    ck_assert(!rb_order_pays(rays, 3, NR, lo, hi,
+                             bvh->n_nodes * sizeof(rb_bvh_node)));
     /* words per ray: the bound; 20, which the root's list (17) fits and
      * its children's do not; 0 beyond the bound, the streams off */
     static const size_t caps[] = {0, 20, 0};
@@ -405,16 +414,24 @@ START_TEST(test_streams)
                 order ? RB_WALK_ORDER_ALWAYS : RB_WALK_ORDER_AUTO;
             t.c[CL_BVH]->cl_streams = run < 2;
             rb_cl_stream_cap(t.c[CL_BVH], caps[run]);
-            unsigned long long s0 = rb_cl_stream_launches(t.c[CL_BVH]);
+            unsigned long long a0 =
+                rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_ANY);
+            unsigned long long c0 =
+                rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_COUNT);
             char what[64];
             snprintf(what, sizeof what, "count, cap %zu, order %d%s",
                      caps[run], order, run == 2 ? ", streams off" : "");
             rbt_compare_query(t.c, ctx_names, N_CTX, q, what);
-            unsigned long long s = rb_cl_stream_launches(t.c[CL_BVH]) - s0;
-            if (wide && run < 2)
-                ck_assert_msg(s >= 3, "%s: %llu stream launches", what, s);
-            else
-                ck_assert_msg(s == 0, "%s: %llu stream launches", what, s);
+            unsigned long long a =
+                rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_ANY) - a0;
+            unsigned long long c =
+                rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_COUNT) - c0;
+            /* several chunks: a launch each at least */
+            int streams = wide && run < 2;
+            ck_assert_msg(streams ? c >= 3 : c == 0,
+                          "%s: %llu count stream launches", what, c);
+            ck_assert_msg(streams && !order ? a >= 3 : a == 0,
+                          "%s: %llu any stream launches", what, a);
         }
     }
     rb_scene_destroy(scene);
@@ -434,6 +451,7 @@ START_TEST(test_streams)
     q.scene = scene;
     q.n_rays = NR2;
     t.c[CL_BVH]->cl_streams = 1;
+    t.c[CL_BVH]->walk_order = RB_WALK_ORDER_AUTO; /* any streams too */
     for (size_t cap = 17; cap <= 80; cap += 3) {
         char what[64];
         snprintf(what, sizeof what, "repeated rays, cap %zu", cap);

@@ -41,7 +41,8 @@ typedef enum rb_cl_kernel_id {
     RB_CLK_JOINT_WALK_ALL,
     RB_CLK_VIS_BRUTE, /* kernels/visibility.cl */
     RB_CLK_VIS_BVH,
-    RB_CLK_BVH_STREAM_COUNT, /* kernels/bvh.cl, ray streams: wide only */
+    RB_CLK_BVH_STREAM_ANY, /* kernels/bvh.cl, ray streams: wide only */
+    RB_CLK_BVH_STREAM_COUNT,
     RB_CLK_N
 } rb_cl_kernel_id;
 
@@ -124,7 +125,7 @@ typedef struct rb_cl_backend {
     uint64_t nodes_uid;
     size_t nodes_n;
     uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
-    uint64_t stream_launches;     /* likewise: rb_bvh_stream_count's */
+    uint64_t stream_launches[2];  /* likewise: rb_bvh_stream_any's, count's */
     size_t stream_cap; /* tests: list words a stream task's ray (0: the
                         * bound), to make the lists run short */
     /* What the shape tree's buffers hold (cl_shapes.c): the nodes and
@@ -191,9 +192,9 @@ typedef struct rb_cl_plan {
     int boxes_whole;    /* the whole boxset is one chunk, uploaded as is */
     size_t box_stride;  /* floats per array in the device box buffer */
     size_t bytes[RB_CLB_N]; /* size each buffer needs; 0 = unused */
-    /* count walks as ray streams (bvh.cl, the wide variant): tasks a
-     * launch (0: the one-ray walk) and rays a task at most, whose arenas
-     * RB_CLB_ARENA holds */
+    /* count walks, and any walks of rays in input order, as ray streams
+     * (bvh.cl, the wide variant): tasks a launch (0: the one-ray walk)
+     * and rays a task at most, whose arenas RB_CLB_ARENA holds */
     size_t stream_tasks;
     size_t stream_rays;
 } rb_cl_plan;
@@ -222,7 +223,7 @@ size_t rb_cl_stream_words(size_t n, unsigned depth);
  * array fits one buffer and, beside one work-group of rays, the budget;
  * otherwise as a brute-force scan of its boxes (plan.bvh = 0), which gives
  * the same answers. stream_tasks (0: none) are the tasks a launch of the
- * ray streams holds, which count walks use when their arena fits
+ * ray streams holds, which any and count walks use when their arena fits
  * beside the nodes (plan.stream_tasks). */
 int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                    size_t wg, size_t stream_tasks, rb_cl_plan *out,

@@ -95,7 +95,8 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
             if (arena <= max_buf && arena <= room)
                 break;
         }
-        if (out->bvh && stream_tasks && job->mode == RB_MODE_COUNT &&
+        if (out->bvh && stream_tasks &&
+            (job->mode == RB_MODE_ANY || job->mode == RB_MODE_COUNT) &&
             task >= RB_CL_STREAM_MIN_RAYS) {
             out->stream_tasks = stream_tasks;
             out->stream_rays = task;

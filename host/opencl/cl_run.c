@@ -523,8 +523,8 @@ static int launch_single(run_state *st, cl_kernel k, size_t items)
     return RB_OK;
 }
 
-/* count for the chunk's rays (order: their order, or NULL) as ray
- * streams (bvh.cl's rb_bvh_stream_count): tasks of up to
+/* any or count for the chunk's rays (order: their order, or NULL) as ray
+ * streams (bvh.cl's rb_bvh_stream_any/count): tasks of up to
  * plan.stream_rays rays, at least as many as the plan's tasks a launch
  * when the chunk allows (a task of fewer rays is still exact, only less
  * shared), and a launch for each plan.stream_tasks of them, the arena
@@ -533,7 +533,9 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
 {
     rb_cl_backend *be = st->be;
     const rb_job *job = st->job;
-    cl_kernel k = be->kernels[RB_CLK_BVH_STREAM_COUNT];
+    int any = job->mode == RB_MODE_ANY;
+    cl_kernel k = be->kernels[any ? RB_CLK_BVH_STREAM_ANY
+                                  : RB_CLK_BVH_STREAM_COUNT];
     size_t per = st->plan.stream_tasks;
     size_t task = (nr + per - 1) / per;
     task = task < st->plan.stream_rays ? task : st->plan.stream_rays;
@@ -548,7 +550,7 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
     cl_uint task_words = (cl_uint)words;
     cl_mem rays = buf(st, RB_CLB_RAYS), out = buf(st, RB_CLB_OUT);
     cl_mem nodes = be->bufs[RB_CLB_NODES].mem, bad = be->bufs[RB_CLB_BAD].mem;
-    cl_mem arena = be->bufs[RB_CLB_ARENA].mem;
+    cl_mem arena = be->bufs[RB_CLB_ARENA].mem, none = NULL;
     int rc = ARG(k, RB_STARG_RAYS, rays);
     if (!rc)
         rc = ARG(k, RB_STARG_DIMS, dims);
@@ -558,8 +560,11 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
         rc = ARG(k, RB_STARG_NODES, nodes);
     if (!rc)
         rc = ARG(k, RB_STARG_ORDER, order);
+    cl_mem any_out = any ? out : none, count_out = any ? none : out;
     if (!rc)
-        rc = ARG(k, RB_STARG_COUNTS, out);
+        rc = ARG(k, RB_STARG_ANY, any_out);
+    if (!rc)
+        rc = ARG(k, RB_STARG_COUNTS, count_out);
     if (!rc)
         rc = ARG(k, RB_STARG_BAD, bad);
     if (!rc)
@@ -576,13 +581,13 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
         if (!rc)
             rc = launch_single(st, k, tasks - t0 < per ? tasks - t0 : per);
         if (!rc)
-            be->stream_launches++;
+            be->stream_launches[any ? 0 : 1]++;
     }
     return rc;
 }
 
-/* Rays [r0, r0 + nr) through the hierarchy: one launch (count on CPU
- * devices: the ray streams' launches). */
+/* Rays [r0, r0 + nr) through the hierarchy: one launch (or the ray
+ * streams' launches, where the plan has them). */
 static int run_walk(run_state *st, size_t r0, size_t nr)
 {
     rb_cl_backend *be = st->be;
@@ -729,15 +734,9 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
                         &st.plan, why, sizeof why);
     if (rc)
         return rb_fail(ctx, rc, "OpenCL: %s", why);
-    rc = allocate(&st);
-    static const cl_uint none = 0xffffffffu;
-    if (!rc)
-        rc = write_buf(be, RB_CLB_BAD, 0, sizeof none, &none);
-    if (!rc && st.plan.bvh)
-        rc = upload_nodes(&st);
     if (st.plan.bvh)
         rb_bvh_bounds(job->bvh, st.lo, st.hi);
-    if (!rc && st.plan.bvh && st.plan.rays >= RB_ORDER_MIN_RAYS &&
+    if (st.plan.bvh && st.plan.rays >= RB_ORDER_MIN_RAYS &&
         (be->dev.is_gpu || ctx->walk_order == RB_WALK_ORDER_ALWAYS ||
          rb_order_pays(job->rays, job->dims, job->n_rays, st.lo, st.hi,
                        job->bvh->n_nodes * sizeof(rb_bvh_node)))) {
@@ -751,6 +750,20 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
             st.order = NULL;
         }
     }
+    /* Sorted rays keep the one-ray walk for any: streamed, over trees
+     * big enough to be sorted for, it ran 0.8-1.0x as fast on PoCL,
+     * against 1.3x over small trees with the rays in input order
+     * (docs/benchmarks.md). */
+    if (job->mode == RB_MODE_ANY && st.order) {
+        st.plan.stream_tasks = 0;
+        st.plan.bytes[RB_CLB_ARENA] = 0;
+    }
+    rc = allocate(&st);
+    static const cl_uint none = 0xffffffffu;
+    if (!rc)
+        rc = write_buf(be, RB_CLB_BAD, 0, sizeof none, &none);
+    if (!rc && st.plan.bvh)
+        rc = upload_nodes(&st);
 
     for (size_t r0 = 0; !rc && r0 < job->n_rays; r0 += st.plan.rays) {
         size_t nr = job->n_rays - r0 < st.plan.rays ? job->n_rays - r0

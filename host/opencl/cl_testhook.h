@@ -26,12 +26,14 @@ unsigned long long rb_cl_calls(const rb_context *ctx);
 unsigned long long rb_cl_walks(const rb_context *ctx);
 unsigned long long rb_cl_node_uploads(const rb_context *ctx);
 
-/* Launches of the count walk's ray streams (kernels/bvh.cl,
- * rb_bvh_stream_count: CPU devices) so far; and a cap on a stream task's
+/* Launches of the any (mode RB_MODE_ANY) or the count walk's ray streams
+ * (kernels/bvh.cl, rb_bvh_stream_any/count: CPU devices) so far; and a
+ * cap on a stream task's
  * list words, per ray (0: none, the bound of rb_bvh_stream_words), which
  * makes the lists run short so that the kernel walks its task's rays one
  * by one instead. */
-unsigned long long rb_cl_stream_launches(const rb_context *ctx);
+unsigned long long rb_cl_stream_launches(const rb_context *ctx,
+                                         rb_mode mode);
 void rb_cl_stream_cap(rb_context *ctx, size_t words_per_ray);
 
 /* Launches of the shape tree's walk (kernels/shapes.cl, rb_shape_walk_*)
