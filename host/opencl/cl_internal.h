@@ -205,10 +205,10 @@ typedef struct rb_cl_plan {
  * per compute unit, so that a launch keeps every core busy to its end
  * while the arena stays small (about 7 MiB a task over 1M boxes). */
 #define RB_CL_STREAM_RAYS 16384u
+#define RB_CL_STREAM_TASKS_PER_UNIT 4u
 /* Fewer rays a task than this, and the one-ray walk runs instead (the
  * plan halves the tasks from RB_CL_STREAM_RAYS until the arena fits). */
 #define RB_CL_STREAM_MIN_RAYS 256u
-#define RB_CL_STREAM_TASKS_PER_UNIT 4u
 
 /* Arena words of a stream task of n rays over a tree of `depth` levels,
  * in the layout of bvh.cl's rb_bvh_stream_kernel: the prepared rays (8

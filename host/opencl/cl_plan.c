@@ -89,15 +89,16 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                             ? (budget - nodes - first_rays) / 4
                             : 0;
         uint64_t arena = 0;
-        for (; task >= RB_CL_STREAM_MIN_RAYS; task /= 2) {
+        int streams = out->bvh && stream_tasks &&
+                      (job->mode == RB_MODE_ANY ||
+                       job->mode == RB_MODE_COUNT);
+        for (; streams && task >= RB_CL_STREAM_MIN_RAYS; task /= 2) {
             arena = (uint64_t)stream_tasks *
                     rb_cl_stream_words(task, bvh->depth) * sizeof(uint32_t);
             if (arena <= max_buf && arena <= room)
                 break;
         }
-        if (out->bvh && stream_tasks &&
-            (job->mode == RB_MODE_ANY || job->mode == RB_MODE_COUNT) &&
-            task >= RB_CL_STREAM_MIN_RAYS) {
+        if (streams && task >= RB_CL_STREAM_MIN_RAYS) {
             out->stream_tasks = stream_tasks;
             out->stream_rays = task;
             out->bytes[RB_CLB_ARENA] = (size_t)arena;

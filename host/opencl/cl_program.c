@@ -427,6 +427,8 @@ void rb_cl_program_release(rb_cl_backend *be)
     release_program(be);
 }
 
+_Static_assert(RB_CLK_N <= 32, "rb_cl_backend.launched: a bit a kernel");
+
 void rb_cl_note_launch(rb_cl_backend *be, cl_kernel k)
 {
     for (int i = 0; i < RB_CLK_N; i++)
