@@ -6,8 +6,8 @@
  * hierarchy; invalid rays deep in a batch are reported with the lowest
  * index; a node array over the device limits falls back to the
  * brute-force kernels, and a failing OpenCL call to the CPU, with the
- * same answers; count on CPU devices as ray streams, whose lists may run
- * short.
+ * same answers; count, and any of unsorted rays, on CPU devices as ray
+ * streams, whose lists may run short.
  *
  * Three contexts answer each query: brute force (CPU, hierarchy off, the
  * reference), the CPU walk and the OpenCL walk (both with the hierarchy
@@ -405,8 +405,8 @@ START_TEST(test_streams)
     rb_bvh_bounds(bvh, lo, hi);
     ck_assert(!rb_order_pays(rays, 3, NR, lo, hi,
                              bvh->n_nodes * sizeof(rb_bvh_node)));
-    /* words per ray: the bound; 20, which the root's list (17) fits and
-     * its children's do not; 0 beyond the bound, the streams off */
+    /* list words a ray: the bound (0: no cap); 20, just over what the
+     * root's list needs (17); the bound again with the streams off */
     static const size_t caps[] = {0, 20, 0};
     for (int run = 0; run < 3; run++) {
         for (int order = 0; order < 2; order++) {
@@ -419,7 +419,7 @@ START_TEST(test_streams)
             unsigned long long c0 =
                 rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_COUNT);
             char what[64];
-            snprintf(what, sizeof what, "count, cap %zu, order %d%s",
+            snprintf(what, sizeof what, "streams, cap %zu, order %d%s",
                      caps[run], order, run == 2 ? ", streams off" : "");
             rbt_compare_query(t.c, ctx_names, N_CTX, q, what);
             unsigned long long a =
