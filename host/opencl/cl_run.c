@@ -203,7 +203,9 @@ static int drain_events(run_state *st)
     return rc;
 }
 
-static int launch(run_state *st, cl_kernel k, size_t n)
+/* Kernel k over `global` items in work-groups of `local`, its event kept
+ * for the kernel time. */
+static int enqueue(run_state *st, cl_kernel k, size_t global, size_t local)
 {
     rb_cl_backend *be = st->be;
     if (st->n_events == EVENT_BATCH) {
@@ -211,16 +213,23 @@ static int launch(run_state *st, cl_kernel k, size_t n)
         if (rc)
             return rc;
     }
-    size_t global = (n + be->wg - 1) / be->wg * be->wg;
     cl_event ev = NULL;
     rb_cl_note_launch(be, k);
     int rc = RB_CL(&be->env, clEnqueueNDRangeKernel, be->queue, k, 1, NULL,
-                   &global, &be->wg, 0, NULL, &ev);
+                   &global, &local, 0, NULL, &ev);
     if (rc)
         return rc;
     st->events[st->n_events++] = ev;
     st->launches++;
     return RB_OK;
+}
+
+/* n items, in the backend's work-groups (the last one's extra items
+ * return at once). */
+static int launch(run_state *st, cl_kernel k, size_t n)
+{
+    size_t wg = st->be->wg;
+    return enqueue(st, k, (n + wg - 1) / wg * wg, wg);
 }
 
 static int write_buf(rb_cl_backend *be, int b, size_t offset, size_t bytes,
@@ -502,27 +511,6 @@ static int upload_nodes(run_state *st)
     return RB_OK;
 }
 
-/* The launch of `items` work-items of one (the ray streams). */
-static int launch_single(run_state *st, cl_kernel k, size_t items)
-{
-    rb_cl_backend *be = st->be;
-    if (st->n_events == EVENT_BATCH) {
-        int rc = drain_events(st);
-        if (rc)
-            return rc;
-    }
-    size_t one = 1;
-    cl_event ev = NULL;
-    rb_cl_note_launch(be, k);
-    int rc = RB_CL(&be->env, clEnqueueNDRangeKernel, be->queue, k, 1, NULL,
-                   &items, &one, 0, NULL, &ev);
-    if (rc)
-        return rc;
-    st->events[st->n_events++] = ev;
-    st->launches++;
-    return RB_OK;
-}
-
 /* any or count for the chunk's rays (order: their order, or NULL) as ray
  * streams (bvh.cl's rb_bvh_stream_any/count): tasks of up to
  * plan.stream_rays rays, at least as many as the plan's tasks a launch
@@ -579,7 +567,8 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
         cl_uint first = (cl_uint)t0;
         rc = ARG(k, RB_STARG_FIRST_TASK, first);
         if (!rc)
-            rc = launch_single(st, k, tasks - t0 < per ? tasks - t0 : per);
+            /* a work-group an item: a task */
+            rc = enqueue(st, k, tasks - t0 < per ? tasks - t0 : per, 1);
         if (!rc)
             be->stream_launches[any ? 0 : 1]++;
     }
