@@ -520,7 +520,15 @@ START_TEST(test_binary_cache)
     ctx = cl_context(&opt);
     ck_assert_int_eq(rb_cl_program_from_cache(ctx), 0);
     rb_context_destroy(ctx);
-    ck_assert_int_eq(file_size(file), size);
+    /* Rewritten whole, and loaded again. Not always to the byte: PoCL's
+     * binary carries the kernels its own cache has compiled for the
+     * program (a work-group size each), and that cache is shared with
+     * the test processes CTest runs beside this one (POCL_CACHE_DIR), so
+     * it only grows. */
+    ck_assert_int_ge(file_size(file), size);
+    ctx = cl_context(&opt);
+    ck_assert_int_eq(rb_cl_program_from_cache(ctx), 1);
+    rb_context_destroy(ctx);
     overwrite(file, 0, "garbage!garbage!garbage!garbage!", 32);
     ctx = cl_context(&opt);
     ck_assert_int_eq(rb_cl_program_from_cache(ctx), 0);
