@@ -971,8 +971,9 @@ static inline void rb_bvh_stream_kernel(
     __global uint *state = base + 8 * (size_t)task_rays;
     __global uint *stk = state + task_rays;
     __global uint *lists = stk + 3 * RB_STREAM_STACK;
-    size_t list_words = task_words - (9 * (size_t)task_rays +
-                                      3 * RB_STREAM_STACK);
+    size_t list_words =
+        task_words -
+        RB_STREAM_HEAD_WORDS((size_t)task_rays, (size_t)RB_STREAM_STACK);
     for (uint q = 0; q < n; q++) {
         size_t i = order ? order[b + q] : b + q;
         if (!rb_ray_ok(rays, dims, i))

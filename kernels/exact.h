@@ -856,6 +856,12 @@ enum rb_walk_arg {
     RB_WAARG_COUNT
 };
 
+/* The words before the lists in a ray stream task's arena (bvh.cl's
+ * rb_bvh_stream_kernel) of n rays and a pending stack of `stack`
+ * entries: the prepared rays (8 words each), their answers (1 each),
+ * the stack (3 words an entry). */
+#define RB_STREAM_HEAD_WORDS(n, stack) (9 * (n) + 3 * (stack))
+
 /* bvh.cl, rb_bvh_stream_any/count (CPU devices' ray streams). */
 enum rb_stream_arg {
     RB_STARG_RAYS,

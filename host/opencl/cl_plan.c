@@ -28,7 +28,7 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
 
 size_t rb_cl_stream_words(size_t n, unsigned depth)
 {
-    size_t words = 9 * n + 3 * (size_t)RB_BVH_STACK +
+    size_t words = RB_STREAM_HEAD_WORDS(n, (size_t)RB_BVH_STACK) +
                    rb_bvh_stream_words(n, depth);
     return (words + 15) / 16 * 16;
 }

@@ -531,7 +531,7 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
     cl_uint dims = job->dims, n = (cl_uint)nr, ray_base = (cl_uint)r0;
     cl_uint task_rays = (cl_uint)task;
     size_t words = rb_cl_stream_words(task, job->bvh->depth);
-    size_t capped = (9 * task + 3 * (size_t)RB_BVH_STACK +
+    size_t capped = (RB_STREAM_HEAD_WORDS(task, (size_t)RB_BVH_STACK) +
                      be->stream_cap * task + 15) / 16 * 16;
     if (be->stream_cap && capped < words)
         words = capped; /* tests: the kernel's lists run short */
