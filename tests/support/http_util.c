@@ -1,4 +1,5 @@
 /* http_util.c - see http_util.h. */
+#define _DEFAULT_SOURCE /* mkstemps */
 #include "http_util.h"
 
 #include <arpa/inet.h>
@@ -60,10 +61,17 @@ char *rbt_read_file(const char *path, size_t *len)
 
 void rbt_server_start(rbt_server *s, const char *const *args)
 {
-    static unsigned seq;
     memset(s, 0, sizeof *s);
-    snprintf(s->log_path, sizeof s->log_path, "/tmp/rayboxd-test-%d-%u.log",
-             (int)getpid(), seq++);
+    /* A name of its own, made empty here before the fork: a name from the
+     * pid alone was reused once pids wrapped (test logs stay behind), and
+     * the loop below then read an older server's port from the file
+     * before the child had truncated it (connection refused, "status 0"
+     * in CI, reproduced under load). */
+    snprintf(s->log_path, sizeof s->log_path,
+             "/tmp/rayboxd-test-%d-XXXXXX.log", (int)getpid());
+    int log_fd = mkstemps(s->log_path, 4);
+    ck_assert_msg(log_fd >= 0, "mkstemps %s: %s", s->log_path,
+                  strerror(errno));
     const char *argv[64] = {RAYBOXD, "--port", "0", "--backend", "cpu"};
     int n = 5;
     for (int i = 0; args && args[i] && n < 63; i++)
@@ -72,16 +80,17 @@ void rbt_server_start(rbt_server *s, const char *const *args)
     pid_t pid = fork();
     ck_assert_int_ge(pid, 0);
     if (pid == 0) {
-        int fd = open(s->log_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int null = open("/dev/null", O_RDWR);
-        if (fd < 0 || null < 0)
+        if (null < 0)
             _exit(127);
-        dup2(fd, 2);
+        dup2(log_fd, 2);
+        close(log_fd);
         dup2(null, 1);
         dup2(null, 0);
         execv(RAYBOXD, (char *const *)argv);
         _exit(127);
     }
+    close(log_fd);
     s->pid = pid;
     /* Wait for the first line: {"ts":..,"msg":"listening","port":N,..}. */
     for (int tries = 0; tries < 6000; tries++) {
@@ -283,9 +292,15 @@ static int perform(CURL *h, int own, const char *method, const char *url,
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     }
+    char why[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, why);
     CURLcode rc = curl_easy_perform(h);
     if (rc == CURLE_OK)
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &resp->status);
+    else /* status 0 alone says nothing of why: keep it in the test's log */
+        fprintf(stderr, "curl %s %s: %s (%d: %s)\n", method, url, why,
+                (int)rc, curl_easy_strerror(rc));
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
     /* Leave the handle reusable for a plain request. */
     curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
     curl_easy_setopt(h, CURLOPT_NOBODY, 0L);
