@@ -81,12 +81,28 @@ static void copy_task(void *arg, size_t t, unsigned worker)
         copy_corners((const rb_box2 *)l->boxes + b, 2, e - b, lo, hi);
 }
 
-/* The first invalid box of n, or n. */
-static size_t first_bad(rb_context *ctx, loading *l, size_t slices)
+/* Checks a slice and, when it is valid, copies it: one pass over the
+ * caller's boxes instead of two, for fresh arrays only (a bad box then
+ * costs nothing but the new block). */
+static void check_copy_task(void *arg, size_t t, unsigned worker)
+{
+    loading *l = arg;
+    size_t b, e;
+    slice_of(l, t, &b, &e);
+    check_task(arg, t, worker);
+    if (l->bad[t] == e && e > b)
+        copy_task(arg, t, worker);
+}
+
+/* The first invalid box of n, or n, after `task` (check_task, or
+ * check_copy_task) ran on every slice. */
+static size_t first_bad(rb_context *ctx, loading *l, size_t slices,
+                        void (*task)(void *, size_t, unsigned))
 {
     if (slices == 1)
-        return rb_check_boxes(l->boxes, l->dims, 0, l->n);
-    rb_pool_run(ctx->pool, slices, check_task, l);
+        task(l, 0, 0);
+    else
+        rb_pool_run(ctx->pool, slices, task, l);
     for (size_t t = 0; t < slices; t++) {
         size_t b, e;
         slice_of(l, t, &b, &e);
@@ -105,36 +121,44 @@ int rb_boxset_build(rb_context *ctx, rb_boxset *set, size_t *cap,
         l.slice = l.slice < SLICE_MIN ? SLICE_MIN : l.slice;
     }
     size_t slices = n ? (n + l.slice - 1) / l.slice : 1;
-    size_t bad = first_bad(ctx, &l, slices);
-    if (bad < n) {
-        rb_bad_input where = {bad, RB_ELEMENT_BOX};
-        return rb_report_bad_input(ctx, dims, NULL, boxes,
-                                   &where);
-    }
     size_t stride = padded(n);
     if (stride > SIZE_MAX / (6 * sizeof(float)))
         return rb_fail(ctx, RB_ENOMEM, "%zu boxes do not fit in memory", n);
     size_t need = 6 * stride;
-    if (need > *cap) {
-        float *data = rb_alloc(ctx, need * sizeof(float), 64);
-        if (!data)
-            return rb_fail(ctx, RB_ENOMEM, "no memory for %zu boxes", n);
+    /* New arrays are filled as the boxes are checked; arrays the set
+     * holds are written only once every box has passed (a bad box leaves
+     * the set as it was). */
+    float *data = need > *cap ? rb_alloc(ctx, need * sizeof(float), 64)
+                              : set->data;
+    if (!data)
+        return rb_fail(ctx, RB_ENOMEM, "no memory for %zu boxes", n);
+    float **lo = l.lo, **hi = l.hi;
+    for (int a = 0; a < 3; a++) {
+        lo[a] = data + (size_t)a * stride;
+        hi[a] = data + (size_t)(3 + a) * stride;
+    }
+    int fresh = data != set->data;
+    size_t bad = first_bad(ctx, &l, slices,
+                           fresh ? check_copy_task : check_task);
+    if (bad < n) {
+        if (fresh)
+            rb_free(ctx, data);
+        rb_bad_input where = {bad, RB_ELEMENT_BOX};
+        return rb_report_bad_input(ctx, dims, NULL, boxes,
+                                   &where);
+    }
+    if (fresh) {
         rb_free(ctx, set->data);
         set->data = data;
         *cap = need;
+    } else if (slices > 1) {
+        rb_pool_run(ctx->pool, slices, copy_task, &l);
+    } else if (n) {
+        copy_task(&l, 0, 0);
     }
     set->n = n;
     set->stride = stride;
     set->uid = rb_next_uid();
-    float **lo = l.lo, **hi = l.hi;
-    for (int a = 0; a < 3; a++) {
-        lo[a] = set->data + (size_t)a * stride;
-        hi[a] = set->data + (size_t)(3 + a) * stride;
-    }
-    if (slices > 1)
-        rb_pool_run(ctx->pool, slices, copy_task, &l);
-    else if (n)
-        copy_task(&l, 0, 0);
     for (size_t i = n; i < stride; i++) {
         for (int a = 0; a < 3; a++) {
             lo[a][i] = INFINITY;
