@@ -48,6 +48,16 @@ typedef struct em_result {
     int32_t *nearest_id;
     uint8_t *any;
     double bytes_per_element; /* Embree's allocations (memory monitor) */
+    /* Optional, set by the caller: the other side's build, timed in turn
+     * with Embree's. When set, each of 2 * repeat + 1 rounds (at most 64)
+     * calls turn(turn_user), which returns its build's ms (< 0: failed,
+     * no rounds taken), then commits Embree's; turn_speedup is the
+     * median over the rounds of Embree's ms / the other's (0 if none).
+     * Why: the two sides' builds timed minutes apart on a shared machine
+     * moved the ratio by 1.3-2.4x between runs of one binary. */
+    double (*turn)(void *turn_user);
+    void *turn_user;
+    double turn_speedup;
 } em_result;
 
 /* Builds the scene in Embree 3 as `setup` (EM_NATIVE, EM_USER, EM_TRIS) with build

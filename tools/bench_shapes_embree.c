@@ -434,17 +434,22 @@ int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
             first_j += (uint32_t)n;
     }
     if (!rc) {
-        double ms[64];
-        int runs = repeat < 64 ? repeat : 64;
+        double ms[64], speedup[64];
+        int runs = out->turn ? 2 * repeat + 1 : repeat, turns = 0;
+        runs = runs < 64 ? runs : 64;
         for (int k = 0; k < runs; k++) {
             for (unsigned gi = 0; k > 0 && gi < es.n_geoms; gi++)
                 rtcCommitGeometry(rtcGetGeometry(scene, gi));
+            double other = out->turn ? out->turn(out->turn_user) : -1;
             double t0 = bench_now_ms();
             rtcCommitScene(scene);
             ms[k] = bench_now_ms() - t0;
+            if (other > 0)
+                speedup[turns++] = ms[k] / other;
         }
         out->cold_build_ms = ms[0];
         out->build_ms = bench_median(ms, runs);
+        out->turn_speedup = turns ? bench_median(speedup, turns) : 0;
         enum RTCError e = rtcGetDeviceError(dev);
         if (e != RTC_ERROR_NONE) {
             snprintf(out->error, sizeof out->error, "rtcCommitScene: error %d",
