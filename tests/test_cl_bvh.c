@@ -25,6 +25,7 @@
 #include "bvh/bvh.h"
 #include "cpu/ray_order.h"
 #include "internal.h"
+#include "opencl/cl_internal.h"
 #include "opencl/cl_testhook.h"
 #include "batch.h"
 #include "scenes.h"
@@ -466,6 +467,69 @@ START_TEST(test_streams)
 }
 END_TEST
 
+/* Sorted rays keep the one-ray walk for any, and the stream arena's room
+ * goes to rays: under a budget that splits the batch into chunks and
+ * leaves room for the arena of tasks of 256 rays (RB_CL_STREAM_MIN_RAYS;
+ * not of 512), a sorted any takes as many chunks (walk launches) with
+ * streams on as with them off - with the arena reserved and dropped, its
+ * chunks were a sixth smaller and more - and answers as the CPU does. */
+START_TEST(test_sorted_any_plan)
+{
+    enum { NB = 20000 };
+    rbt_rng g = {8080};
+    rb_box *boxes = calloc(NB, sizeof *boxes);
+    rbt_scene_boxes(RBT_SC_CLUSTERED, NB, &g, boxes);
+    rb_context *cpu = make_ctx(RBT_CPU, RB_BVH_USE_ALWAYS, 0, 0, 1);
+    rb_scene *scene = NULL;
+    ck_assert_int_eq(rb_scene_create(cpu, 3, boxes, NB, &scene), RB_OK);
+    const rb_bvh *bvh = rb_scene_bvh(scene);
+    /* the tasks and arena as cl_run.c and cl_plan.c size them */
+    rb_context *probe = make_ctx(RBT_OPENCL, RB_BVH_USE_ALWAYS, 0, 0, 1);
+    rb_backend_info info;
+    ck_assert_int_eq(rb_context_info(probe, &info), RB_OK);
+    rb_context_destroy(probe);
+    uint64_t arena = (uint64_t)4 * (info.compute_units ? info.compute_units
+                                                       : 1) *
+                     rb_cl_stream_words(256, bvh->depth) * sizeof(uint32_t);
+    uint64_t rest = 6 * arena; /* room: a quarter, 1.5 arenas */
+    uint64_t per_ray = sizeof(rb_ray) + 1 + sizeof(uint32_t);
+    size_t nr = (size_t)(6 * rest / per_ray + 1); /* 6 chunks or more */
+    uint64_t budget = bvh->n_nodes * sizeof(rb_bvh_node) + rest +
+                      (64u << 10); /* the first rays' share and more */
+    rb_context *cl = make_ctx(RBT_OPENCL, RB_BVH_USE_ALWAYS, 0, budget, 1);
+    cl->walk_order = RB_WALK_ORDER_ALWAYS;
+    rb_ray *rays = calloc(nr, sizeof *rays);
+    rbt_scene_rays(&g, boxes, NB, rays, nr);
+    rb_query q = {.mode = RB_MODE_ANY, .dims = 3, .rays = rays,
+                  .n_rays = nr, .scene = scene};
+    uint8_t *any[3] = {malloc(nr), malloc(nr), malloc(nr)};
+    rb_results r = {.any = any[2], .capacity = nr};
+    ck_assert_int_eq(rb_intersect(cpu, &q, &r), RB_OK);
+    unsigned long long launches[2];
+    for (int on = 0; on < 2; on++) {
+        cl->cl_streams = on;
+        r.any = any[on];
+        unsigned long long w0 = rb_cl_walks(cl);
+        ck_assert_int_eq(rb_intersect(cl, &q, &r), RB_OK);
+        ck_assert_msg(!r.info.fell_back, "%s", r.info.fallback_reason);
+        launches[on] = rb_cl_walks(cl) - w0;
+        ck_assert(memcmp(any[on], any[2], nr) == 0);
+    }
+    ck_assert_uint_eq(rb_cl_stream_launches(cl, RB_MODE_ANY), 0);
+    ck_assert_msg(launches[0] >= 6, "%llu chunks", launches[0]);
+    ck_assert_msg(launches[1] == launches[0],
+                  "chunks with streams on %llu, off %llu", launches[1],
+                  launches[0]);
+    rb_scene_destroy(scene);
+    rb_context_destroy(cl);
+    rb_context_destroy(cpu);
+    for (int k = 0; k < 3; k++)
+        free(any[k]);
+    free(boxes);
+    free(rays);
+}
+END_TEST
+
 /* A failing OpenCL call anywhere in a hierarchy query (the node upload
  * included: inline boxes get a new transient hierarchy every query): the
  * CPU answers instead (fell_back, the reason named), exactly as the walk
@@ -548,6 +612,7 @@ static Suite *cl_bvh_suite(void)
     tcase_add_test(tc, test_nodes_too_big);
     tcase_add_test(tc, test_invalid_rays);
     tcase_add_test(tc, test_streams);
+    tcase_add_test(tc, test_sorted_any_plan);
     tcase_add_test(tc, test_injected_failures);
     suite_add_tcase(s, tc);
     return s;

@@ -729,6 +729,17 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         (be->dev.is_gpu || ctx->walk_order == RB_WALK_ORDER_ALWAYS ||
          rb_order_pays(job->rays, job->dims, job->n_rays, st.lo, st.hi,
                        job->bvh->n_nodes * sizeof(rb_bvh_node)))) {
+        /* Sorted rays keep the one-ray walk for any: streamed, over trees
+         * big enough to be sorted for, it ran 0.8-1.0x as fast on PoCL,
+         * against 1.3x over small trees with the rays in input order
+         * (docs/benchmarks.md). Planned again without the streams'
+         * arena, whose room then goes to rays. */
+        if (job->mode == RB_MODE_ANY && st.plan.stream_tasks) {
+            rc = rb_cl_plan_job(job, be->max_buf, be->budget, be->wg, 0,
+                                &st.plan, why, sizeof why);
+            if (rc)
+                return rb_fail(ctx, rc, "OpenCL: %s", why);
+        }
         /* The order of every chunk stays until the queue is idle (the
          * device reads it); without memory for it, rays go in input
          * order, with the same answers. */
@@ -738,14 +749,6 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
             rb_free(ctx, st.order);
             st.order = NULL;
         }
-    }
-    /* Sorted rays keep the one-ray walk for any: streamed, over trees
-     * big enough to be sorted for, it ran 0.8-1.0x as fast on PoCL,
-     * against 1.3x over small trees with the rays in input order
-     * (docs/benchmarks.md). */
-    if (job->mode == RB_MODE_ANY && st.order) {
-        st.plan.stream_tasks = 0;
-        st.plan.bytes[RB_CLB_ARENA] = 0;
     }
     rc = allocate(&st);
     static const cl_uint none = 0xffffffffu;
