@@ -39,9 +39,10 @@ typedef struct em_result {
     int ok;
     char error[160];
     int quality;            /* RTC_BUILD_QUALITY_* of the figures below */
-    /* rtcCommitScene: the median of `repeat` builds (the first, then
-     * rebuilds of the same scene after rtcCommitGeometry of each
-     * geometry, which reuse its memory), and the first alone. */
+    /* rtcCommitScene: the median of `repeat` builds (2 * repeat + 1 with
+     * a turn, below; the first, then rebuilds of the same scene after
+     * rtcCommitGeometry of each geometry, which reuse its memory), and
+     * the first alone. */
     double build_ms, cold_build_ms;
     double nearest_ms, any_ms; /* medians of `repeat` runs */
     /* Per ray: the nearest element's id (-1: none) and any (0/1). */
