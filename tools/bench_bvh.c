@@ -106,6 +106,12 @@ typedef struct scene_result {
     double fast_build_ms, fast_nearest_ms, fast_any_ms, fast_sah;
     double cold_build_ms, fast_cold_build_ms; /* the first of `repeat` */
     int fast_same; /* its nearest and any hit counts equal the SAH tree's */
+    /* nearest (0) and any (1) timed in turn with the fastest Embree
+     * configuration of each (bench_queries_in_turn): the median of the
+     * rounds' Embree ms (charged) / raybox's, and that configuration;
+     * 0 / NULL when not measured */
+    double query_turn[2];
+    const em_config *query_turn_cfg[2];
     /* OpenCL, modes nearest, any, count, all (rb_mode - 1) */
     int have_cl;
     double cl_ms[4], cl_upload_ms;
@@ -456,6 +462,86 @@ static double least_turn_speedup(const scene_result *r, const em_config **c_out)
     return least;
 }
 
+/* raybox's side of the queries in turn (em_result.query_turn): one
+ * rb_intersect of the scene, nearest or any, its ms. */
+typedef struct query_turn_side {
+    rb_context *ctx;
+    const rb_scene *scene;
+    const rb_ray *rays;
+    size_t n;
+    rb_results *res;
+} query_turn_side;
+
+static double query_turn(void *user, int occluded)
+{
+    query_turn_side *q = user;
+    rb_query rq = {.mode = occluded ? RB_MODE_ANY : RB_MODE_NEAREST,
+                   .dims = 3, .rays = q->rays, .n_rays = q->n,
+                   .scene = q->scene};
+    double t0 = bench_now_ms();
+    int rc = rb_intersect(q->ctx, &rq, q->res);
+    double ms = bench_now_ms() - t0;
+    return rc == RB_OK ? ms : -1;
+}
+
+static const em_config *fastest(const scene_result *r, int fig,
+                                double sort_ms, int charged);
+
+/* nearest and any against the fastest Embree configuration of each (the
+ * sort charged to walk order, as in the table), timed in turn: Embree's
+ * scene built again in that configuration, then 2 * repeat + 1 rounds of
+ * one raybox query (a scene of the same boxes, SAH build) and one Embree
+ * trace, the median of the rounds' ratios (em_result.query_turn). Why:
+ * the separate medians are minutes apart, and the machine's phases moved
+ * the `nearest` ratio 0.92-1.54x between runs of one binary. */
+static void bench_queries_in_turn(rb_context *ctx, const run_options *o,
+                                  const rb_box *boxes, size_t nb,
+                                  const rb_ray *rays, const rb_ray *sorted,
+                                  size_t nr, double sort_ms,
+                                  scene_result *out)
+{
+    rb_scene *scene = NULL;
+    rb_results res = {.capacity = nr};
+    res.hits = malloc((nr ? nr : 1) * sizeof *res.hits);
+    res.any = malloc(nr ? nr : 1);
+    em_result em = {0};
+    em.nearest_id = malloc((nr ? nr : 1) * sizeof *em.nearest_id);
+    em.any = malloc(nr ? nr : 1);
+    bench_scene bs = {.boxes = boxes, .n_boxes = nb};
+    if (!res.hits || !res.any || !em.nearest_id || !em.any ||
+        rb_scene_create(ctx, 3, boxes, nb, &scene) != RB_OK)
+        goto done;
+    query_turn_side side = {.ctx = ctx, .scene = scene, .n = nr,
+                            .res = &res};
+    for (int fig = 0; fig < 2; fig++) {
+        const em_config *c = fastest(out, fig, sort_ms, 1);
+        if (!c)
+            continue;
+        if (fig == 1 && out->query_turn_cfg[0] == c) {
+            /* the same configuration: its rounds of any ran already */
+            out->query_turn[1] = em.query_speedup[1];
+            out->query_turn_cfg[1] = c;
+            continue;
+        }
+        side.rays = c->walk_order ? sorted : rays;
+        em.query_turn = query_turn;
+        em.turn_user = &side;
+        em.query_charge_ms = c->walk_order ? sort_ms : 0;
+        em.query_speedup[0] = em.query_speedup[1] = 0;
+        if (bench_embree_shapes(ctx->pool, o->threads, repeat, c->setup,
+                                c->quality, &bs, side.rays, nr, &em))
+            continue;
+        out->query_turn[fig] = em.query_speedup[fig];
+        out->query_turn_cfg[fig] = c;
+    }
+done:
+    rb_scene_destroy(scene);
+    free(res.hits);
+    free(res.any);
+    free(em.nearest_id);
+    free(em.any);
+}
+
 /* The fastest configuration of a figure (0 nearest, 1 any, 2 build),
  * walk-order times charged with sort_ms when `charged`; NULL if none. */
 static const em_config *fastest(const scene_result *r, int fig,
@@ -580,6 +666,16 @@ static void print_table(const scene_result *r, size_t nr, double sort_ms)
            (double)r->count_sum / (double)nr);
     print_embree(r, nr, sort_ms, r->rb.nearest_ms, r->rb.any_ms,
                  r->rb.build_ms, 1);
+    static const char *const turn_figs[2] = {"nearest", "any"};
+    for (int fig = 0; fig < 2; fig++)
+        if (r->query_turn[fig] > 0) {
+            char name[96];
+            printf("  %-8s in turn with the fastest embree (%s), %d "
+                   "rounds: %.2fx\n", turn_figs[fig],
+                   config_name(r->query_turn_cfg[fig], name, sizeof name),
+                   2 * repeat + 1 < 64 ? 2 * repeat + 1 : 64,
+                   r->query_turn[fig]);
+        }
     printf("  fast build (RB_HIERARCHY_BUILD_FAST): %.3f Mboxes/s, SAH %.1f, "
            "nearest %.3f, any %.3f Mrays/s, hits %s",
            rate((double)r->boxes, r->fast_build_ms), r->fast_sah,
@@ -750,6 +846,9 @@ static void print_json(const scene_result *r, size_t n, size_t nr,
         if (turn > 0)
             printf(", \"build_in_turn_vs_embree\": %.3f", turn);
         printf("}");
+        if (s->query_turn[0] > 0 || s->query_turn[1] > 0)
+            printf(", \"in_turn_vs_fastest_embree\": {\"nearest\": %.3f, "
+                   "\"any\": %.3f}", s->query_turn[0], s->query_turn[1]);
         const double mine[3] = {s->rb.nearest_ms, s->rb.any_ms,
                                 s->rb.build_ms};
         if (s->n_em)
@@ -869,6 +968,16 @@ static int write_rows(const char *path, const rb_backend_info *info,
                                          sizeof size);
             rbench_add_ratio(&rows, &w, "speed_vs_embree_in_turn", turn);
         }
+        static const char *const turn_tests[2] = {"bvh_nearest_in_turn",
+                                                  "bvh_any_in_turn"};
+        for (int fig = 0; fig < 2; fig++)
+            if (s->query_turn[fig] > 0) {
+                rbench_where w = ratio_where(info, "cpu", turn_tests[fig],
+                                             "random", nr, s->boxes, size,
+                                             sizeof size);
+                rbench_add_ratio(&rows, &w, "speed_vs_embree_in_turn",
+                                 s->query_turn[fig]);
+            }
         double em_bytes = smallest_embree_bytes(s);
         if (em_bytes > 0 && s->rb.bytes_per_box > 0) {
             rbench_where w = ratio_where(info, "cpu", "bvh_memory", "random", 0,
@@ -1288,9 +1397,12 @@ int main(int argc, char **argv)
         memcpy(copy, boxes, nb * sizeof *copy);
         if (bench_raybox(ctx, cl, boxes, nb, rays, nr, &res[k]))
             return 1;
-        if (embree)
+        if (embree) {
             bench_embree_all(ctx, &ro, copy, nb, rays, sorted, order, nr, 1,
                              &res[k]);
+            bench_queries_in_turn(ctx, &ro, copy, nb, rays, sorted, nr,
+                                  sort_ms, &res[k]);
+        }
         free(copy);
         free(boxes);
         if (!json)
