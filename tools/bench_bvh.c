@@ -462,27 +462,6 @@ static double least_turn_speedup(const scene_result *r, const em_config **c_out)
     return least;
 }
 
-/* raybox's side of the queries in turn (em_result.query_turn): one
- * rb_intersect of the scene, nearest or any, its ms. */
-typedef struct query_turn_side {
-    rb_context *ctx;
-    const rb_scene *scene;
-    const rb_ray *rays;
-    size_t n;
-    rb_results *res;
-} query_turn_side;
-
-static double query_turn(void *user, int occluded)
-{
-    query_turn_side *q = user;
-    rb_query rq = {.mode = occluded ? RB_MODE_ANY : RB_MODE_NEAREST,
-                   .dims = 3, .rays = q->rays, .n_rays = q->n,
-                   .scene = q->scene};
-    double t0 = bench_now_ms();
-    int rc = rb_intersect(q->ctx, &rq, q->res);
-    double ms = bench_now_ms() - t0;
-    return rc == RB_OK ? ms : -1;
-}
 
 static const em_config *fastest(const scene_result *r, int fig,
                                 double sort_ms, int charged);
@@ -513,7 +492,7 @@ static void bench_queries_in_turn(rb_context *ctx, const run_options *o,
         goto done;
     /* raybox takes the rays in input order and sorts them itself, as in
      * the table; Embree's walk-order rays are charged the sort */
-    query_turn_side side = {.ctx = ctx, .scene = scene, .rays = rays,
+    bench_query_side side = {.ctx = ctx, .scene = scene, .rays = rays,
                             .n = nr, .res = &res};
     for (int fig = 0; fig < 2; fig++) {
         const em_config *c = fastest(out, fig, sort_ms, 1);
@@ -525,7 +504,7 @@ static void bench_queries_in_turn(rb_context *ctx, const run_options *o,
             out->query_turn_cfg[1] = c;
             continue;
         }
-        em.query_turn = query_turn;
+        em.query_turn = bench_query_turn;
         em.turn_user = &side;
         em.query_charge_ms = c->walk_order ? sort_ms : 0;
         em.query_speedup[0] = em.query_speedup[1] = 0;

@@ -74,3 +74,15 @@ int bench_walk_order(rb_context *ctx, int repeat, const rb_ray *rays,
     free(scratch);
     return 0;
 }
+
+double bench_query_turn(void *side, int occluded)
+{
+    bench_query_side *q = side;
+    rb_query rq = {.mode = occluded ? RB_MODE_ANY : RB_MODE_NEAREST,
+                   .dims = 3, .rays = q->rays, .n_rays = q->n,
+                   .scene = q->scene, .max_hits = 1};
+    double t0 = bench_now_ms();
+    int rc = rb_intersect(q->ctx, &rq, q->res);
+    double ms = bench_now_ms() - t0;
+    return rc == RB_OK ? ms : -1;
+}

@@ -1,6 +1,7 @@
 /* bench_common.h - what raybox-bench-bvh and raybox-bench-shapes share:
  * the clock, the median, the generator of their random workloads, and
- * their random rays, and the Embree 3 side (bench_shapes.h). */
+ * their random rays, raybox's side of queries timed in turn, and the
+ * Embree 3 side (bench_shapes.h). */
 #ifndef RB_BENCH_COMMON_H
 #define RB_BENCH_COMMON_H
 
@@ -28,5 +29,20 @@ void bench_random_rays(uint64_t *s, rb_ray *r, size_t n);
 int bench_walk_order(rb_context *ctx, int repeat, const rb_ray *rays,
                      size_t n, const float lo[3], const float hi[3],
                      rb_ray *sorted, uint32_t *order, double *ms);
+
+/* raybox's side of a query timed in turn with Embree's traces
+ * (em_result.query_turn in bench_shapes.h): bench_query_turn(side,
+ * occluded) runs one rb_intersect of side->scene, nearest (occluded 0)
+ * or any (1), over side->rays into side->res, and returns its ms (< 0 if
+ * it failed). */
+typedef struct bench_query_side {
+    rb_context *ctx;
+    const rb_scene *scene;
+    const rb_ray *rays;
+    size_t n;
+    rb_results *res;
+} bench_query_side;
+
+double bench_query_turn(void *side, int occluded);
 
 #endif

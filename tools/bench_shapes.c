@@ -322,27 +322,6 @@ typedef struct walk_rays {
     double sort_ms;
 } walk_rays;
 
-/* raybox's side of the queries in turn (em_result.query_turn): one
- * rb_intersect of the scene, nearest or any, its ms. */
-typedef struct query_turn_side {
-    rb_context *ctx;
-    const rb_scene *scene;
-    const rb_ray *rays;
-    size_t n;
-    rb_results *res;
-} query_turn_side;
-
-static double query_turn(void *user, int occluded)
-{
-    query_turn_side *q = user;
-    rb_query rq = {.mode = occluded ? RB_MODE_ANY : RB_MODE_NEAREST,
-                   .dims = 3, .rays = q->rays, .n_rays = q->n,
-                   .scene = q->scene, .max_hits = 1};
-    double t0 = bench_now_ms();
-    int rc = rb_intersect(q->ctx, &rq, q->res);
-    double ms = bench_now_ms() - t0;
-    return rc == RB_OK ? ms : -1;
-}
 
 static int fastest(const figure *f, int mode);
 
@@ -479,14 +458,14 @@ static int bench_figure(rb_context *ctx, rb_context *cl, rb_context *clb,
          * raybox's queries (2 * repeat + 1 rounds, the median of the
          * rounds' ratios): the separate medians above are a minute or
          * more apart on a shared machine. */
-        query_turn_side side = {.ctx = ctx, .scene = scene, .rays = rays,
+        bench_query_side side = {.ctx = ctx, .scene = scene, .rays = rays,
                                 .n = nr, .res = &res};
         for (int m = 0; m < 2; m++) {
             int s = fastest(f, m);
             if (s < 0)
                 continue;
             int wo = m ? f->em_wo_any[s] : f->em_wo_nearest[s];
-            em.query_turn = query_turn;
+            em.query_turn = bench_query_turn;
             em.turn_user = &side;
             em.query_charge_ms = wo ? walk->sort_ms : 0;
             if (!bench_embree_shapes(ctx->pool, o->threads, o->repeat, s,
