@@ -67,8 +67,8 @@ void rbt_server_start(rbt_server *s, const char *const *args)
      * the loop below then read an older server's port from the file
      * before the child had truncated it (connection refused, "status 0"
      * in CI, reproduced under load). */
-    snprintf(s->log_path, sizeof s->log_path,
-             "/tmp/rayboxd-test-%d-XXXXXX.log", (int)getpid());
+    snprintf(s->log_path, sizeof s->log_path, RBT_SERVER_LOGS "XXXXXX.log",
+             rbt_runner_pid());
     int log_fd = mkstemps(s->log_path, 4);
     ck_assert_msg(log_fd >= 0, "mkstemps %s: %s", s->log_path,
                   strerror(errno));

@@ -1,9 +1,11 @@
 /* testutil.c - see testutil.h. */
 #include "testutil.h"
 
+#include <glob.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 #include <yajl/yajl_tree.h>
 
 const char *rbt_backend_name(int which)
@@ -189,11 +191,30 @@ void *rbt_aligned_alloc(size_t size, size_t align)
     return p;
 }
 
+static long runner_pid;
+
+long rbt_runner_pid(void)
+{
+    return runner_pid ? runner_pid : (long)getpid();
+}
+
 int rbt_run_suite(Suite *s)
 {
+    runner_pid = (long)getpid();
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);
     srunner_free(sr);
+    if (!failed) {
+        char pattern[96];
+        snprintf(pattern, sizeof pattern, RBT_SERVER_LOGS "*.log",
+                 runner_pid);
+        glob_t g;
+        if (glob(pattern, 0, NULL, &g) == 0) {
+            for (size_t i = 0; i < g.gl_pathc; i++)
+                unlink(g.gl_pathv[i]);
+            globfree(&g);
+        }
+    }
     return failed;
 }

@@ -29,8 +29,17 @@ rb_context *rbt_context_limited(int which, uint64_t max_buffer_bytes,
 void *rbt_aligned_alloc(size_t size, size_t align);
 
 /* Runs every test of s (check's runner, CK_NORMAL output), frees it and
- * returns the number that failed: the body of every suite's main. */
+ * returns the number that failed: the body of every suite's main. When
+ * none failed it also removes the logs of the test servers its tests
+ * started (RBT_SERVER_LOGS of rbt_runner_pid); a failed run keeps them
+ * for a look. */
 int rbt_run_suite(Suite *s);
+/* The pid of the process running rbt_run_suite (its forked tests inherit
+ * it), or this process's before that runs. */
+long rbt_runner_pid(void);
+/* printf format of a test server's log path, given rbt_runner_pid(); the
+ * rest of the name is mkstemps's. */
+#define RBT_SERVER_LOGS "/tmp/rayboxd-test-%ld-"
 
 /* splitmix64: reproducible streams from a seed. */
 typedef struct rbt_rng {
