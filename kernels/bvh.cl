@@ -178,19 +178,6 @@ static inline uint rb_mask8(int8 m)
 }
 #endif
 
-/* Node n: e[k] and x[k] are slot k's t_enter and t_exit as rb_slab_hit
- * computes them (before + 0.0f); one compare, e <= min(x, limit) with e
- * finite, gives *boxes_hit, the box slots hit at or before limit (limit
- * is tmax but for nearest, whose boxes past its best cannot win), and the
- * return value, the subtree slots that may hold such a hit. A box tree
- * needs no pad: its box and subtree slots go through these very
- * operations, each monotonic in the plane, so a subtree slot passes
- * whenever a box inside it does (host/bvh/bvh_walk.inc). In a shape tree
- * (tree, a constant RB_TREE_*) the leaf slots hold widened world boxes
- * and the exact shape test decides (shapes.cl); there the exit is padded
- * for the shape tests' own rounding, and *boxes_hit is the candidates. A
- * joint tree's test is the shape tree's, and *boxes_hit holds its boxes
- * (RB_NODE_EXACT) too: the walk holds those to the box tree's compare. */
 /* Entries (*e_out) and exits (*x_out, before tmax) of the eight slots
  * whose near and far plane rows of each axis are near[a] and far[a], as
  * rb_slab_hit computes them (before + 0.0f): the one-ray walk's node test
@@ -219,6 +206,19 @@ static inline uint rb_node8_pass(float8 e, float8 x, float limit)
     return rb_mask8((e <= xp) & (e < (float8)(INFINITY)));
 }
 
+/* Node n: e[k] and x[k] are slot k's t_enter and t_exit as rb_slab_hit
+ * computes them (before + 0.0f); one compare, e <= min(x, limit) with e
+ * finite, gives *boxes_hit, the box slots hit at or before limit (limit
+ * is tmax but for nearest, whose boxes past its best cannot win), and the
+ * return value, the subtree slots that may hold such a hit. A box tree
+ * needs no pad: its box and subtree slots go through these very
+ * operations, each monotonic in the plane, so a subtree slot passes
+ * whenever a box inside it does (host/bvh/bvh_walk.inc). In a shape tree
+ * (tree, a constant RB_TREE_*) the leaf slots hold widened world boxes
+ * and the exact shape test decides (shapes.cl); there the exit is padded
+ * for the shape tests' own rounding, and *boxes_hit is the candidates. A
+ * joint tree's test is the shape tree's, and *boxes_hit holds its boxes
+ * (RB_NODE_EXACT) too: the walk holds those to the box tree's compare. */
 static inline uint rb_node_test(const rb_wray *w, __global const float *n,
                                 float limit, float e_out[8], float x_out[8],
                                 uint *boxes_hit, const int tree)
