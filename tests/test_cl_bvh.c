@@ -490,7 +490,7 @@ START_TEST(test_sorted_any_plan)
     rb_context_destroy(probe);
     uint64_t arena = (uint64_t)4 * (info.compute_units ? info.compute_units
                                                        : 1) *
-                     rb_cl_stream_words(256, bvh->depth) * sizeof(uint32_t);
+                     rb_cl_stream_words(256, bvh->depth, 0) * sizeof(uint32_t);
     uint64_t rest = 6 * arena; /* room: a quarter, 1.5 arenas */
     uint64_t per_ray = sizeof(rb_ray) + 1 + sizeof(uint32_t);
     size_t nr = (size_t)(6 * rest / per_ray + 1); /* 6 chunks or more */

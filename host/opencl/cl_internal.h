@@ -214,9 +214,11 @@ typedef struct rb_cl_plan {
  * in the layout of bvh.cl's rb_bvh_stream_kernel: the prepared rays (8
  * words each), their answers, the pending stack (RB_BVH_STACK entries of
  * 3 words: the kernel's RB_WALK_NEED, as the build options set
- * RB_BVH_DEPTH to RB_BVH_MAX_DEPTH), then the lists; a multiple of 16
- * words, so that every task's prepared rays start 64-byte aligned. */
-size_t rb_cl_stream_words(size_t n, unsigned depth);
+ * RB_BVH_DEPTH to RB_BVH_MAX_DEPTH), then the lists, of the bound's size
+ * (rb_bvh_stream_words) or cap words a ray where that is less (cap 0:
+ * none; the tests' rb_cl_stream_cap); a multiple of 16 words, so that
+ * every task's prepared rays start 64-byte aligned. */
+size_t rb_cl_stream_words(size_t n, unsigned depth, size_t cap);
 
 /* RB_OK, or RB_EDEVMEM with the reason in why when not even one ray (or
  * one box) fits. A job with a hierarchy is planned as a walk when its node

@@ -26,10 +26,12 @@ static uint64_t min_u64(uint64_t a, uint64_t b)
     return a < b ? a : b;
 }
 
-size_t rb_cl_stream_words(size_t n, unsigned depth)
+size_t rb_cl_stream_words(size_t n, unsigned depth, size_t cap)
 {
-    size_t words = RB_STREAM_HEAD_WORDS(n, (size_t)RB_BVH_STACK) +
-                   rb_bvh_stream_words(n, depth);
+    size_t lists = rb_bvh_stream_words(n, depth);
+    if (cap && cap * n < lists)
+        lists = cap * n;
+    size_t words = RB_STREAM_HEAD_WORDS(n, (size_t)RB_BVH_STACK) + lists;
     return (words + 15) / 16 * 16;
 }
 
@@ -94,7 +96,7 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                        job->mode == RB_MODE_COUNT);
         for (; streams && task >= RB_CL_STREAM_MIN_RAYS; task /= 2) {
             arena = (uint64_t)stream_tasks *
-                    rb_cl_stream_words(task, bvh->depth) * sizeof(uint32_t);
+                    rb_cl_stream_words(task, bvh->depth, 0) * sizeof(uint32_t);
             if (arena <= max_buf && arena <= room)
                 break;
         }

@@ -530,12 +530,9 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
     size_t tasks = (nr + task - 1) / task;
     cl_uint dims = job->dims, n = (cl_uint)nr, ray_base = (cl_uint)r0;
     cl_uint task_rays = (cl_uint)task;
-    size_t words = rb_cl_stream_words(task, job->bvh->depth);
-    size_t capped = (RB_STREAM_HEAD_WORDS(task, (size_t)RB_BVH_STACK) +
-                     be->stream_cap * task + 15) / 16 * 16;
-    if (be->stream_cap && capped < words)
-        words = capped; /* tests: the kernel's lists run short */
-    cl_uint task_words = (cl_uint)words;
+    /* stream_cap (tests): the kernel's lists run short */
+    cl_uint task_words = (cl_uint)rb_cl_stream_words(task, job->bvh->depth,
+                                                     be->stream_cap);
     cl_mem rays = buf(st, RB_CLB_RAYS), out = buf(st, RB_CLB_OUT);
     cl_mem nodes = be->bufs[RB_CLB_NODES].mem, bad = be->bufs[RB_CLB_BAD].mem;
     cl_mem arena = be->bufs[RB_CLB_ARENA].mem, none = NULL;
