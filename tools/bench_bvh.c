@@ -462,7 +462,6 @@ static double least_turn_speedup(const scene_result *r, const em_config **c_out)
     return least;
 }
 
-
 static const em_config *fastest(const scene_result *r, int fig,
                                 double sort_ms, int charged);
 
@@ -494,26 +493,25 @@ static void bench_queries_in_turn(rb_context *ctx, const run_options *o,
      * the table; Embree's walk-order rays are charged the sort */
     bench_query_side side = {.ctx = ctx, .scene = scene, .rays = rays,
                             .n = nr, .res = &res};
+    const em_config *cfg[2] = {fastest(out, 0, sort_ms, 1),
+                               fastest(out, 1, sort_ms, 1)};
     for (int fig = 0; fig < 2; fig++) {
-        const em_config *c = fastest(out, fig, sort_ms, 1);
-        if (!c)
-            continue;
-        if (fig == 1 && out->query_turn_cfg[0] == c) {
-            /* the same configuration: its rounds of any ran already */
-            out->query_turn[1] = em.query_speedup[1];
-            out->query_turn_cfg[1] = c;
-            continue;
-        }
+        const em_config *c = cfg[fig];
+        if (!c || (fig == 1 && c == cfg[0]))
+            continue; /* none, or any's rounds ran with nearest's */
         em.query_turn = bench_query_turn;
+        em.query_modes = fig == 0 && c == cfg[1] ? 3u : 1u << fig;
         em.turn_user = &side;
         em.query_charge_ms = c->walk_order ? sort_ms : 0;
-        em.query_speedup[0] = em.query_speedup[1] = 0;
         if (bench_embree_shapes(ctx->pool, o->threads, repeat, c->setup,
                                 c->quality, &bs, c->walk_order ? sorted : rays,
                                 nr, &em))
             continue;
-        out->query_turn[fig] = em.query_speedup[fig];
-        out->query_turn_cfg[fig] = c;
+        for (int m = 0; m < 2; m++)
+            if (em.query_modes >> m & 1u) {
+                out->query_turn[m] = em.query_speedup[m];
+                out->query_turn_cfg[m] = c;
+            }
     }
 done:
     rb_scene_destroy(scene);

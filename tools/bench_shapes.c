@@ -322,7 +322,6 @@ typedef struct walk_rays {
     double sort_ms;
 } walk_rays;
 
-
 static int fastest(const figure *f, int mode);
 
 static int bench_figure(rb_context *ctx, rb_context *cl, rb_context *clb,
@@ -460,18 +459,29 @@ static int bench_figure(rb_context *ctx, rb_context *cl, rb_context *clb,
          * more apart on a shared machine. */
         bench_query_side side = {.ctx = ctx, .scene = scene, .rays = rays,
                                 .n = nr, .res = &res};
+        int setup[2] = {fastest(f, 0), fastest(f, 1)};
+        int quality[2], wo[2];
         for (int m = 0; m < 2; m++) {
-            int s = fastest(f, m);
-            if (s < 0)
+            int s = setup[m] < 0 ? 0 : setup[m];
+            quality[m] = m ? f->em_q_any[s] : f->em_q_nearest[s];
+            wo[m] = m ? f->em_wo_any[s] : f->em_wo_nearest[s];
+        }
+        /* one scene for both modes when they share their configuration */
+        int shared = setup[0] == setup[1] && quality[0] == quality[1] &&
+                     wo[0] == wo[1];
+        for (int m = 0; m < 2; m++) {
+            if (setup[m] < 0 || (m == 1 && shared))
                 continue;
-            int wo = m ? f->em_wo_any[s] : f->em_wo_nearest[s];
             em.query_turn = bench_query_turn;
+            em.query_modes = shared ? 3u : 1u << m;
             em.turn_user = &side;
-            em.query_charge_ms = wo ? walk->sort_ms : 0;
-            if (!bench_embree_shapes(ctx->pool, o->threads, o->repeat, s,
-                                     m ? f->em_q_any[s] : f->em_q_nearest[s],
-                                     &bs, wo ? walk->sorted : rays, nr, &em))
-                f->em_turn[m] = em.query_speedup[m];
+            em.query_charge_ms = wo[m] ? walk->sort_ms : 0;
+            if (!bench_embree_shapes(ctx->pool, o->threads, o->repeat,
+                                     setup[m], quality[m], &bs,
+                                     wo[m] ? walk->sorted : rays, nr, &em))
+                for (int k = 0; k < 2; k++)
+                    if (em.query_modes >> k & 1u)
+                        f->em_turn[k] = em.query_speedup[k];
             em.query_turn = NULL;
         }
     }

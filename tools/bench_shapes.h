@@ -59,15 +59,17 @@ typedef struct em_result {
     double (*turn)(void *turn_user);
     void *turn_user;
     double turn_speedup;
-    /* Optional, the same for the traces: when set, each mode's 2 * repeat
-     * + 1 rounds call query_turn(turn_user, occluded) (the other side's
+    /* Optional, the same for the traces: when set, each mode in
+     * query_modes (bit 0 nearest, bit 1 any) runs 2 * repeat + 1 rounds
+     * that call query_turn(turn_user, occluded) (the other side's
      * nearest, occluded 0, or any, 1: its ms, < 0 failed) before one
      * trace of Embree's, and query_speedup[occluded] is the median of
-     * (Embree's ms + query_charge_ms) / the other's; nearest_ms and
-     * any_ms are then the medians of those rounds' traces. The charge is
-     * a cost Embree's figure bears (raybox's ray sort, for rays given in
-     * its walk order). */
+     * (Embree's ms + query_charge_ms) / the other's; that mode's ms is
+     * then the median of those rounds' traces. The charge is a cost
+     * Embree's figure bears (raybox's ray sort, for rays given in its
+     * walk order). */
     double (*query_turn)(void *turn_user, int occluded);
+    unsigned query_modes;
     double query_charge_ms;
     double query_speedup[2];
 } em_result;

@@ -480,13 +480,12 @@ int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
             n ? (double)atomic_load(&bytes) / (double)n : 0;
         trace t = {.scene = scene, .es = &es, .rays = rays, .n = n_rays,
                    .nearest_id = out->nearest_id, .any = out->any};
-        if (out->query_turn) {
-            out->nearest_ms = run_trace_in_turn(pool, &t, 0, repeat, out);
-            out->any_ms = run_trace_in_turn(pool, &t, 1, repeat, out);
-        } else {
-            out->nearest_ms = run_trace(pool, &t, 0, repeat);
-            out->any_ms = run_trace(pool, &t, 1, repeat);
-        }
+        double *ms[2] = {&out->nearest_ms, &out->any_ms};
+        for (int occluded = 0; occluded < 2; occluded++)
+            *ms[occluded] =
+                out->query_turn && (out->query_modes >> occluded & 1u)
+                    ? run_trace_in_turn(pool, &t, occluded, repeat, out)
+                    : run_trace(pool, &t, occluded, repeat);
         out->ok = 1;
     }
     rtcReleaseScene(scene);
