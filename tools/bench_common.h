@@ -22,10 +22,11 @@ float bench_uniform(uint64_t *s);
 void bench_random_rays(uint64_t *s, rb_ray *r, size_t n);
 
 /* The rays in raybox's walk order for nearest and any (origins on a
- * Morton curve over the box lo..hi, host/cpu/ray_order.h):
- * sorted[i] = rays[order[i]]; the median time of `repeat` sorts in *ms,
- * to be charged to the side that needs the order given. 0, or -1 out of
- * memory. */
+ * Morton curve over the box lo..hi, host/cpu/ray_order.h) in order[];
+ * the median time of `repeat` sorts in *ms, to be charged to the side
+ * that needs the order given: the sort alone, on the context's pool, as
+ * raybox's walks pay it. With sorted (may be NULL), sorted[i] =
+ * rays[order[i]] too, outside the time. 0, or -1 out of memory. */
 int bench_walk_order(rb_context *ctx, int repeat, const rb_ray *rays,
                      size_t n, const float lo[3], const float hi[3],
                      rb_ray *sorted, uint32_t *order, double *ms);

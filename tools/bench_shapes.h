@@ -76,13 +76,17 @@ typedef struct em_result {
 
 /* Builds the scene in Embree 3 as `setup` (EM_NATIVE, EM_USER, EM_TRIS) with build
  * quality `quality` (RTC_BUILD_QUALITY_*), scene flags NONE and `threads`
- * build threads (`repeat` times, out->build_ms), then traces every ray with rtcIntersect1 / rtcOccluded1
- * on the pool (the threads raybox uses), `repeat` times per mode; the
- * answers of the last run go to out->nearest_id / out->any (arrays of
- * n_rays the caller owns). Returns 0, or -1 with out->error. */
+ * build threads (`repeat` times, out->build_ms), then traces every ray with
+ * rtcIntersect1 / rtcOccluded1 on the pool (the threads raybox uses),
+ * `repeat` times per mode: rays[k], or with an order rays[order[k]], as
+ * the k-th (raybox's walks read their rays through their order the same
+ * way, fetching ahead, with no sorted copy); the answers of the last run
+ * go to out->nearest_id[k] / out->any[k] (arrays of n_rays the caller
+ * owns). Returns 0, or -1 with out->error. */
 int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
                         int setup, int quality, const bench_scene *sc,
-                        const rb_ray *rays, size_t n_rays, em_result *out);
+                        const rb_ray *rays, const uint32_t *order,
+                        size_t n_rays, em_result *out);
 
 
 #endif

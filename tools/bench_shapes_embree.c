@@ -33,6 +33,9 @@
 #include "threadpool.h"
 
 #define RAYS_PER_TASK 4096
+/* Rays fetched ahead when tracing through an order, as raybox's walks
+ * fetch theirs (host/cpu/cpu_backend.c, WALK_PREFETCH). */
+#define ORDER_PREFETCH 8
 #define MAX_GEOMS 8
 #define BOUND_PAD 1e-6f
 
@@ -294,6 +297,7 @@ typedef struct trace {
     RTCScene scene;
     const em_scene *es;
     const rb_ray *rays;
+    const uint32_t *order; /* NULL: rays[k] is the k-th traced */
     size_t n;
     int occluded;
     int32_t *nearest_id;
@@ -311,6 +315,11 @@ static void trace_task(void *arg, size_t task, unsigned worker)
     rtcInitIntersectContext(&ctx);
     for (size_t i = begin; i < end; i++) {
         const rb_ray *r = &t->rays[i];
+        if (t->order) {
+            r = &t->rays[t->order[i]];
+            if (i + ORDER_PREFETCH < end)
+                __builtin_prefetch(&t->rays[t->order[i + ORDER_PREFETCH]]);
+        }
         struct RTCRayHit rh;
         rh.ray.org_x = r->origin[0];
         rh.ray.org_y = r->origin[1];
@@ -384,7 +393,8 @@ static bool count_bytes(void *ptr, ssize_t bytes, bool post)
 
 int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
                         int setup, int quality, const bench_scene *sc,
-                        const rb_ray *rays, size_t n_rays, em_result *out)
+                        const rb_ray *rays, const uint32_t *order,
+                        size_t n_rays, em_result *out)
 {
     out->ok = 0;
     out->quality = quality;
@@ -478,7 +488,8 @@ int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
         size_t n = counts[0] + counts[1] + counts[2] + counts[3];
         out->bytes_per_element =
             n ? (double)atomic_load(&bytes) / (double)n : 0;
-        trace t = {.scene = scene, .es = &es, .rays = rays, .n = n_rays,
+        trace t = {.scene = scene, .es = &es, .rays = rays, .order = order,
+                   .n = n_rays,
                    .nearest_id = out->nearest_id, .any = out->any};
         double *ms[2] = {&out->nearest_ms, &out->any_ms};
         for (int occluded = 0; occluded < 2; occluded++)
