@@ -1088,6 +1088,10 @@ int main(int argc, char **argv)
         if (o.sort_rays)
             printf("ray order: both sides get the rays sorted along "
                    "raybox's walk order (--sort-rays)\n");
+        else if (!walk.order)
+            printf("ray order: raybox gets the rays as generated (random) "
+                   "and its walks sort big batches along a Morton curve "
+                   "(host/cpu/ray_order.h)\n");
         else
             printf("ray order: raybox gets the rays as generated (random) "
                    "and its walks sort big batches along a Morton curve "
