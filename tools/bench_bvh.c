@@ -565,6 +565,24 @@ static double rate(double n, double ms)
     return ms > 0 ? n / ms / 1e3 : 0; /* millions per second */
 }
 
+/* Whether Embree configuration c answered otherwise than raybox. For the
+ * user geometry (raybox's own box test behind Embree's hierarchy) that is
+ * a bug in one of the two walks, never a matter of rules. */
+static int user_differs(const em_config *c, int with_nearest)
+{
+    return c->setup == EM_USER &&
+           ((with_nearest && c->agree_nearest < 1) || c->agree_any < 1);
+}
+
+/* The user-geometry configurations of r that differ from raybox. */
+static int count_user_differs(const scene_result *r, int with_nearest)
+{
+    int n = 0;
+    for (int k = 0; k < r->n_em; k++)
+        n += user_differs(&r->em[k], with_nearest);
+    return n;
+}
+
 static void print_embree(const scene_result *r, size_t nr, double sort_ms,
                          double rb_nearest_ms, double rb_any_ms,
                          double rb_build_ms, int with_nearest)
@@ -589,11 +607,7 @@ static void print_embree(const scene_result *r, size_t nr, double sort_ms,
                rate((double)r->boxes, c->build_ms), near,
                rate((double)nr, c->any_ms), c->bytes_per_box, agree,
                c->agree_any,
-               c->setup == EM_USER &&
-                       ((with_nearest && c->agree_nearest < 1) ||
-                        c->agree_any < 1)
-                   ? "  DIFFERS FROM RAYBOX"
-                   : "");
+               user_differs(c, with_nearest) ? "  DIFFERS FROM RAYBOX" : "");
     }
     if (sort_ms > 0)
         printf("  walk-order sort of the rays: %.1f ms (charged to Embree's "
@@ -1398,6 +1412,18 @@ int main(int argc, char **argv)
     int failed = rows_path && write_rows(rows_path, &info, cl ? &cl_info
                                                                : &info,
                                          res, n_sizes, nr, sort_ms, &lr);
+    int differs = count_user_differs(&lr.em, 0);
+    for (size_t k = 0; k < n_sizes; k++)
+        differs += count_user_differs(&res[k], 1);
+    if (differs) {
+        fprintf(stderr,
+                "raybox-bench-bvh: %d Embree user-geometry configuration(s) "
+                "answered otherwise than raybox (DIFFERS FROM RAYBOX above): "
+                "raybox's own box test behind Embree's hierarchy must give "
+                "raybox's answers, so one of the two walks is wrong\n",
+                differs);
+        failed = 1;
+    }
     free(rays);
     free(order);
     free(rb_nearest);
