@@ -33,7 +33,7 @@ RUN apt-get update -q \
  && apt-get install -y -q --no-install-recommends \
       pocl-opencl-icd clinfo check libsubunit-dev libcurl4-openssl-dev \
       python3 python3-venv python3-dev gnuplot-nox openssl ca-certificates \
-      kubernetes-client libopenmpi-dev openmpi-bin \
+      kubernetes-client libopenmpi-dev openmpi-bin libembree-dev \
  && rm -rf /var/lib/apt/lists/*
 RUN cmake -S . -B /build-test \
  && cmake --build /build-test -j "$(nproc)" \

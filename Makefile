@@ -33,7 +33,7 @@ endif
 DEPS = build-essential cmake pkg-config ocl-icd-opencl-dev opencl-c-headers \
        pocl-opencl-icd clinfo check libsubunit-dev libyajl-dev \
        libmicrohttpd-dev libgnutls28-dev zlib1g-dev libcurl4-openssl-dev \
-       libpng-dev libopenmpi-dev openmpi-bin \
+       libpng-dev libopenmpi-dev openmpi-bin libembree-dev \
        python3 python3-venv python3-dev gnuplot-nox openssl help2man
 # python3-venv: the build makes build/venv for test_schemathesis (its PyPI
 # packages: tests/schemathesis/requirements.txt), build/venv-python for
@@ -49,10 +49,11 @@ endif
 # libopenmpi-dev and openmpi-bin (above) build raybox-mpi and run
 # test_mpi (mpiexec on this machine).
 # help2man (above) makes the man pages from the programs' --help.
+# libembree-dev (above) builds raybox-bench-bvh and raybox-bench-shapes,
+# the benchmarks against Embree 3, which test_bench_embree runs small.
 # gnuplot-nox (above) draws raybox-bench --plot charts; the bench's tests
 # draw one, so it is a test dependency too. openssl makes the self-signed
 # certificate of test_http_access's HTTPS tests.
-BENCH_DEPS = libembree-dev
 # Open3D's wheel (make bench-python) loads these system libraries.
 PYBENCH_DEPS = libusb-1.0-0 libgl1 libegl1
 LOAD_DEPS = wrk curl
@@ -75,7 +76,7 @@ endif
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps bench-deps bench-baseline load-deps fuzz-deps configure build \
+.PHONY: all deps bench-baseline load-deps fuzz-deps configure build \
         run test install bench bench-python bench-mpi load load-merge \
         soak-durable \
         gpu-check-fetch gpu-report-deps gpu-report fuzz clean image-deps \
@@ -99,9 +100,6 @@ endef
 
 deps:
 	$(call install_missing,$(DEPS))
-
-bench-deps: deps
-	$(call install_missing,$(BENCH_DEPS))
 
 load-deps: deps
 	$(call install_missing,$(LOAD_DEPS))
@@ -147,7 +145,7 @@ SHAPES_ARGS ?= --elements 100000 --rays 262144 --embree-quality high
 BENCH_OUT ?= $(BUILD)/bench-results
 RATIOS_BASELINE := tools/bench/ratios-baseline.json
 RATIO_THRESHOLD ?= 10
-bench: bench-deps
+bench: deps
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) -DRAYBOX_EMBREE=ON
 	cmake --build $(BUILD) -j $(JOBS)
 	mkdir -p $(BENCH_OUT)
