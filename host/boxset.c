@@ -94,15 +94,22 @@ static void check_copy_task(void *arg, size_t t, unsigned worker)
         copy_task(arg, t, worker);
 }
 
-/* The first invalid box of n, or n, after `task` (check_task, or
- * check_copy_task) ran on every slice. */
-static size_t first_bad(rb_context *ctx, loading *l, size_t slices,
-                        void (*task)(void *, size_t, unsigned))
+/* task on every slice: one slice on the calling thread. */
+static void run_slices(rb_context *ctx, loading *l, size_t slices,
+                       void (*task)(void *, size_t, unsigned))
 {
     if (slices == 1)
         task(l, 0, 0);
     else
         rb_pool_run(ctx->pool, slices, task, l);
+}
+
+/* The first invalid box of n, or n, after `task` (check_task, or
+ * check_copy_task) ran on every slice. */
+static size_t first_bad(rb_context *ctx, loading *l, size_t slices,
+                        void (*task)(void *, size_t, unsigned))
+{
+    run_slices(ctx, l, slices, task);
     for (size_t t = 0; t < slices; t++) {
         size_t b, e;
         slice_of(l, t, &b, &e);
@@ -151,10 +158,8 @@ int rb_boxset_build(rb_context *ctx, rb_boxset *set, size_t *cap,
         rb_free(ctx, set->data);
         set->data = data;
         *cap = need;
-    } else if (slices > 1) {
-        rb_pool_run(ctx->pool, slices, copy_task, &l);
     } else if (n) {
-        copy_task(&l, 0, 0);
+        run_slices(ctx, &l, slices, copy_task);
     }
     set->n = n;
     set->stride = stride;
