@@ -398,9 +398,7 @@ static void bench_embree_all(rb_context *ctx, const run_options *o,
 {
     bench_scene bs = {.boxes = boxes, .n_boxes = nb};
     em_result em = {0};
-    em.nearest_id = malloc((nr ? nr : 1) * sizeof *em.nearest_id);
-    em.any = malloc(nr ? nr : 1);
-    if (!em.nearest_id || !em.any) {
+    if (bench_em_answers_take(&em, nr)) {
         snprintf(out->embree_error, sizeof out->embree_error,
                  "out of memory");
         goto done;
@@ -442,8 +440,7 @@ static void bench_embree_all(rb_context *ctx, const run_options *o,
             }
 done:
     rb_scene_destroy(turn.scene);
-    free(em.nearest_id);
-    free(em.any);
+    bench_em_answers_give(&em);
 }
 
 /* The least in-turn speedup of raybox's fast build over the Embree
@@ -479,15 +476,12 @@ static void bench_queries_in_turn(rb_context *ctx, const run_options *o,
                                   scene_result *out)
 {
     rb_scene *scene = NULL;
-    rb_results res = {.capacity = nr};
-    res.hits = malloc((nr ? nr : 1) * sizeof *res.hits);
-    res.any = malloc(nr ? nr : 1);
+    rb_results res;
     em_result em = {0};
-    em.nearest_id = malloc((nr ? nr : 1) * sizeof *em.nearest_id);
-    em.any = malloc(nr ? nr : 1);
     bench_scene bs = {.boxes = boxes, .n_boxes = nb};
-    if (!res.hits || !res.any || !em.nearest_id || !em.any ||
-        rb_scene_create(ctx, 3, boxes, nb, &scene) != RB_OK)
+    int no_memory = bench_results_take(&res, nr);
+    no_memory |= bench_em_answers_take(&em, nr);
+    if (no_memory || rb_scene_create(ctx, 3, boxes, nb, &scene) != RB_OK)
         goto done;
     /* raybox takes the rays in input order and sorts them itself, as in
      * the table; Embree's walk-order rays are charged the sort */
@@ -515,10 +509,8 @@ static void bench_queries_in_turn(rb_context *ctx, const run_options *o,
     }
 done:
     rb_scene_destroy(scene);
-    free(res.hits);
-    free(res.any);
-    free(em.nearest_id);
-    free(em.any);
+    bench_results_give(&res);
+    bench_em_answers_give(&em);
 }
 
 /* The fastest configuration of a figure (0 nearest, 1 any, 2 build),
@@ -666,8 +658,7 @@ static void print_table(const scene_result *r, size_t nr, double sort_ms)
             printf("  %-8s in turn with the fastest embree (%s), %d "
                    "rounds: %.2fx\n", turn_figs[fig],
                    config_name(r->query_turn_cfg[fig], name, sizeof name),
-                   2 * repeat + 1 < 64 ? 2 * repeat + 1 : 64,
-                   r->query_turn[fig]);
+                   bench_turn_rounds(repeat), r->query_turn[fig]);
         }
     printf("  fast build (RB_HIERARCHY_BUILD_FAST): %.3f Mboxes/s, SAH %.1f, "
            "nearest %.3f, any %.3f Mrays/s, hits %s",
@@ -688,9 +679,8 @@ static void print_table(const scene_result *r, size_t nr, double sort_ms)
     if (turn > 0) {
         char name[96];
         printf("  fast build in turn with each embree setup (%d rounds): "
-               "least %.2fx (vs %s)\n", 2 * repeat + 1 < 64 ? 2 * repeat + 1
-                                                         : 64,
-               turn, config_name(et, name, sizeof name));
+               "least %.2fx (vs %s)\n", bench_turn_rounds(repeat), turn,
+               config_name(et, name, sizeof name));
     }
     if (repeat > 1 && eb) {
         /* The first builds alone: fresh memory, every page faulted in. */

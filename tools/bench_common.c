@@ -54,6 +54,28 @@ void bench_random_rays(uint64_t *s, rb_ray *r, size_t n)
     }
 }
 
+int bench_turn_rounds(int repeat)
+{
+    int rounds = 2 * repeat + 1;
+    return rounds < BENCH_TURN_ROUNDS_MAX ? rounds : BENCH_TURN_ROUNDS_MAX;
+}
+
+int bench_results_take(rb_results *res, size_t n)
+{
+    *res = (rb_results){.capacity = n};
+    res->hits = malloc((n ? n : 1) * sizeof *res->hits);
+    res->any = malloc(n ? n : 1);
+    return res->hits && res->any ? 0 : -1;
+}
+
+void bench_results_give(rb_results *res)
+{
+    free(res->hits);
+    free(res->any);
+    res->hits = NULL;
+    res->any = NULL;
+}
+
 int bench_walk_order(rb_context *ctx, int repeat, const rb_ray *rays,
                      size_t n, const float lo[3], const float hi[3],
                      rb_ray *sorted, uint32_t *order, double *ms)

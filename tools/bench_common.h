@@ -31,6 +31,17 @@ int bench_walk_order(rb_context *ctx, int repeat, const rb_ray *rays,
                      size_t n, const float lo[3], const float hi[3],
                      rb_ray *sorted, uint32_t *order, double *ms);
 
+/* The rounds of a figure timed in turn with Embree's: 2 * repeat + 1,
+ * at most BENCH_TURN_ROUNDS_MAX (the size of the rounds' arrays). */
+#define BENCH_TURN_ROUNDS_MAX 64
+int bench_turn_rounds(int repeat);
+
+/* Sets *res to capacity n with nearest and any answers (arrays of at
+ * least one entry); 0, or -1 out of memory (bench_results_give still
+ * frees what was taken). */
+int bench_results_take(rb_results *res, size_t n);
+void bench_results_give(rb_results *res);
+
 /* raybox's side of a query timed in turn with Embree's traces
  * (em_result.query_turn in bench_shapes.h): bench_query_turn(side,
  * occluded) runs one rb_intersect of side->scene, nearest (occluded 0)

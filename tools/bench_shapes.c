@@ -277,11 +277,9 @@ static int bench_opencl(rb_context *cl, const rb_scene *scene,
                         double *nearest_ms, double *any_ms, int *same)
 {
     n = n < o->n_rays ? n : o->n_rays;
-    rb_results res = {.capacity = n};
-    res.hits = malloc((n ? n : 1) * sizeof *res.hits);
-    res.any = malloc(n ? n : 1);
+    rb_results res;
     int rc = 1;
-    if (!res.hits || !res.any)
+    if (bench_results_take(&res, n))
         goto done;
     /* A few rays first: PoCL compiles a kernel at its first launch. */
     rb_query q = {.mode = RB_MODE_NEAREST, .dims = 3, .rays = rays,
@@ -308,8 +306,7 @@ static int bench_opencl(rb_context *cl, const rb_scene *scene,
         *same &= res.any[i] == any_cpu[i];
     rc = 0;
 done:
-    free(res.hits);
-    free(res.any);
+    bench_results_give(&res);
     return rc;
 }
 
@@ -329,16 +326,14 @@ static int bench_figure(rb_context *ctx, rb_context *cl, rb_context *clb,
                         figure *f)
 {
     size_t nr = o->n_rays;
-    rb_results res = {.capacity = nr};
-    res.hits = malloc((nr ? nr : 1) * sizeof *res.hits);
-    res.any = malloc(nr ? nr : 1);
+    rb_results res;
     em_result em = {0};
-    em.nearest_id = malloc((nr ? nr : 1) * sizeof *em.nearest_id);
-    em.any = malloc(nr ? nr : 1);
+    int no_memory = bench_results_take(&res, nr);
+    no_memory |= bench_em_answers_take(&em, nr);
     rb_scene *scene = NULL;
     rb_shapeset prep = {0};
     int have_prep = 0, rc = 1;
-    if (!res.hits || !res.any || !em.nearest_id || !em.any) {
+    if (no_memory) {
         fprintf(stderr, "raybox-bench-shapes: out of memory\n");
         goto done;
     }
@@ -491,10 +486,8 @@ done:
         rb_shapeset_free(&ctx->alloc, &prep);
     }
     rb_scene_destroy(scene);
-    free(res.hits);
-    free(res.any);
-    free(em.nearest_id);
-    free(em.any);
+    bench_results_give(&res);
+    bench_em_answers_give(&em);
     return rc;
 }
 
@@ -617,10 +610,8 @@ static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
     static const int kinds[2] = {K_BOX, K_MIXED};
     size_t nr = o->n_rays;
     rb_scene *sc[2] = {NULL, NULL};
-    rb_results res = {.capacity = nr};
-    res.hits = malloc((nr ? nr : 1) * sizeof *res.hits);
-    res.any = malloc(nr ? nr : 1);
-    int rc = !res.hits || !res.any;
+    rb_results res;
+    int rc = bench_results_take(&res, nr) != 0;
     for (int j = 0; j < 2 && !rc; j++) {
         elements e;
         if (make_elements(kinds[j], o->sizes[si], o->fill,
@@ -654,8 +645,7 @@ static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
     }
     rb_scene_destroy(sc[0]);
     rb_scene_destroy(sc[1]);
-    free(res.hits);
-    free(res.any);
+    bench_results_give(&res);
     return rc;
 }
 

@@ -74,6 +74,12 @@ typedef struct em_result {
     double query_speedup[2];
 } em_result;
 
+/* Gives out->nearest_id and out->any room for n rays (at least one
+ * entry); 0, or -1 out of memory (bench_em_answers_give still frees what
+ * was taken). */
+int bench_em_answers_take(em_result *out, size_t n);
+void bench_em_answers_give(em_result *out);
+
 /* Builds the scene in Embree 3 as `setup` (EM_NATIVE, EM_USER, EM_TRIS) with build
  * quality `quality` (RTC_BUILD_QUALITY_*), scene flags NONE and `threads`
  * build threads (`repeat` times, out->build_ms), then traces every ray with

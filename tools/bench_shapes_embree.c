@@ -372,8 +372,8 @@ static double run_trace(struct rb_pool *pool, trace *t, int occluded,
 static double run_trace_in_turn(struct rb_pool *pool, trace *t,
                                 int occluded, int repeat, em_result *out)
 {
-    double ms[64], speedup[64];
-    int rounds = 2 * repeat + 1 < 64 ? 2 * repeat + 1 : 64, turns = 0;
+    double ms[BENCH_TURN_ROUNDS_MAX], speedup[BENCH_TURN_ROUNDS_MAX];
+    int rounds = bench_turn_rounds(repeat), turns = 0;
     for (int k = 0; k < rounds; k++) {
         double other = out->query_turn(out->turn_user, occluded);
         ms[k] = run_trace(pool, t, occluded, 1);
@@ -389,6 +389,21 @@ static bool count_bytes(void *ptr, ssize_t bytes, bool post)
     (void)post;
     atomic_fetch_add((_Atomic long long *)ptr, (long long)bytes);
     return true;
+}
+
+int bench_em_answers_take(em_result *out, size_t n)
+{
+    out->nearest_id = malloc((n ? n : 1) * sizeof *out->nearest_id);
+    out->any = malloc(n ? n : 1);
+    return out->nearest_id && out->any ? 0 : -1;
+}
+
+void bench_em_answers_give(em_result *out)
+{
+    free(out->nearest_id);
+    free(out->any);
+    out->nearest_id = NULL;
+    out->any = NULL;
 }
 
 int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
@@ -461,9 +476,9 @@ int bench_embree_shapes(struct rb_pool *pool, unsigned threads, int repeat,
             first_j += (uint32_t)n;
     }
     if (!rc) {
-        double ms[64], speedup[64];
-        int runs = out->turn ? 2 * repeat + 1 : repeat, turns = 0;
-        runs = runs < 64 ? runs : 64;
+        double ms[BENCH_TURN_ROUNDS_MAX], speedup[BENCH_TURN_ROUNDS_MAX];
+        int runs = out->turn ? bench_turn_rounds(repeat) : repeat, turns = 0;
+        runs = runs < BENCH_TURN_ROUNDS_MAX ? runs : BENCH_TURN_ROUNDS_MAX;
         for (int k = 0; k < runs; k++) {
             for (unsigned gi = 0; k > 0 && gi < es.n_geoms; gi++)
                 rtcCommitGeometry(rtcGetGeometry(scene, gi));
