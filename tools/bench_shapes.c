@@ -1078,17 +1078,17 @@ int main(int argc, char **argv)
         if (o.sort_rays)
             printf("ray order: both sides get the rays sorted along "
                    "raybox's walk order (--sort-rays)\n");
-        else if (!walk.order)
+        else {
             printf("ray order: raybox gets the rays as generated (random) "
                    "and its walks sort big batches along a Morton curve "
-                   "(host/cpu/ray_order.h)\n");
-        else
-            printf("ray order: raybox gets the rays as generated (random) "
-                   "and its walks sort big batches along a Morton curve "
-                   "(host/cpu/ray_order.h); Embree gets them both as "
-                   "generated and read through that order, the sort "
-                   "(%.1f ms) charged to it, and the faster counts (+w: "
-                   "in walk order)\n", walk.sort_ms);
+                   "(host/cpu/ray_order.h)");
+            if (walk.order)
+                printf("; Embree gets them both as generated and read "
+                       "through that order, the sort (%.1f ms) charged to "
+                       "it, and the faster counts (+w: in walk order)",
+                       walk.sort_ms);
+            printf("\n");
+        }
         if (cl)
             printf("opencl: %s (%s, %u compute units), first %zu rays\n",
                    cl_info.device, cl_info.platform, cl_info.compute_units,
