@@ -337,14 +337,19 @@ static size_t scale(void)
  * walk (RAYBOX_SIMD=scalar), against the same brute force. */
 static int variants;
 
-static void compare_paths(uint64_t seed, size_t per_kind, float span,
-                          float size, float far, int rays_kind, size_t n,
-                          const char *what)
+/* Every mode of n rays against a random scene of every kind (its boxes
+ * dropped unless keep_boxes): the hierarchy walk, and with `variants`
+ * the other walks, the same bits as brute force. */
+static void compare_scene_paths(uint64_t seed, size_t per_kind, float span,
+                                float size, float far, int rays_kind,
+                                size_t n, int keep_boxes, const char *what)
 {
     n *= scale();
     rbt_rng g = {seed};
     scene s;
     make_scene(&g, per_kind, span, size, &s);
+    if (!keep_boxes)
+        s.nb = 0;
     rb_ray *rays = malloc(n * sizeof *rays);
     make_rays(&g, &s, rays_kind, span, far, rays, n);
     rb_context *brute = context(RB_HIERARCHY_OFF);
@@ -396,6 +401,15 @@ static void compare_paths(uint64_t seed, size_t per_kind, float span,
         ck_assert_int_eq(unsetenv("RAYBOX_SIMD"), 0);
     free(rays);
     scene_free(&s);
+}
+
+/* The same with the scene's boxes. */
+static void compare_paths(uint64_t seed, size_t per_kind, float span,
+                          float size, float far, int rays_kind, size_t n,
+                          const char *what)
+{
+    compare_scene_paths(seed, per_kind, span, size, far, rays_kind, n, 1,
+                        what);
 }
 
 /* pairs (ray i against element i) of query q: the same bits on a and on
@@ -515,6 +529,18 @@ END_TEST
 
 /* The walk in ray order and the scalar walk; near and far origins (the
  * tree's own widening, and the extra widening of far rays). */
+/* Shapes and no boxes: the CPU walks their tree through the joint run
+ * (host/query.c), so rays near (the tree's own walk) and far (the
+ * widened walk after it) both go through it. */
+START_TEST(test_no_boxes)
+{
+    compare_scene_paths(16, 200, 20, 3, 25, RAYS_EDGES, 12000, 0,
+                        "no boxes, near");
+    compare_scene_paths(17, 200, 10, 2, 1e5f, RAYS_RANDOM, 12000, 0,
+                        "no boxes, far");
+}
+END_TEST
+
 START_TEST(test_walk_variants)
 {
     variants = 1;
@@ -1354,6 +1380,7 @@ int main(void)
     tcase_add_test(tc, test_edge_rays);
     tcase_add_test(tc, test_tangent_rays);
     tcase_add_test(tc, test_far_origins);
+    tcase_add_test(tc, test_no_boxes);
     tcase_add_test(tc, test_scales);
     tcase_add_test(tc, test_walk_variants);
     tcase_add_test(tc, test_joint_scene);
