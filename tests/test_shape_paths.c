@@ -527,8 +527,6 @@ START_TEST(test_far_origins)
 }
 END_TEST
 
-/* The walk in ray order and the scalar walk; near and far origins (the
- * tree's own widening, and the extra widening of far rays). */
 /* Shapes and no boxes: the CPU walks their tree through the joint run
  * (host/query.c), so rays near (the tree's own walk) and far (the
  * widened walk after it) both go through it. */
@@ -541,6 +539,8 @@ START_TEST(test_no_boxes)
 }
 END_TEST
 
+/* The walk in ray order and the scalar walk; near and far origins (the
+ * tree's own widening, and the extra widening of far rays). */
 START_TEST(test_walk_variants)
 {
     variants = 1;
