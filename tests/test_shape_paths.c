@@ -384,6 +384,8 @@ static void compare_scene_paths(uint64_t seed, size_t per_kind, float span,
         }
         run(tree, &s, modes[m], rays, n, &y);
         same(modes[m], &x, &y, n, what);
+        /* the CPU's tasks, whichever passes ran (rb_run_info.chunks) */
+        ck_assert_uint_gt(y.info.chunks, 0);
         if (modes[m] == RB_MODE_COUNT)
             for (size_t i = 0; i < n; i++)
                 hits += x.counts[i];

@@ -423,6 +423,8 @@ static int run_pass(rb_context *ctx, const rb_job *job,
     }
     rb_free(ctx, order);
     rb_streams_give(&run.streams, &ctx->workmem);
+    if (joint) /* it stands for the box pass, which counts its tasks */
+        res->info.chunks = tasks;
     if (atomic_load(&run.stopped))
         return rb_fail(ctx, RB_ECANCELED, "the query was stopped");
     uint64_t first_bad = atomic_load(&run.bad);
