@@ -444,13 +444,9 @@ int rb_intersect(rb_context *ctx, const rb_query *q, rb_results *r)
     }
     size_t n_shapes = shapes ? rb_shapeset_size(shapes) : 0;
     /* One walk for boxes and shapes over a joint tree, where the backend
-     * walks them; the box pass and the shape pass when it declines. On
-     * the CPU a shape tree without boxes takes the same walk (it checks
-     * the rays and answers whole), so that a query without boxes skips a
-     * box pass over nothing (5% of a sphere scene's time, perf). */
+     * walks them; the box pass and the shape pass when it declines. */
     int joint = !shape_pairs && q->mode != RB_MODE_PAIRS && shapes &&
-                shapes->tree &&
-                (shapes->n_tree_boxes || ctx->active == ctx->cpu) &&
+                shapes->tree && shapes->n_tree_boxes &&
                 shapes->n_tree_boxes == job.boxes->n && joint_walks;
 
     rb_bad_input bad = {UINT64_MAX, RB_ELEMENT_NONE};

@@ -9,11 +9,7 @@
  *
  * rb_joint_run is both passes at once over a joint tree (boxes and
  * bounded shapes in one hierarchy): a mixed scene then costs one walk a
- * ray instead of a walk of the box tree and one of the shape tree. A
- * query or scene without boxes runs here too (host/query.c: it checks
- * the rays and makes no box pass); its tree holds no boxes, so it takes
- * the shape walks' lighter node test, and a ray outside the tree's
- * widening no joint walk at all (it would find nothing there).
+ * ray instead of a walk of the box tree and one of the shape tree.
  *
  * `any` and `count` walk a task's rays through the tree as one ray
  * stream (bvh/bvh_stream_avx2.c, where the walkers have one), as the box
@@ -132,11 +128,7 @@ static void joint_nearest(const shape_run *run, size_t i,
 {
     const rb_shapeset *s = run->set;
     rb_joint_best b = {INFINITY, UINT32_MAX, UINT32_MAX, UINT32_MAX};
-    if (s->n_tree_boxes)
-        run->walk->joint_nearest(s->tree, p, &run->tree_view, w, fast, &b);
-    else if (fast) /* no boxes: the shape walk (see the top) */
-        run->walk->shape_nearest(s->tree, p, &run->tree_view, w, &b.t,
-                                 &b.id, &b.j);
+    run->walk->joint_nearest(s->tree, p, &run->tree_view, w, fast, &b);
     if (!fast) {
         uint32_t j = UINT32_MAX;
         rb_shape_walk_nearest(s, &run->tree_view, run->walk, w, &b.t, &b.id,
@@ -175,8 +167,7 @@ static void joint_every(const shape_run *run, size_t i, const rb_ray_prep *p,
     rb_u32 n = (rb_u32)rb_shapeset_size(s), first = first_scanned(run);
     switch (run->mode) {
     case RB_MODE_ANY: {
-        int hit = !s->n_tree_boxes ? fast && walk->shape_any(s->tree, p, tv, w)
-                                   : walk->joint_any(s->tree, p, tv, w, fast);
+        int hit = walk->joint_any(s->tree, p, tv, w, fast);
         if (!hit && !fast)
             hit = rb_shape_walk_any(s, tv, walk, w);
         if (!hit)
@@ -185,9 +176,7 @@ static void joint_every(const shape_run *run, size_t i, const rb_ray_prep *p,
         break;
     }
     case RB_MODE_COUNT: {
-        uint32_t c = !s->n_tree_boxes
-                         ? (fast ? walk->shape_count(s->tree, p, tv, w) : 0)
-                         : walk->joint_count(s->tree, p, tv, w, fast);
+        uint32_t c = walk->joint_count(s->tree, p, tv, w, fast);
         if (!fast)
             c += rb_shape_walk_count(s, tv, walk, w);
         res->counts[i] = c + rb_shape_scan_count(&run->view, first, n, w);
@@ -196,13 +185,8 @@ static void joint_every(const shape_run *run, size_t i, const rb_ray_prep *p,
     case RB_MODE_ALL: {
         rb_list_hit *list = res->list + i * run->max_hits;
         uint32_t stored = 0;
-        uint32_t c =
-            !s->n_tree_boxes
-                ? (fast ? walk->shape_all(s->tree, p, tv, w, list, &stored,
-                                          run->max_hits)
-                        : 0)
-                : walk->joint_all(s->tree, p, tv, w, fast, list, &stored,
-                                  run->max_hits);
+        uint32_t c = walk->joint_all(s->tree, p, tv, w, fast, list, &stored,
+                                     run->max_hits);
         if (!fast)
             c += rb_shape_walk_all(s, tv, walk, w, list, &stored,
                                    run->max_hits);
@@ -289,9 +273,7 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
         w.count[n] = 0;
         n++;
     }
-    rb_bvh_stream st = {.tree = run->joint && set->n_tree_boxes
-                                    ? RB_TREE_JOINT
-                                    : RB_TREE_SHAPES,
+    rb_bvh_stream st = {.tree = run->joint ? RB_TREE_JOINT : RB_TREE_SHAPES,
                         .prep = w.prep,
                         .raw = w.raw,
                         .view = &run->tree_view,
