@@ -110,7 +110,8 @@ START_TEST(test_cpu_rows)
 {
     measure_once();
     static const char *const limits[] = {"copy_plain", "copy_streaming",
-                                         "pairs_traffic", "reference_loop",
+                                         "pairs_traffic", "pairs_reads",
+                                         "reference_loop",
                                          "call_1ray"};
     for (size_t i = 0; i < sizeof limits / sizeof *limits; i++)
         ck_assert_msg(row("cpu", limits[i], "", "", 0, NULL), "no %s",
@@ -215,6 +216,8 @@ START_TEST(test_skips_carry_reasons)
     ck_assert_msg(strstr(out_text, "summary (native CPU backend"), "%s",
                   tail(out_text));
     ck_assert_msg(strstr(out_text, "of the pairs traffic loop"), "%s",
+                  tail(out_text));
+    ck_assert_msg(strstr(out_text, "of its reads' ceiling"), "%s",
                   tail(out_text));
 }
 END_TEST

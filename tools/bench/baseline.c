@@ -13,7 +13,11 @@
  * pair a 32-byte ray and a 24-byte box read, a 16-byte answer written
  * with streaming stores. It is not the bound (it is the slower, three
  * parts reads); it says how much of the gap to the bound is the memory
- * system's answer to that mix and how much is left to the code. */
+ * system's answer to that mix and how much is left to the code. The
+ * same loop without its stores reads what `pairs` must read and nothing
+ * else: no `pairs` can take less time than that, so it caps the fraction
+ * of the bound that any code could reach (a core keeps only so many
+ * reads in flight, while streaming stores leave it at once). */
 #ifdef __x86_64__
 #include <immintrin.h>
 #endif
@@ -79,6 +83,7 @@ typedef struct traffic_job {
     const float *rays, *boxes; /* 8 and 6 floats a pair */
     float *out;                /* 4 floats a pair, 64-byte aligned */
     size_t n;                  /* pairs, a multiple of 4 */
+    int reads_only;            /* one answer for the whole part */
 } traffic_job;
 
 static void *traffic_part(void *p)
@@ -86,7 +91,9 @@ static void *traffic_part(void *p)
     const traffic_job *j = p;
 #ifdef __x86_64__
     /* Four pairs a step: 8 + 6 loads of 16 bytes, folded into the 4
-     * answers so that none is dead, 4 streaming stores. */
+     * answers so that none is dead, 4 streaming stores (or, reads only,
+     * folded into one register). */
+    __m128 acc = _mm_setzero_ps();
     for (size_t i = 0; i < j->n; i += 4) {
         const float *r = j->rays + i * 8, *b = j->boxes + i * 6;
         __m128 a[4];
@@ -99,18 +106,29 @@ static void *traffic_part(void *p)
         a[3] = _mm_xor_ps(a[3], _mm_loadu_ps(b + 12));
         a[0] = _mm_xor_ps(a[0], _mm_loadu_ps(b + 16));
         a[1] = _mm_xor_ps(a[1], _mm_loadu_ps(b + 20));
+        if (j->reads_only) {
+            acc = _mm_xor_ps(acc, _mm_xor_ps(_mm_xor_ps(a[0], a[1]),
+                                             _mm_xor_ps(a[2], a[3])));
+            continue;
+        }
         for (int k = 0; k < 4; k++)
             _mm_stream_ps(j->out + (i + k) * 4, a[k]);
     }
+    if (j->reads_only)
+        _mm_store_ps(j->out, acc); /* so that no load is dead */
     _mm_sfence();
 #else
+    float sum = 0;
     for (size_t i = 0; i < j->n; i++) {
         float v = j->boxes[i * 6];
         for (int k = 0; k < 8; k++)
             v += j->rays[i * 8 + k];
-        for (int k = 0; k < 4; k++)
+        sum += v;
+        for (int k = 0; k < 4 && !j->reads_only; k++)
             j->out[i * 4 + k] = v;
     }
+    if (j->reads_only)
+        j->out[0] = sum;
 #endif
     return NULL;
 }
@@ -119,6 +137,7 @@ typedef struct traffic_arg {
     float *rays, *boxes, *out;
     size_t n;
     unsigned threads;
+    int reads_only;
 } traffic_arg;
 
 static size_t traffic_per_thread(const traffic_arg *c)
@@ -137,7 +156,7 @@ static int traffic_once(void *p, uint64_t rep, double *device_s)
     for (unsigned t = 0; t < c->threads; t++) {
         size_t first = t * per;
         jobs[t] = (traffic_job){c->rays + first * 8, c->boxes + first * 6,
-                                c->out + first * 4, per};
+                                c->out + first * 4, per, c->reads_only};
         if (pthread_create(&th[t], NULL, traffic_part, &jobs[t]) != 0)
             return -1;
     }
@@ -148,7 +167,7 @@ static int traffic_once(void *p, uint64_t rep, double *device_s)
 
 double rbench_pairs_traffic_bandwidth(const rbench_plan *plan,
                                       unsigned threads, size_t bytes,
-                                      rbench_timing *t,
+                                      int reads_only, rbench_timing *t,
                                       size_t *bytes_per_call)
 {
     /* As many bytes in all as the copy loop moves (2 x `bytes`). */
@@ -157,9 +176,9 @@ double rbench_pairs_traffic_bandwidth(const rbench_plan *plan,
         n = 1024;
     threads = loop_threads(threads);
     traffic_arg c = {aligned_alloc(64, n * 32), aligned_alloc(64, n * 24),
-                     aligned_alloc(64, n * 16), n, threads};
+                     aligned_alloc(64, n * 16), n, threads, reads_only};
     double bw = 0;
-    size_t moved = traffic_per_thread(&c) * threads * 72;
+    size_t moved = traffic_per_thread(&c) * threads * (reads_only ? 56 : 72);
     *t = (rbench_timing){0};
     if (c.rays && c.boxes && c.out) {
         uint64_t s = 0x9e3779b97f4a7c15ULL;

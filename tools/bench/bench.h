@@ -123,10 +123,11 @@ double rbench_copy_bandwidth(const rbench_plan *plan, unsigned threads,
                           size_t *bytes_per_call);
 /* The bytes/s of a loop that reads and writes what pairs does (32-byte
  * ray and 24-byte box in, 16-byte answer out with streaming stores) and
- * computes nothing: a figure beside the bound, not the bound. */
+ * computes nothing: a figure beside the bound, not the bound. With
+ * reads_only, the same reads (56 bytes a pair counted) and no stores. */
 double rbench_pairs_traffic_bandwidth(const rbench_plan *plan,
                                       unsigned threads, size_t bytes,
-                                      rbench_timing *t,
+                                      int reads_only, rbench_timing *t,
                                       size_t *bytes_per_call);
 double rbench_reference_count(const rbench_plan *plan, unsigned threads,
                            size_t n_rays, size_t n_boxes, rbench_timing *t);
@@ -203,6 +204,7 @@ typedef struct rbench_cpu_figures {
     double copy_Bps, reference_tests_per_s;
     double plain_copy_Bps; /* the plain-store copy loop alone */
     double pairs_traffic_Bps; /* pairs' reads and writes, no computation */
+    double pairs_reads_Bps;   /* pairs' reads alone (56 bytes a pair) */
     unsigned threads;
     char simd[16];
     char device[128];

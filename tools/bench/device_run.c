@@ -5,7 +5,8 @@
  *   native CPU: the copy loop with ordinary and streaming stores (the
  *               higher is the bound), the pairs traffic loop (pairs'
  *               own reads and writes, no computation: beside the bound,
- *               not in its place), the reference slab loop, and the
+ *               not in its place), the same reads alone (the least time
+ *               any pairs code can take), the reference slab loop, and the
  *               library's per-call overhead (one ray);
  *   OpenCL:     the device's copy kernel, host<->device transfers
  *               (pageable and pinned), launch latency (cl_limits.c), and
@@ -16,7 +17,7 @@
 
 #include "bench.h"
 
-#define LIMIT_STEPS_CPU 5
+#define LIMIT_STEPS_CPU 6
 #define LIMIT_STEPS_CL 2
 /* The reference loop runs at the size the summary compares count at. */
 #define REF_RAYS_MAX 65536
@@ -91,9 +92,14 @@ static void cpu_limits(rbench_device *d, const rb_backend_info *info,
     }
     rbench_progress("cpu pairs traffic loop");
     cpu->pairs_traffic_Bps = rbench_pairs_traffic_bandwidth(
-        &o->plan, info->threads, o->copy_bytes, &t, &bytes);
+        &o->plan, info->threads, o->copy_bytes, 0, &t, &bytes);
     bw_row(d, "pairs_traffic", (double)bytes, cpu->pairs_traffic_Bps, &t,
            "pairs traffic loop failed");
+    rbench_progress("cpu pairs reads loop");
+    cpu->pairs_reads_Bps = rbench_pairs_traffic_bandwidth(
+        &o->plan, info->threads, o->copy_bytes, 1, &t, &bytes);
+    bw_row(d, "pairs_reads", (double)bytes, cpu->pairs_reads_Bps, &t,
+           "pairs reads loop failed");
     rbench_progress("cpu reference slab loop");
     size_t ref_rays = 0;
     for (size_t i = 0; i < o->n_rays; i++)

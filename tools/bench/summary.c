@@ -99,6 +99,21 @@ void rbench_summary(rbench_rows *rows, const rbench_cpu_figures *cpu, FILE *f)
                     (unsigned long long)np, v,
                     cpu->pairs_traffic_Bps / cpu->copy_Bps);
         }
+        /* pairs must at least read its 56 bytes a pair: at the reads
+         * loop's rate, its 72 bytes would reach `cap` of the bound, and
+         * no code can do better on this machine. */
+        if (cpu->pairs_reads_Bps > 0 && cpu->copy_Bps > 0) {
+            double ceiling =
+                cpu->pairs_reads_Bps * 72.0 / 56.0 / cpu->copy_Bps;
+            add(s, cap, ",\"%s\":%.4g", "pairs_reads_ceiling_of_bound",
+                ceiling);
+            add(s, cap, ",\"%s\":%.4g", "cpu_pairs_fraction_of_reads_ceiling",
+                pf->value / ceiling);
+            fprintf(f, "  cpu pairs (%llu): %.2f of its reads' ceiling (a "
+                       "loop that only reads pairs' inputs would reach "
+                       "%.2f of the bound)\n",
+                    (unsigned long long)np, pf->value / ceiling, ceiling);
+        }
     }
     uint64_t nr = size_for(rows, dev, "count", SUMMARY_RAYS);
     const rbench_row *count = rate(rows, "cpu", dev, "count", nr);
