@@ -278,8 +278,9 @@ static int run_boxes(rb_context *ctx, const rb_job *job, rb_results *r,
         b = ctx->cpu;
         rc = b->ops->run(b, ctx, job, r, bad);
     }
-    if (!rc)
-        rb_copy_str(r->info.backend, sizeof r->info.backend, b->ops->name);
+    /* Named whether it answered or refused (a bad ray, a device error),
+     * as the joint run and shape pairs name theirs. */
+    rb_copy_str(r->info.backend, sizeof r->info.backend, b->ops->name);
     return rc;
 }
 

@@ -578,7 +578,10 @@ typedef struct rb_query {
 /* rb_query.outputs: nearest and pairs also fill rb_results.normals. */
 #define RB_OUTPUT_NORMAL 1u
 
-/* What ran a query. */
+/* What ran a query. backend is also set when a backend refused the query
+ * (a bad ray, found as it ran, or a device error); it stays empty when
+ * the query was refused before any backend ran (its arguments, options
+ * or elements). */
 typedef struct rb_run_info {
     char backend[16];      /* "cpu" or "opencl" */
     char device[128];
