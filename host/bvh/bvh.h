@@ -230,10 +230,12 @@ typedef struct rb_bvh_stream {
 
 /* Arena words that a stream of n rays needs over a tree of `depth` wide
  * levels: a level's lists take at most eight times its parent's, and a
- * node being split needs sixteen times its own (bvh_stream_avx2.c). */
+ * node being split needs sixteen times its own and 2 * RB_BVH_WIDTH words
+ * more (bvh_stream_avx2.c: its lists' packs and its rays' masks). */
 static inline size_t rb_bvh_stream_words(size_t n, unsigned depth)
 {
-    return n * (2 * RB_BVH_WIDTH + 1 + RB_BVH_WIDTH * (size_t)depth);
+    return n * (2 * RB_BVH_WIDTH + 1 + RB_BVH_WIDTH * (size_t)depth) +
+           2 * RB_BVH_WIDTH;
 }
 
 /* Whether rb_bvh_walkers.stream answers mode: `nearest` gains nothing

@@ -25,14 +25,17 @@
  * -ffp-contract=off.
  *
  * Memory: the rays' indexes live in one arena used as a stack. A popped
- * node's list ends at the arena's top; its rays are scattered into
- * eight regions of the list's length above it (one a child, written
- * without a branch on the mask), then the non-empty ones are copied down
- * to the top, the child with the most rays last, so that it is popped
- * first (its rays are the likeliest to end `any` early; measured better
- * than slot order or the rays' mean entry distance). A level thus adds at
- * most eight times its list, which bounds the arena
- * (rb_bvh_stream_words).
+ * node's list ends at the arena's top. Each of its rays' mask of passed
+ * slots is kept (a byte a ray, eight times the list's length above the
+ * top), each inner slot's rays are counted from the masks, and then
+ * packed into their child's list at the top, eight rays at a time (their
+ * masks' bits for the slot pick the lanes, a table gives the permutation
+ * that moves those lanes to the front: no branch and no store for a ray
+ * a slot it does not enter). The children's lists lie in order of their
+ * length, the child with the most rays last, so that it is popped first
+ * (its rays are the likeliest to end `any` early; measured better than
+ * slot order or the rays' mean entry distance). A level thus adds at most
+ * eight times its list, which bounds the arena (rb_bvh_stream_words).
  */
 #ifdef RB_HAVE_AVX2
 #include <float.h>
@@ -45,6 +48,75 @@
 typedef struct pending {
     uint32_t node, off, cnt; /* the node; its rays' list in the arena */
 } pending;
+
+/* compress_lut[m]: the lanes of the 8-bit mask m, lowest first, one byte
+ * each (unused bytes 0): the vpermd order that packs m's lanes of eight
+ * to the front. Built by the preprocessor: BELOW(m, b) counts m's bits
+ * below bit b, lane b's place in the packed order. */
+#define BIT(m, b) (((m) >> (b)) & 1u)
+#define LOW(m, b) ((m) & ((1u << (b)) - 1u))
+#define BELOW(m, b)                                                            \
+    (BIT(LOW(m, b), 0) + BIT(LOW(m, b), 1) + BIT(LOW(m, b), 2) +               \
+     BIT(LOW(m, b), 3) + BIT(LOW(m, b), 4) + BIT(LOW(m, b), 5) +               \
+     BIT(LOW(m, b), 6))
+#define LANE(m, b) (BIT(m, b) ? (uint64_t)(b) << (8 * BELOW(m, b)) : 0u)
+#define PACK(m)                                                                \
+    (LANE(m, 0) | LANE(m, 1) | LANE(m, 2) | LANE(m, 3) | LANE(m, 4) |          \
+     LANE(m, 5) | LANE(m, 6) | LANE(m, 7))
+#define PACK4(m) PACK(m), PACK((m) + 1u), PACK((m) + 2u), PACK((m) + 3u)
+#define PACK16(m) PACK4(m), PACK4((m) + 4u), PACK4((m) + 8u), PACK4((m) + 12u)
+#define PACK64(m)                                                              \
+    PACK16(m), PACK16((m) + 16u), PACK16((m) + 32u), PACK16((m) + 48u)
+static const uint64_t compress_lut[256] = {PACK64(0u), PACK64(64u),
+                                           PACK64(128u), PACK64(192u)};
+#undef PACK64
+#undef PACK16
+#undef PACK4
+#undef PACK
+#undef LANE
+#undef BELOW
+#undef LOW
+#undef BIT
+
+/* The number of mask bytes mk[0, cnt) with bit `slot` set; reads mk up to
+ * the next multiple of 32 (zero there). */
+static inline uint32_t count_slot(const uint8_t *mk, uint32_t cnt,
+                                  unsigned slot)
+{
+    const __m128i shift = _mm_cvtsi32_si128(7 - (int)slot); /* as below */
+    uint32_t n = 0;
+    for (uint32_t q = 0; q < cnt; q += 32) {
+        __m256i b = _mm256_loadu_si256((const __m256i *)(mk + q));
+        n += (uint32_t)__builtin_popcount(
+            (unsigned)_mm256_movemask_epi8(_mm256_sll_epi16(b, shift)));
+    }
+    return n;
+}
+
+/* Packs the rays of list[0, cnt) whose mask byte has bit `slot` into dst,
+ * in list order; returns how many. Reads list and mk up to the next
+ * multiple of eight (mk zero there, so those lanes are never kept) and
+ * writes dst up to seven words past the last ray it keeps. */
+static inline uint32_t pack_slot(const uint32_t *list, const uint8_t *mk,
+                                 uint32_t cnt, unsigned slot, uint32_t *dst)
+{
+    /* Shifting each 16-bit lane left by 7 - slot takes bit `slot` of each
+     * of its two bytes to that byte's top bit (the low byte's other bits
+     * land below the high byte's top), where movemask reads it. */
+    const __m128i shift = _mm_cvtsi32_si128(7 - (int)slot);
+    uint32_t *w = dst;
+    for (uint32_t q = 0; q < cnt; q += 8) {
+        __m128i b = _mm_loadl_epi64((const __m128i *)(mk + q));
+        unsigned bits = (unsigned)_mm_movemask_epi8(_mm_sll_epi16(b, shift));
+        __m256i ids = _mm256_loadu_si256((const __m256i *)(list + q));
+        __m256i order = _mm256_cvtepu8_epi32(
+            _mm_loadl_epi64((const __m128i *)&compress_lut[bits]));
+        _mm256_storeu_si256((__m256i *)w,
+                            _mm256_permutevar8x32_epi32(ids, order));
+        w += __builtin_popcount(bits);
+    }
+    return (uint32_t)(w - dst);
+}
 
 /* The slots of a node (its planes lo, hi) that ray rp passes, as
  * test_node computes them with limit = tmax (bvh_node_avx2.h, shared):
@@ -106,18 +178,22 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
         const uint32_t *list = arena + p.off;
         /* Never with a tree of the depth it was sized for: then the
          * caller walks the task's rays one by one. */
-        if (top + (size_t)2 * RB_BVH_WIDTH * p.cnt > s->words)
+        if (top + (size_t)2 * RB_BVH_WIDTH * (p.cnt + 1) > s->words)
             return -1;
-        uint32_t *region = arena + top + RB_BVH_WIDTH * p.cnt;
+        /* The children's lists take at most RB_BVH_WIDTH * p.cnt words
+         * from the top, and their packs write up to 7 more; the rays'
+         * masks lie above those (p.cnt + 32 bytes in RB_BVH_WIDTH *
+         * (p.cnt + 1) words). */
+        uint8_t *mk =
+            (uint8_t *)(arena + top + RB_BVH_WIDTH * ((size_t)p.cnt + 1));
         /* The inner slots, in order (an empty slot's child is 0, the
-         * root, never a child): the scatter below writes only their
-         * regions, as many each ray of this node, so the loop's exit is
-         * predicted, and a node of boxes only writes none. */
+         * root, never a child): only their lists are written, and a
+         * node of boxes only writes none. */
         unsigned slot[RB_BVH_WIDTH], n_inner = 0;
         for (unsigned k = 0; k < RB_BVH_WIDTH; k++)
             if (!(nd->boxes >> k & 1u) && nd->child[k])
                 slot[n_inner++] = k;
-        uint32_t c[RB_BVH_WIDTH] = {0};
+        uint32_t c[RB_BVH_WIDTH];
         __m256 lo[3], hi[3];
         for (int a = 0; a < 3; a++) {
             lo[a] = _mm256_load_ps(nd->lo[a]);
@@ -132,6 +208,7 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
         unsigned shapes = tree == RB_TREE_BOXES ? 0 : nd->boxes & ~nd->exact;
         for (uint32_t q = 0; q < p.cnt; q++) {
             uint32_t r = list[q];
+            mk[q] = 0;
             if (mode == RB_MODE_ANY && s->any[r])
                 continue; /* a leaf was hit under another child */
             unsigned padded = 0;
@@ -167,13 +244,11 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
                 }
                 m = padded;
             }
-            /* Every inner slot's region gets the ray, only the passed
-             * ones count it: no branch on the mask. */
-            for (unsigned j = 0; j < n_inner; j++) {
-                region[j * p.cnt + c[j]] = r;
-                c[j] += (m >> slot[j]) & 1u;
-            }
+            mk[q] = (uint8_t)m;
         }
+        memset(mk + p.cnt, 0, 32);
+        for (unsigned j = 0; j < n_inner; j++)
+            c[j] = count_slot(mk, p.cnt, slot[j]);
         unsigned inner = 0;
         for (unsigned j = 0; j < n_inner; j++)
             inner |= (c[j] != 0) << j;
@@ -188,7 +263,9 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
                     k = u;
             }
             inner &= ~(1u << k);
-            memcpy(arena + at, region + k * p.cnt, c[k] * sizeof *arena);
+            /* In address order: a pack's writes past its rays fall
+             * where the next list will be packed, or below the masks. */
+            pack_slot(list, mk, p.cnt, slot[k], arena + at);
             stack[sp++] = (pending){nd->child[slot[k]], at, c[k]};
             at += c[k];
         }
