@@ -186,14 +186,15 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
          * (p.cnt + 1) words). */
         uint8_t *mk =
             (uint8_t *)(arena + top + RB_BVH_WIDTH * ((size_t)p.cnt + 1));
-        /* The inner slots, in order (an empty slot's child is 0, the
-         * root, never a child): only their lists are written, and a
-         * node of boxes only writes none. */
-        unsigned slot[RB_BVH_WIDTH], n_inner = 0;
-        for (unsigned k = 0; k < RB_BVH_WIDTH; k++)
-            if (!(nd->boxes >> k & 1u) && nd->child[k])
-                slot[n_inner++] = k;
-        uint32_t c[RB_BVH_WIDTH];
+        /* The inner slots (an empty slot's child is 0, the root, never
+         * a child): only their lists are written, and a node of boxes
+         * only writes none. */
+        __m256i zero_child = _mm256_cmpeq_epi32(
+            _mm256_loadu_si256((const __m256i *)nd->child),
+            _mm256_setzero_si256());
+        unsigned inner_slots =
+            ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(zero_child)) &
+            ~nd->boxes & 0xffu;
         __m256 lo[3], hi[3];
         for (int a = 0; a < 3; a++) {
             lo[a] = _mm256_load_ps(nd->lo[a]);
@@ -247,26 +248,38 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
             mk[q] = (uint8_t)m;
         }
         memset(mk + p.cnt, 0, 32);
-        for (unsigned j = 0; j < n_inner; j++)
-            c[j] = count_slot(mk, p.cnt, slot[j]);
-        unsigned inner = 0;
-        for (unsigned j = 0; j < n_inner; j++)
-            inner |= (c[j] != 0) << j;
+        uint32_t c[RB_BVH_WIDTH] = {0};
+        unsigned entered = 0; /* the inner slots some ray enters */
+        for (unsigned t = inner_slots; t; t &= t - 1) {
+            unsigned k = (unsigned)__builtin_ctz(t);
+            c[k] = count_slot(mk, p.cnt, k);
+            entered |= (c[k] != 0) << k;
+        }
+        /* The fewest rays first (ties: the lowest slot), so that the
+         * most are popped first: each child's place is its rank, the
+         * number of entered slots before it in that order (counted, not
+         * sorted: a selection sort's compares mispredicted). */
+        unsigned ordered[RB_BVH_WIDTH], n_entered = 0;
+        __m256i cv = _mm256_loadu_si256((const __m256i *)c);
+        for (unsigned t = entered; t; t &= t - 1) {
+            unsigned k = (unsigned)__builtin_ctz(t);
+            __m256i ck = _mm256_set1_epi32((int)c[k]);
+            /* counts are below 2^31: signed compares order them */
+            unsigned fewer = (unsigned)_mm256_movemask_ps(
+                _mm256_castsi256_ps(_mm256_cmpgt_epi32(ck, cv)));
+            unsigned equal = (unsigned)_mm256_movemask_ps(
+                _mm256_castsi256_ps(_mm256_cmpeq_epi32(ck, cv)));
+            unsigned before = (fewer | (equal & ((1u << k) - 1u))) & entered;
+            ordered[__builtin_popcount(before)] = k;
+            n_entered++;
+        }
         uint32_t at = top;
-        while (inner) {
-            /* The fewest rays first (ties: the lowest slot), so the most
-             * are popped first; k indexes slot[]. */
-            unsigned k = (unsigned)__builtin_ctz(inner);
-            for (unsigned t = inner & (inner - 1); t; t &= t - 1) {
-                unsigned u = (unsigned)__builtin_ctz(t);
-                if (c[u] < c[k])
-                    k = u;
-            }
-            inner &= ~(1u << k);
+        for (unsigned i = 0; i < n_entered; i++) {
+            unsigned k = ordered[i];
             /* In address order: a pack's writes past its rays fall
              * where the next list will be packed, or below the masks. */
-            pack_slot(list, mk, p.cnt, slot[k], arena + at);
-            stack[sp++] = (pending){nd->child[slot[k]], at, c[k]};
+            pack_slot(list, mk, p.cnt, k, arena + at);
+            stack[sp++] = (pending){nd->child[k], at, c[k]};
             at += c[k];
         }
     }
