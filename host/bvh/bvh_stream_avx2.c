@@ -279,6 +279,14 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
             /* In address order: a pack's writes past its rays fall
              * where the next list will be packed, or below the masks. */
             pack_slot(list, mk, p.cnt, k, arena + at);
+            /* The last one pushed is the next node popped: fetch each
+             * child as it is pushed, so that its first read does not
+             * wait (it did, ~10% of the stream's samples in perf). */
+            const char *cn = (const char *)&nodes[nd->child[k]];
+            __builtin_prefetch(cn);
+            __builtin_prefetch(cn + 64);
+            __builtin_prefetch(cn + 128);
+            __builtin_prefetch(cn + 192);
             stack[sp++] = (pending){nd->child[k], at, c[k]};
             at += c[k];
         }
