@@ -856,6 +856,42 @@ RB_BVH_KERNEL(rb_bvh_all, RB_WALK_ALL)
 #ifdef RB_WIDE
 #define RB_STREAM_STACK RB_WALK_NEED
 
+__constant rb_u64 rb_pack_lut[256] = {RB_PACK_LUT};
+
+#if defined(__AVX2__) && defined(__clang__)
+/* clang's vpermd, which PoCL accepts on an AVX2 host: its `shuffle` with
+ * a mask known only at run time moves the elements one by one. */
+typedef int rb_v8si __attribute__((vector_size(32)));
+#define RB_PERMUTE8(v, order)                                                  \
+    __builtin_astype(                                                          \
+        __builtin_ia32_permvarsi256(__builtin_astype(v, rb_v8si),              \
+                                    __builtin_astype(order, rb_v8si)),         \
+        uint8)
+#else
+#define RB_PERMUTE8(v, order) shuffle(v, order)
+#endif
+
+/* Packs the rays of list[0, cnt) whose mask byte has bit `slot` to dst,
+ * eight at a time, in list order (the host's pack_slot). Reads list and
+ * mk up to the next multiple of eight (mk zero there) and writes up to
+ * seven words past the last ray it keeps. */
+static inline void rb_stream_pack(__global const uint *list,
+                                  __global const uchar *mk, uint cnt,
+                                  uint slot, __global uint *dst)
+{
+    uint w = 0;
+    for (uint q = 0; q < cnt; q += 8) {
+        /* the eight bytes' bit `slot` to bits 0..7: each byte's bit 0
+         * times 0x0102040810204080 lands in the top byte, byte i at bit
+         * 56 + i (no two products meet, so nothing carries) */
+        ulong x = (as_ulong(vload8(0, mk + q)) >> slot) & 0x0101010101010101UL;
+        uint bits = (uint)((x * 0x0102040810204080UL) >> 56);
+        uint8 order = convert_uint8(as_uchar8(rb_pack_lut[bits]));
+        vstore8(RB_PERMUTE8(vload8(0, list + q), order), 0, dst + w);
+        w += popcount(bits);
+    }
+}
+
 /* 0 when every ray of the task has its answer in state (count: its
  * count; any: 1 for a hit); -1 when the lists ran short (the answers are
  * then partial). */
@@ -875,15 +911,14 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
         sp--;
         uint node = stk[3 * sp], off = stk[3 * sp + 1], cnt = stk[3 * sp + 2];
         size_t top = (size_t)off + cnt;
-        if (top + (size_t)2 * RB_BVH_WIDTH * cnt > list_words)
+        if (top + (size_t)2 * RB_BVH_WIDTH * ((size_t)cnt + 1) > list_words)
             return -1;
         __global const float *nd = nodes + (size_t)node * RB_NODE_WORDS;
         __global const uint *child = words + (size_t)node * RB_NODE_WORDS +
                                      RB_NODE_CHILD;
         uint boxes = words[(size_t)node * RB_NODE_WORDS + RB_NODE_BOXES];
         /* The inner slots (an empty slot's child is 0, the root): only
-         * their regions get the rays, as many each, no branch on the
-         * mask. */
+         * their lists are written. */
         uint slot[RB_BVH_WIDTH], c[RB_BVH_WIDTH], n_inner = 0;
         for (uint k = 0; k < RB_BVH_WIDTH; k++) {
             c[k] = 0;
@@ -897,9 +932,14 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
             hi[a] = vload8(0, nd + RB_NODE_HI + 8 * a);
         }
         __global const uint *list = lists + off;
-        __global uint *region = lists + top + (size_t)RB_BVH_WIDTH * cnt;
+        /* Each ray's mask of passed slots, above where the children's
+         * lists and their packs' spill can reach (as the host's). */
+        __global uchar *mk =
+            (__global uchar *)(lists + top +
+                               (size_t)RB_BVH_WIDTH * ((size_t)cnt + 1));
         for (uint q = 0; q < cnt; q++) {
             uint r = list[q];
+            mk[q] = 0;
             if (mode == RB_WALK_ANY && state[r])
                 continue; /* a box was hit under another child */
             rb_ray_prep p = prep[r];
@@ -922,11 +962,11 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
             }
             if (mode == RB_WALK_COUNT)
                 state[r] += popcount(m & boxes);
-            for (uint j = 0; j < n_inner; j++) {
-                region[(size_t)j * cnt + c[j]] = r;
+            mk[q] = (uchar)m;
+            for (uint j = 0; j < n_inner; j++)
                 c[j] += (m >> slot[j]) & 1u;
-            }
         }
+        vstore8((uchar8)0, 0, mk + cnt);
         uint inner = 0;
         for (uint j = 0; j < n_inner; j++)
             inner |= (uint)(c[j] != 0) << j;
@@ -941,9 +981,10 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
                     k = u;
             }
             inner &= ~(1u << k);
-            __global const uint *from = region + (size_t)k * cnt;
-            for (uint q = 0; q < c[k]; q++)
-                lists[at + q] = from[q];
+            /* In address order: a pack's spill falls where the next
+             * list goes, or below the masks. */
+            rb_stream_pack(list, mk, cnt, slot[k], lists + at);
+            /* the last pushed is popped next (the host's fetch) */
             stk[3 * sp] = child[slot[k]];
             stk[3 * sp + 1] = (uint)at;
             stk[3 * sp + 2] = c[k];

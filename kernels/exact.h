@@ -29,6 +29,7 @@
 typedef uchar rb_u8;
 typedef uint rb_u32;
 typedef int rb_i32;
+typedef ulong rb_u64;
 #define RB_FABS(x) fabs(x)
 #define RB_COPYSIGN(x, y) copysign(x, y)
 /* Arrays a kernel writes in place (answers, lists) are __global. */
@@ -46,6 +47,7 @@ typedef int rb_i32;
 typedef uint8_t rb_u8;
 typedef uint32_t rb_u32;
 typedef int32_t rb_i32;
+typedef uint64_t rb_u64;
 #define RB_FABS(x) fabsf(x)
 #define RB_COPYSIGN(x, y) copysignf(x, y)
 #define RB_GLOBAL
@@ -959,5 +961,38 @@ enum rb_vis_arg {
     RB_VIARG_BITS,      /* rows x stride bytes, row0's first */
     RB_VIARG_COUNT
 };
+
+/* ---- ray streams: packing eight lanes -------------------------------- */
+/* The CPU streams (host/bvh/bvh_stream_avx2.c, and bvh.cl's
+ * rb_stream_walk on CPU devices) pack the rays that enter a child eight
+ * at a time: entry m of this table lists the lanes of the 8-bit mask m,
+ * lowest first, one byte each (unused bytes 0), the permutation that
+ * moves m's lanes to the front. RB_PACK_BELOW(m, b) counts m's bits
+ * below bit b: lane b's place. The preprocessor builds the table:
+ * `static const rb_u64 t[256] = {RB_PACK_LUT};` (__constant in a
+ * kernel). */
+#define RB_PACK_BIT(m, b) (((m) >> (b)) & 1u)
+#define RB_PACK_LOW(m, b) ((m) & ((1u << (b)) - 1u))
+#define RB_PACK_BELOW(m, b)                                                    \
+    (RB_PACK_BIT(RB_PACK_LOW(m, b), 0) + RB_PACK_BIT(RB_PACK_LOW(m, b), 1) +   \
+     RB_PACK_BIT(RB_PACK_LOW(m, b), 2) + RB_PACK_BIT(RB_PACK_LOW(m, b), 3) +   \
+     RB_PACK_BIT(RB_PACK_LOW(m, b), 4) + RB_PACK_BIT(RB_PACK_LOW(m, b), 5) +   \
+     RB_PACK_BIT(RB_PACK_LOW(m, b), 6))
+#define RB_PACK_LANE(m, b)                                                     \
+    (RB_PACK_BIT(m, b) ? (rb_u64)(b) << (8 * RB_PACK_BELOW(m, b)) : (rb_u64)0)
+#define RB_PACK_ENTRY(m)                                                       \
+    (RB_PACK_LANE(m, 0) | RB_PACK_LANE(m, 1) | RB_PACK_LANE(m, 2) |            \
+     RB_PACK_LANE(m, 3) | RB_PACK_LANE(m, 4) | RB_PACK_LANE(m, 5) |            \
+     RB_PACK_LANE(m, 6) | RB_PACK_LANE(m, 7))
+#define RB_PACK_4(m)                                                           \
+    RB_PACK_ENTRY(m), RB_PACK_ENTRY((m) + 1u), RB_PACK_ENTRY((m) + 2u),        \
+        RB_PACK_ENTRY((m) + 3u)
+#define RB_PACK_16(m)                                                          \
+    RB_PACK_4(m), RB_PACK_4((m) + 4u), RB_PACK_4((m) + 8u), RB_PACK_4((m) + 12u)
+#define RB_PACK_64(m)                                                          \
+    RB_PACK_16(m), RB_PACK_16((m) + 16u), RB_PACK_16((m) + 32u),               \
+        RB_PACK_16((m) + 48u)
+#define RB_PACK_LUT                                                            \
+    RB_PACK_64(0u), RB_PACK_64(64u), RB_PACK_64(128u), RB_PACK_64(192u)
 
 #endif /* RB_EXACT_H */

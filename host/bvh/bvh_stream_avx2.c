@@ -49,34 +49,8 @@ typedef struct pending {
     uint32_t node, off, cnt; /* the node; its rays' list in the arena */
 } pending;
 
-/* compress_lut[m]: the lanes of the 8-bit mask m, lowest first, one byte
- * each (unused bytes 0): the vpermd order that packs m's lanes of eight
- * to the front. Built by the preprocessor: BELOW(m, b) counts m's bits
- * below bit b, lane b's place in the packed order. */
-#define BIT(m, b) (((m) >> (b)) & 1u)
-#define LOW(m, b) ((m) & ((1u << (b)) - 1u))
-#define BELOW(m, b)                                                            \
-    (BIT(LOW(m, b), 0) + BIT(LOW(m, b), 1) + BIT(LOW(m, b), 2) +               \
-     BIT(LOW(m, b), 3) + BIT(LOW(m, b), 4) + BIT(LOW(m, b), 5) +               \
-     BIT(LOW(m, b), 6))
-#define LANE(m, b) (BIT(m, b) ? (uint64_t)(b) << (8 * BELOW(m, b)) : 0u)
-#define PACK(m)                                                                \
-    (LANE(m, 0) | LANE(m, 1) | LANE(m, 2) | LANE(m, 3) | LANE(m, 4) |          \
-     LANE(m, 5) | LANE(m, 6) | LANE(m, 7))
-#define PACK4(m) PACK(m), PACK((m) + 1u), PACK((m) + 2u), PACK((m) + 3u)
-#define PACK16(m) PACK4(m), PACK4((m) + 4u), PACK4((m) + 8u), PACK4((m) + 12u)
-#define PACK64(m)                                                              \
-    PACK16(m), PACK16((m) + 16u), PACK16((m) + 32u), PACK16((m) + 48u)
-static const uint64_t compress_lut[256] = {PACK64(0u), PACK64(64u),
-                                           PACK64(128u), PACK64(192u)};
-#undef PACK64
-#undef PACK16
-#undef PACK4
-#undef PACK
-#undef LANE
-#undef BELOW
-#undef LOW
-#undef BIT
+/* kernels/exact.h's table: the lanes of each 8-bit mask, packed. */
+static const rb_u64 compress_lut[256] = {RB_PACK_LUT};
 
 /* The number of mask bytes mk[0, cnt) with bit `slot` set; reads mk up to
  * the next multiple of 32 (zero there). */
