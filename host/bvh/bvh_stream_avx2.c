@@ -26,8 +26,8 @@
  *
  * Memory: the rays' indexes live in one arena used as a stack. A popped
  * node's list ends at the arena's top. Each of its rays' mask of passed
- * slots is kept (a byte a ray, eight times the list's length above the
- * top), each inner slot's rays are counted from the masks, and then
+ * slots is kept (a byte a ray, above the room the children's lists may
+ * take), each inner slot's rays are counted from the masks, and then
  * packed into their child's list at the top, eight rays at a time (their
  * masks' bits for the slot pick the lanes, a table gives the permutation
  * that moves those lanes to the front: no branch and no store for a ray
