@@ -984,7 +984,6 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
             /* In address order: a pack's spill falls where the next
              * list goes, or below the masks. */
             rb_stream_pack(list, mk, cnt, slot[k], lists + at);
-            /* the last pushed is popped next (the host's fetch) */
             stk[3 * sp] = child[slot[k]];
             stk[3 * sp + 1] = (uint)at;
             stk[3 * sp + 2] = c[k];
