@@ -100,7 +100,7 @@ void rbench_summary(rbench_rows *rows, const rbench_cpu_figures *cpu, FILE *f)
                     cpu->pairs_traffic_Bps / cpu->copy_Bps);
         }
         /* pairs must at least read its 56 bytes a pair: at the reads
-         * loop's rate, its 72 bytes would reach `cap` of the bound, and
+         * loop's rate, its 72 bytes would reach `ceiling` of the bound, and
          * no code can do better on this machine. */
         if (cpu->pairs_reads_Bps > 0 && cpu->copy_Bps > 0) {
             double ceiling =
