@@ -841,12 +841,12 @@ RB_BVH_KERNEL(rb_bvh_all, RB_WALK_ALL)
  * the list of the rays that pass its slot; the child with the most rays
  * is walked first. So every ray enters exactly the subtrees and hits
  * exactly the boxes that its own walk does, and the answers are the
- * walk's. The host streams any only for rays in input order (measured:
- * docs/benchmarks.md, "The OpenCL walk on PoCL").
+ * walk's.
  *
- * One work-item a task of task_rays rays (positions in the chunk's ray
- * order), in a launch of a few tasks (the host launches again for the
- * next ones, the arena reused). Item t's arena, task_words words at
+ * A task is task_rays rays (positions in the chunk's ray order); a
+ * launch of a few work-items answers all the chunk's tasks, each item
+ * taking the next task from the counter at the arena's start until none
+ * is left. Item t's arena, task_words words at RB_STREAM_ARENA_HEAD +
  * t * task_words: the prepared rays (rb_ray_prep, 8 words each), their
  * answers, the stack of pending nodes (node, list offset, list length),
  * then the lists. The host sizes the lists by rb_bvh_stream_words for
@@ -855,6 +855,8 @@ RB_BVH_KERNEL(rb_bvh_all, RB_WALK_ALL)
  * rb_stream_arg (a mode's unused output is null). */
 #ifdef RB_WIDE
 #define RB_STREAM_STACK RB_WALK_NEED
+/* how many rays ahead a task's loads fetch their records */
+#define RB_STREAM_FETCH_AHEAD 16
 
 __constant rb_u64 rb_pack_lut[256] = {RB_PACK_LUT};
 
@@ -919,12 +921,8 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
         uint boxes = words[(size_t)node * RB_NODE_WORDS + RB_NODE_BOXES];
         /* The inner slots (an empty slot's child is 0, the root): only
          * their lists are written. */
-        uint slot[RB_BVH_WIDTH], c[RB_BVH_WIDTH], n_inner = 0;
-        for (uint k = 0; k < RB_BVH_WIDTH; k++) {
-            c[k] = 0;
-            if (!((boxes >> k) & 1u) && child[k])
-                slot[n_inner++] = k;
-        }
+        uint inner_slots =
+            rb_mask8(as_int8(vload8(0, child) != (uint8)(0))) & ~boxes & 0xffu;
         float8 lo[3], hi[3];
         #pragma unroll
         for (int a = 0; a < 3; a++) {
@@ -963,28 +961,40 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
             if (mode == RB_WALK_COUNT)
                 state[r] += popcount(m & boxes);
             mk[q] = (uchar)m;
-            for (uint j = 0; j < n_inner; j++)
-                c[j] += (m >> slot[j]) & 1u;
         }
         vstore8((uchar8)0, 0, mk + cnt);
-        uint inner = 0;
-        for (uint j = 0; j < n_inner; j++)
-            inner |= (uint)(c[j] != 0) << j;
+        /* Each inner slot's rays, counted from the masks eight at a time
+         * (as the host's count_slot). */
+        uint c[RB_BVH_WIDTH] = {0, 0, 0, 0, 0, 0, 0, 0};
+        uint entered = 0;
+        for (uint t = inner_slots; t; t &= t - 1) {
+            uint k = rb_ctz(t), n_k = 0;
+            for (uint q = 0; q < cnt; q += 8)
+                n_k += popcount((as_ulong(vload8(0, mk + q)) >> k) &
+                                0x0101010101010101UL);
+            c[k] = n_k;
+            entered |= (uint)(n_k != 0) << k;
+        }
+        /* The fewest rays pushed first (ties: the lowest slot), so that
+         * the most are popped first: each child's place is its rank (as
+         * the host's: a selection sort's compares mispredict). */
+        uint ordered[RB_BVH_WIDTH];
+        uint8 cv = vload8(0, c);
+        for (uint t = entered; t; t &= t - 1) {
+            uint k = rb_ctz(t);
+            uint fewer = rb_mask8(as_int8(cv < (uint8)(c[k])));
+            uint equal = rb_mask8(as_int8(cv == (uint8)(c[k])));
+            uint before = (fewer | (equal & ((1u << k) - 1u))) & entered;
+            ordered[popcount(before)] = k;
+        }
         size_t at = top;
-        while (inner) {
-            /* The fewest rays pushed first (ties: the lowest slot), so
-             * that the most are popped first. */
-            uint k = rb_ctz(inner);
-            for (uint t = inner & (inner - 1); t; t &= t - 1) {
-                uint u = rb_ctz(t);
-                if (c[u] < c[k])
-                    k = u;
-            }
-            inner &= ~(1u << k);
+        for (uint i = 0, n_entered = popcount(entered); i < n_entered; i++) {
+            uint k = ordered[i];
             /* In address order: a pack's spill falls where the next
              * list goes, or below the masks. */
-            rb_stream_pack(list, mk, cnt, slot[k], lists + at);
-            stk[3 * sp] = child[slot[k]];
+            rb_stream_pack(list, mk, cnt, k, lists + at);
+            rb_prefetch_node(nodes + (size_t)child[k] * RB_NODE_WORDS);
+            stk[3 * sp] = child[k];
             stk[3 * sp + 1] = (uint)at;
             stk[3 * sp + 2] = c[k];
             sp++;
@@ -999,14 +1009,10 @@ static inline void rb_bvh_stream_kernel(
     __global const float *nodes, __global const uint *order,
     __global uchar *any_hit, __global uint *counts, uint ray_base,
     __global uint *bad, __global uint *arena, uint task_rays,
-    uint task_words, uint first_task)
+    uint task_words)
 {
-    size_t t = get_global_id(0);
-    size_t b = ((size_t)first_task + t) * task_rays;
-    if (b >= n_rays)
-        return;
-    uint n = (uint)min((size_t)task_rays, (size_t)n_rays - b);
-    __global uint *base = arena + t * (size_t)task_words;
+    __global uint *base = arena + RB_STREAM_ARENA_HEAD +
+                          get_global_id(0) * (size_t)task_words;
     __global rb_ray_prep *prep = (__global rb_ray_prep *)base;
     __global uint *state = base + 8 * (size_t)task_rays;
     __global uint *stk = state + task_rays;
@@ -1014,28 +1020,46 @@ static inline void rb_bvh_stream_kernel(
     size_t list_words =
         task_words -
         RB_STREAM_HEAD_WORDS((size_t)task_rays, (size_t)RB_STREAM_STACK);
-    for (uint q = 0; q < n; q++) {
-        size_t i = order ? order[b + q] : b + q;
-        if (!rb_ray_ok(rays, dims, i))
-            rb_note_bad(bad, (ray_base + (uint)i) * 2);
-        prep[q] = rb_load_ray(rays, dims, i);
-        state[q] = 0;
-    }
-    if (rb_stream_walk(mode, nodes, n, prep, state, stk, lists,
-                       list_words)) {
+    uint rec = dims == 3 ? 8 : 6; /* a ray's floats */
+    /* Each item takes the next task until none is left: tasks differ in
+     * cost (their rays cross different parts of the scene), and a launch
+     * of as many tasks as items left threads idle at its end. */
+    for (;;) {
+        size_t b = (size_t)atomic_inc(arena) * task_rays;
+        if (b >= n_rays)
+            return;
+        uint n = (uint)min((size_t)task_rays, (size_t)n_rays - b);
         for (uint q = 0; q < n; q++) {
-            rb_wray w = rb_wray_of(prep[q]);
-            rb_walk s = rb_walk_init();
-            rb_walk_tree(&w, nodes, mode, &s, 0, 0, RB_TREE_BOXES, 0, 0, 0);
-            state[q] = mode == RB_WALK_ANY ? (uint)s.found : s.count;
+            size_t i = order ? order[b + q] : b + q;
+            /* Sorted rays are read scattered over the batch: fetch
+             * ahead (as the CPU backend's stream_rays), or every load
+             * waits. */
+            if (order && q + RB_STREAM_FETCH_AHEAD < n)
+                RB_PREFETCH(rays +
+                            (size_t)order[b + q + RB_STREAM_FETCH_AHEAD] *
+                                rec);
+            if (!rb_ray_ok(rays, dims, i))
+                rb_note_bad(bad, (ray_base + (uint)i) * 2);
+            prep[q] = rb_load_ray(rays, dims, i);
+            state[q] = 0;
         }
-    }
-    for (uint q = 0; q < n; q++) {
-        size_t i = order ? order[b + q] : b + q;
-        if (mode == RB_WALK_ANY)
-            any_hit[i] = (uchar)state[q];
-        else
-            counts[i] = state[q];
+        if (rb_stream_walk(mode, nodes, n, prep, state, stk, lists,
+                           list_words)) {
+            for (uint q = 0; q < n; q++) {
+                rb_wray w = rb_wray_of(prep[q]);
+                rb_walk s = rb_walk_init();
+                rb_walk_tree(&w, nodes, mode, &s, 0, 0, RB_TREE_BOXES, 0, 0,
+                             0);
+                state[q] = mode == RB_WALK_ANY ? (uint)s.found : s.count;
+            }
+        }
+        for (uint q = 0; q < n; q++) {
+            size_t i = order ? order[b + q] : b + q;
+            if (mode == RB_WALK_ANY)
+                any_hit[i] = (uchar)state[q];
+            else
+                counts[i] = state[q];
+        }
     }
 }
 
@@ -1045,11 +1069,11 @@ static inline void rb_bvh_stream_kernel(
                        __global const uint *order, __global uchar *any_hit,    \
                        __global uint *counts, uint ray_base,                   \
                        __global uint *bad, __global uint *arena,               \
-                       uint task_rays, uint task_words, uint first_task)       \
+                       uint task_rays, uint task_words)                        \
     {                                                                          \
         rb_bvh_stream_kernel(mode, rays, dims, n_rays, nodes, order, any_hit,  \
                              counts, ray_base, bad, arena, task_rays,          \
-                             task_words, first_task);                          \
+                             task_words);                                      \
     }
 
 RB_STREAM_KERNEL(rb_bvh_stream_any, RB_WALK_ANY)

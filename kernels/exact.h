@@ -864,6 +864,11 @@ enum rb_walk_arg {
  * the stack (3 words an entry). */
 #define RB_STREAM_HEAD_WORDS(n, stack) (9 * (n) + 3 * (stack))
 
+/* The words before the first task arena in a ray streams' launch: word 0
+ * counts the tasks taken (the host zeroes it before the launch), the
+ * rest keeps the arenas on 64-byte lines. */
+#define RB_STREAM_ARENA_HEAD 16
+
 /* bvh.cl, rb_bvh_stream_any/count (CPU devices' ray streams). */
 enum rb_stream_arg {
     RB_STARG_RAYS,
@@ -875,10 +880,9 @@ enum rb_stream_arg {
     RB_STARG_COUNTS,
     RB_STARG_RAY_BASE,
     RB_STARG_BAD,
-    RB_STARG_ARENA,      /* the launch's tasks' arenas, task_words each */
+    RB_STARG_ARENA,      /* the task counter, then an arena an item */
     RB_STARG_TASK_RAYS,  /* rays a task (the last of a chunk may hold fewer) */
-    RB_STARG_TASK_WORDS,
-    RB_STARG_FIRST_TASK, /* item t answers task first_task + t */
+    RB_STARG_TASK_WORDS, /* an item's arena */
     RB_STARG_COUNT
 };
 

@@ -400,7 +400,7 @@ START_TEST(test_streams)
     rb_query q = {.dims = 3, .rays = rays, .n_rays = NR, .scene = scene,
                   .max_hits = 4};
     /* AUTO leaves this batch in input order (a small tree, origins not
-     * in a slab): any streams too. */
+     * in a slab); ALWAYS sorts it. Both stream any and count. */
     float lo[3], hi[3];
     const rb_bvh *bvh = rb_scene_bvh(scene);
     rb_bvh_bounds(bvh, lo, hi);
@@ -431,7 +431,7 @@ START_TEST(test_streams)
             int streams = wide && run < 2;
             ck_assert_msg(streams ? c >= 3 : c == 0,
                           "%s: %llu count stream launches", what, c);
-            ck_assert_msg(streams && !order ? a >= 3 : a == 0,
+            ck_assert_msg(streams ? a >= 3 : a == 0,
                           "%s: %llu any stream launches", what, a);
         }
     }
@@ -467,13 +467,13 @@ START_TEST(test_streams)
 }
 END_TEST
 
-/* Sorted rays keep the one-ray walk for any, and the stream arena's room
- * goes to rays: under a budget that splits the batch into chunks and
- * leaves room for the arena of tasks of 256 rays (RB_CL_STREAM_MIN_RAYS;
- * not of 512), a sorted any takes as many chunks (walk launches) with
- * streams on as with them off - with the arena reserved and dropped, its
- * chunks were a sixth smaller and more - and answers as the CPU does. */
-START_TEST(test_sorted_any_plan)
+/* Sorted rays stream any and count too, in chunks: under a budget that
+ * splits the batch into six chunks or more and leaves room for the arenas
+ * of tasks of 256 rays (RB_CL_STREAM_MIN_RAYS), each chunk is one stream
+ * launch whose work-items take many tasks each from the arena's counter
+ * (zeroed before every launch: were it not, later chunks would go
+ * unanswered), and the answers are the CPU's. */
+START_TEST(test_stream_chunks)
 {
     enum { NB = 20000 };
     rbt_rng g = {8080};
@@ -483,48 +483,63 @@ START_TEST(test_sorted_any_plan)
     rb_scene *scene = NULL;
     ck_assert_int_eq(rb_scene_create(cpu, 3, boxes, NB, &scene), RB_OK);
     const rb_bvh *bvh = rb_scene_bvh(scene);
-    /* the tasks and arena as cl_run.c and cl_plan.c size them */
+    /* the items and arena as cl_run.c and cl_plan.c size them */
     rb_context *probe = make_ctx(RBT_OPENCL, RB_BVH_USE_ALWAYS, 0, 0, 1);
     rb_backend_info info;
     ck_assert_int_eq(rb_context_info(probe, &info), RB_OK);
     rb_context_destroy(probe);
-    uint64_t arena = (uint64_t)4 * (info.compute_units ? info.compute_units
-                                                       : 1) *
-                     rb_cl_stream_words(256, bvh->depth, 0) * sizeof(uint32_t);
+    uint64_t arena = (RB_STREAM_ARENA_HEAD +
+                      (uint64_t)4 * (info.compute_units ? info.compute_units
+                                                        : 1) *
+                          rb_cl_stream_words(256, bvh->depth, 0)) *
+                     sizeof(uint32_t);
     uint64_t rest = 6 * arena; /* room: a quarter, 1.5 arenas */
-    uint64_t per_ray = sizeof(rb_ray) + 1 + sizeof(uint32_t);
+    uint64_t per_ray = sizeof(rb_ray) + sizeof(uint32_t) + sizeof(uint32_t);
     size_t nr = (size_t)(6 * rest / per_ray + 1); /* 6 chunks or more */
     uint64_t budget = bvh->n_nodes * sizeof(rb_bvh_node) + rest +
                       (64u << 10); /* the first rays' share and more */
     rb_context *cl = make_ctx(RBT_OPENCL, RB_BVH_USE_ALWAYS, 0, budget, 1);
     cl->walk_order = RB_WALK_ORDER_ALWAYS;
+    /* the tiled kernels (GPUs) have no streams */
+    const char *variant = getenv("RAYBOX_CL_KERNELS");
+    int wide = !(variant && strcmp(variant, "tiled") == 0);
     rb_ray *rays = calloc(nr, sizeof *rays);
     rbt_scene_rays(&g, boxes, NB, rays, nr);
-    rb_query q = {.mode = RB_MODE_ANY, .dims = 3, .rays = rays,
-                  .n_rays = nr, .scene = scene};
-    uint8_t *any[3] = {malloc(nr), malloc(nr), malloc(nr)};
-    rb_results r = {.any = any[2], .capacity = nr};
-    ck_assert_int_eq(rb_intersect(cpu, &q, &r), RB_OK);
-    unsigned long long launches[2];
-    for (int on = 0; on < 2; on++) {
-        cl->cl_streams = on;
-        r.any = any[on];
-        unsigned long long w0 = rb_cl_walks(cl);
-        ck_assert_int_eq(rb_intersect(cl, &q, &r), RB_OK);
-        ck_assert_msg(!r.info.fell_back, "%s", r.info.fallback_reason);
-        launches[on] = rb_cl_walks(cl) - w0;
-        ck_assert(memcmp(any[on], any[2], nr) == 0);
+    uint8_t *any[2] = {malloc(nr), malloc(nr)};
+    uint32_t *counts[2] = {malloc(nr * sizeof(uint32_t)),
+                           malloc(nr * sizeof(uint32_t))};
+    for (int mode = 0; mode < 2; mode++) {
+        rb_query q = {.mode = mode ? RB_MODE_COUNT : RB_MODE_ANY, .dims = 3,
+                      .rays = rays, .n_rays = nr, .scene = scene};
+        for (int dev = 0; dev < 2; dev++) {
+            rb_results r = {.any = any[dev], .counts = counts[dev],
+                            .capacity = nr};
+            unsigned long long w0 = rb_cl_walks(cl);
+            unsigned long long s0 = rb_cl_stream_launches(cl, q.mode);
+            ck_assert_int_eq(rb_intersect(dev ? cl : cpu, &q, &r), RB_OK);
+            if (!dev)
+                continue;
+            ck_assert_msg(!r.info.fell_back, "%s", r.info.fallback_reason);
+            unsigned long long walks = rb_cl_walks(cl) - w0;
+            unsigned long long streams = rb_cl_stream_launches(cl, q.mode) - s0;
+            ck_assert_msg(walks >= 6, "%llu chunks", walks);
+            ck_assert_msg(streams == (wide ? walks : 0),
+                          "mode %d: %llu stream launches, %llu chunks", mode,
+                          streams, walks);
+        }
+        if (mode)
+            ck_assert(memcmp(counts[0], counts[1],
+                             nr * sizeof(uint32_t)) == 0);
+        else
+            ck_assert(memcmp(any[0], any[1], nr) == 0);
     }
-    ck_assert_uint_eq(rb_cl_stream_launches(cl, RB_MODE_ANY), 0);
-    ck_assert_msg(launches[0] >= 6, "%llu chunks", launches[0]);
-    ck_assert_msg(launches[1] == launches[0],
-                  "chunks with streams on %llu, off %llu", launches[1],
-                  launches[0]);
     rb_scene_destroy(scene);
     rb_context_destroy(cl);
     rb_context_destroy(cpu);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 2; k++) {
         free(any[k]);
+        free(counts[k]);
+    }
     free(boxes);
     free(rays);
 }
@@ -612,7 +627,7 @@ static Suite *cl_bvh_suite(void)
     tcase_add_test(tc, test_nodes_too_big);
     tcase_add_test(tc, test_invalid_rays);
     tcase_add_test(tc, test_streams);
-    tcase_add_test(tc, test_sorted_any_plan);
+    tcase_add_test(tc, test_stream_chunks);
     tcase_add_test(tc, test_injected_failures);
     suite_add_tcase(s, tc);
     return s;

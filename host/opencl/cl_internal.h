@@ -192,18 +192,18 @@ typedef struct rb_cl_plan {
     int boxes_whole;    /* the whole boxset is one chunk, uploaded as is */
     size_t box_stride;  /* floats per array in the device box buffer */
     size_t bytes[RB_CLB_N]; /* size each buffer needs; 0 = unused */
-    /* count walks, and any walks of rays in input order, as ray streams
-     * (bvh.cl, the wide variant): tasks a launch (0: the one-ray walk)
-     * and rays a task at most, whose arenas RB_CLB_ARENA holds */
+    /* count and any walks as ray streams (bvh.cl, the wide variant):
+     * work-items a launch, each with its arena in RB_CLB_ARENA (0: the
+     * one-ray walk), and rays a task at most */
     size_t stream_tasks;
     size_t stream_rays;
 } rb_cl_plan;
 
-/* Rays of a ray stream's task at most (the kernel's work-item; as the
- * CPU's streams, bvh_stream_avx2.c: with 4096, PoCL's count over 1M
- * boxes ran 0.8x the one-ray walk, with 16384 1.3x), and tasks a launch
- * per compute unit, so that a launch keeps every core busy to its end
- * while the arena stays small (about 7 MiB a task over 1M boxes). */
+/* Rays of a ray stream's task at most (as the CPU's streams,
+ * bvh_stream_avx2.c: with 4096, PoCL's count over 1M boxes ran 0.8x the
+ * one-ray walk, with 16384 1.3x), and work-items (arenas) a launch per
+ * compute unit: a chunk is cut into at least that many tasks, which the
+ * items take in turn (about 7 MiB an arena over 1M boxes). */
 #define RB_CL_STREAM_RAYS 16384u
 #define RB_CL_STREAM_TASKS_PER_UNIT 4u
 /* Fewer rays a task than this, and the one-ray walk runs instead (the

@@ -95,8 +95,10 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                       (job->mode == RB_MODE_ANY ||
                        job->mode == RB_MODE_COUNT);
         for (; streams && task >= RB_CL_STREAM_MIN_RAYS; task /= 2) {
-            arena = (uint64_t)stream_tasks *
-                    rb_cl_stream_words(task, bvh->depth, 0) * sizeof(uint32_t);
+            arena = (RB_STREAM_ARENA_HEAD +
+                     (uint64_t)stream_tasks *
+                         rb_cl_stream_words(task, bvh->depth, 0)) *
+                    sizeof(uint32_t);
             if (arena <= max_buf && arena <= room)
                 break;
         }

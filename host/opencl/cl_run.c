@@ -513,19 +513,20 @@ static int upload_nodes(run_state *st)
 
 /* any or count for the chunk's rays (order: their order, or NULL) as ray
  * streams (bvh.cl's rb_bvh_stream_any/count): tasks of up to
- * plan.stream_rays rays, at least as many as the plan's tasks a launch
+ * plan.stream_rays rays, at least as many as the launch's work-items
  * when the chunk allows (a task of fewer rays is still exact, only less
- * shared), and a launch for each plan.stream_tasks of them, the arena
- * reused (the queue is in order). */
+ * shared), which the items take in turn from a counter at the arena's
+ * start: one launch a chunk. */
 static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
 {
+    static const cl_uint no_task_taken = 0;
     rb_cl_backend *be = st->be;
     const rb_job *job = st->job;
     int any = job->mode == RB_MODE_ANY;
     cl_kernel k = be->kernels[any ? RB_CLK_BVH_STREAM_ANY
                                   : RB_CLK_BVH_STREAM_COUNT];
-    size_t per = st->plan.stream_tasks;
-    size_t task = (nr + per - 1) / per;
+    size_t items = st->plan.stream_tasks;
+    size_t task = (nr + items - 1) / items;
     task = task < st->plan.stream_rays ? task : st->plan.stream_rays;
     size_t tasks = (nr + task - 1) / task;
     cl_uint dims = job->dims, n = (cl_uint)nr, ray_base = (cl_uint)r0;
@@ -536,7 +537,11 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
     cl_mem rays = buf(st, RB_CLB_RAYS), out = buf(st, RB_CLB_OUT);
     cl_mem nodes = be->bufs[RB_CLB_NODES].mem, bad = be->bufs[RB_CLB_BAD].mem;
     cl_mem arena = be->bufs[RB_CLB_ARENA].mem, none = NULL;
-    int rc = ARG(k, RB_STARG_RAYS, rays);
+    /* the queue is in order: the previous launch has taken its tasks */
+    int rc = write_buf(be, RB_CLB_ARENA, 0, sizeof no_task_taken,
+                       &no_task_taken);
+    if (!rc)
+        rc = ARG(k, RB_STARG_RAYS, rays);
     if (!rc)
         rc = ARG(k, RB_STARG_DIMS, dims);
     if (!rc)
@@ -560,15 +565,11 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
         rc = ARG(k, RB_STARG_TASK_WORDS, task_words);
     if (!rc)
         rc = ARG(k, RB_STARG_RAY_BASE, ray_base);
-    for (size_t t0 = 0; !rc && t0 < tasks; t0 += per) {
-        cl_uint first = (cl_uint)t0;
-        rc = ARG(k, RB_STARG_FIRST_TASK, first);
-        if (!rc)
-            /* a work-group an item: a task */
-            rc = enqueue(st, k, tasks - t0 < per ? tasks - t0 : per, 1);
-        if (!rc)
-            be->stream_launches[any ? 0 : 1]++;
-    }
+    if (!rc)
+        /* a work-group an item */
+        rc = enqueue(st, k, tasks < items ? tasks : items, 1);
+    if (!rc)
+        be->stream_launches[any ? 0 : 1]++;
     return rc;
 }
 
@@ -726,17 +727,6 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
         (be->dev.is_gpu || ctx->walk_order == RB_WALK_ORDER_ALWAYS ||
          rb_order_pays(job->rays, job->dims, job->n_rays, st.lo, st.hi,
                        job->bvh->n_nodes * sizeof(rb_bvh_node)))) {
-        /* Sorted rays keep the one-ray walk for any: streamed, over trees
-         * big enough to be sorted for, it ran 0.8-1.0x as fast on PoCL,
-         * against 1.3x over small trees with the rays in input order
-         * (docs/benchmarks.md). Planned again without the streams'
-         * arena, whose room then goes to rays. */
-        if (job->mode == RB_MODE_ANY && st.plan.stream_tasks) {
-            rc = rb_cl_plan_job(job, be->max_buf, be->budget, be->wg, 0,
-                                &st.plan, why, sizeof why);
-            if (rc)
-                return rb_fail(ctx, rc, "OpenCL: %s", why);
-        }
         /* The order of every chunk stays until the queue is idle (the
          * device reads it); without memory for it, rays go in input
          * order, with the same answers. */
