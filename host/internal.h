@@ -200,9 +200,9 @@ struct rb_context {
      * (cpu_backend.c); the tests set ALWAYS so that small trees take the
      * sorted path too. Zero (AUTO) on creation. */
     int walk_order;
-    /* OpenCL on CPU devices: count (and any of rays in input order) over
-     * a box hierarchy as ray streams (kernels/bvh.cl), or, when 0, one
-     * ray a work-item as on GPUs. $RAYBOX_CL_STREAMS=off sets 0 at creation (A/B runs); the
+    /* OpenCL on CPU devices: any and count over a box hierarchy as ray
+     * streams (kernels/bvh.cl), or, when 0, one ray a work-item as on
+     * GPUs. $RAYBOX_CL_STREAMS=off sets 0 at creation (A/B runs); the
      * warm-up clears it for a query to build the one-ray kernels too. */
     int cl_streams;
 };
