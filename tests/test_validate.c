@@ -442,6 +442,78 @@ START_TEST(test_scenes)
 }
 END_TEST
 
+/* A big pairs batch, cut into tasks of many pairs, written with
+ * streaming stores past STREAM_OUT_BYTES: the lowest bad element is named
+ * wherever the bad ones fall (the first and last task, and between), with
+ * any number of threads; and without bad ones, the answers match the
+ * scalar path's, pair for pair. */
+START_TEST(test_big_pairs_batches)
+{
+    enum { R = 2200000 }; /* 35 MB of answers */
+    rbt_rng rng = {77};
+    rb_ray *rays = malloc(R * sizeof *rays);
+    rb_box *boxes = malloc(R * sizeof *boxes);
+    rb_hit *hits = malloc(R * sizeof *hits), *ref = malloc(R * sizeof *ref);
+    ck_assert(rays && boxes && hits && ref);
+    for (size_t i = 0; i < R; i++) {
+        for (int a = 0; a < 3; a++) {
+            rays[i].origin[a] = rbt_uniform(&rng, -4, 4);
+            rays[i].dir[a] = rbt_uniform(&rng, -1, 1);
+            boxes[i].min[a] = rbt_uniform(&rng, -3, 2);
+            boxes[i].max[a] = boxes[i].min[a] + rbt_uniform(&rng, 0, 2);
+        }
+        rays[i].tmin = 0;
+        rays[i].tmax = INFINITY;
+    }
+    rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
+                  .n_rays = R, .boxes = boxes, .n_boxes = R};
+    rb_context_options opt;
+    rb_context_options_init(&opt);
+    opt.threads = 1;
+    /* the scalar kernels are chosen when a CPU backend is created */
+    setenv("RAYBOX_SIMD", "scalar", 1);
+    rb_context *scalar = rbt_context_opts(RBT_CPU, &opt);
+    unsetenv("RAYBOX_SIMD");
+    rb_backend_info info;
+    rb_context_info(scalar, &info);
+    ck_assert_str_eq(info.simd, "scalar");
+    rb_results r = {.hits = ref, .capacity = R};
+    ck_assert_int_eq(rb_intersect(scalar, &q, &r), RB_OK);
+    rb_context_destroy(scalar);
+    const unsigned threads[] = {2, 3, 8};
+    for (size_t t = 0; t < 3; t++) {
+        rb_context_options_init(&opt);
+        opt.threads = threads[t];
+        rb_context *ctx = rbt_context_opts(RBT_CPU, &opt);
+        r.hits = hits;
+        ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_OK);
+        ck_assert_msg(memcmp(hits, ref, R * sizeof *hits) == 0,
+                      "%u threads: pairs differ from the scalar path",
+                      threads[t]);
+        /* bad elements in the last task, the middle and the first */
+        rays[R - 3].dir[2] = NAN;
+        ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
+        ck_assert_uint_eq(rb_context_error(ctx)->index, R - 3);
+        boxes[R / 2 + 1].max[1] = -INFINITY;
+        ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
+        ck_assert_int_eq(rb_context_error(ctx)->element, RB_ELEMENT_BOX);
+        ck_assert_uint_eq(rb_context_error(ctx)->index, R / 2 + 1);
+        rays[5].tmin = NAN;
+        ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
+        ck_assert_int_eq(rb_context_error(ctx)->element, RB_ELEMENT_RAY);
+        ck_assert_uint_eq(rb_context_error(ctx)->index, 5);
+        rays[R - 3].dir[2] = 0.5f;
+        boxes[R / 2 + 1].max[1] = boxes[R / 2 + 1].min[1];
+        rays[5].tmin = 0;
+        rb_context_destroy(ctx);
+    }
+    free(rays);
+    free(boxes);
+    free(hits);
+    free(ref);
+}
+END_TEST
+
 /* Answers do not depend on the number of threads (R10). */
 START_TEST(test_thread_counts)
 {
@@ -627,6 +699,7 @@ int main(void)
     tcase_add_test(tc, test_malformed_queries);
     tcase_add_loop_test(tc, test_scenes, 0, RBT_BACKENDS);
     tcase_add_test(tc, test_thread_counts);
+    tcase_add_test(tc, test_big_pairs_batches);
     tcase_add_test(tc, test_large_box_sets);
     tcase_add_test(tc, test_hierarchy_option);
     suite_add_tcase(s, tc);

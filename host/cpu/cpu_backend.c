@@ -28,7 +28,15 @@
 
 #define RAYS_PER_TASK_MAX 64    /* rays sharing one walk over the boxes */
 #define BOX_BLOCK 1024          /* 24 KiB of box planes: fits L1 */
-#define PAIRS_PER_TASK 2048     /* pairs: ~112 KiB of input per task */
+/* pairs: tasks of a quarter of a worker's share of the batch, at least
+ * PAIRS_MIN_PER_TASK and at most PAIRS_MAX_PER_TASK pairs. Long runs of
+ * consecutive pairs a thread: with tasks of 2048 pairs, 16M pairs ran at
+ * about two thirds the rate of 64K-pair tasks and more, and so did 1M
+ * pairs, whose output stays in the cache (presumably the hardware
+ * prefetchers: the two threads' tasks interleave in memory, and each
+ * task's three streams start cold). docs/benchmarks.md. */
+#define PAIRS_MIN_PER_TASK 2048
+#define PAIRS_MAX_PER_TASK (256u << 10)
 #define STREAM_OUT_BYTES (32u << 20) /* pairs output beyond any cache */
 #define SMALL_BVH_RAYS 256      /* the same for hierarchy walks (~1 us/ray) */
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
@@ -383,7 +391,12 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     size_t order_bytes = job->n_rays * sizeof *order;
     size_t keys_bytes = 2 * job->n_rays * sizeof *keys;
     if (job->mode == RB_MODE_PAIRS) {
-        run.per_task = PAIRS_PER_TASK;
+        /* a multiple of 64: every task's output starts 32-byte aligned
+         * for the streaming stores */
+        size_t per = job->n_rays / ((size_t)be->workers * 4) / 64 * 64;
+        run.per_task = per < PAIRS_MIN_PER_TASK   ? PAIRS_MIN_PER_TASK
+                       : per > PAIRS_MAX_PER_TASK ? PAIRS_MAX_PER_TASK
+                                                  : per;
     } else if (!boxes) {
         run.per_task = EMPTY_PER_TASK;
     } else if (job->bvh) {
