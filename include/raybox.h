@@ -567,7 +567,8 @@ typedef struct rb_query {
     rb_shapes shapes;
     unsigned outputs;     /* RB_OUTPUT_* flags */
     /* Optional: asked between pieces of work (CPU tasks of a few hundred
-     * rays, OpenCL launches), from any of the context's threads at once,
+     * rays, or of pairs up to a millisecond's worth; OpenCL launches),
+     * from any of the context's threads at once,
      * so it must be thread-safe and cheap; non-zero stops the query:
      * rb_intersect returns RB_ECANCELED and the outputs are unspecified.
      * Work already handed to a device finishes first. */

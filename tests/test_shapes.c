@@ -1662,6 +1662,119 @@ START_TEST(test_validation)
 }
 END_TEST
 
+/* Big inline sets are checked and prepared on the context's pool, in
+ * slices (host/shapes.c): the lowest bad element over obbs ++ xboxes ++
+ * spheres ++ planes is named wherever the bad ones fall, and each element
+ * is prepared as in a small set (pairs of a 64K set of each kind against
+ * the same pairs in sets of 16K, prepared serially, bit for bit). */
+enum { BIG_SET = 65536, SMALL_SET = 16384 };
+
+static void big_elems(rbt_rng *rng, rb_obb *obbs, rb_xbox *xboxes,
+                      rb_sphere *spheres, rb_ray *rays, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        float c[3], h[3], q[4];
+        double qd[4];
+        rand_quat(rng, qd);
+        for (int a = 0; a < 4; a++)
+            q[a] = (float)qd[a];
+        for (int a = 0; a < 3; a++) {
+            c[a] = uni(rng, -3, 3);
+            h[a] = uni(rng, 0.1f, 1);
+        }
+        ck_assert_int_eq(rb_obb_from_quaternion(c, h, q, &obbs[i]), RB_OK);
+        rb_xbox x = {{-1, -1, -1}, {1, 1, 1}, {{0}}};
+        for (int r = 0; r < 3; r++) {
+            for (int k = 0; k < 3; k++)
+                x.a[r][k] = obbs[i].axes[k][r] * h[k] + uni(rng, -0.1f, 0.1f);
+            x.a[r][3] = c[r];
+        }
+        xboxes[i] = x;
+        for (int a = 0; a < 3; a++)
+            spheres[i].center[a] = c[a];
+        spheres[i].radius = uni(rng, 0, 1.5f);
+        for (int a = 0; a < 3; a++) {
+            rays[i].origin[a] = uni(rng, -5, 5);
+            rays[i].dir[a] = c[a] - rays[i].origin[a] + uni(rng, -1, 1);
+        }
+        rays[i].tmin = 0;
+        rays[i].tmax = INFINITY;
+    }
+}
+
+START_TEST(test_big_sets)
+{
+    rb_context *ctx = rbt_context(RBT_CPU);
+    rbt_rng rng = {0xb16u};
+    size_t n = BIG_SET;
+    rb_obb *obbs = malloc(n * sizeof *obbs);
+    rb_xbox *xboxes = malloc(n * sizeof *xboxes);
+    rb_sphere *spheres = malloc(n * sizeof *spheres);
+    rb_plane *planes = malloc(n * sizeof *planes);
+    rb_ray *rays = malloc(n * sizeof *rays);
+    rb_hit *big = malloc(n * sizeof *big), *part = malloc(n * sizeof *part);
+    ck_assert(obbs && xboxes && spheres && planes && rays && big && part);
+    big_elems(&rng, obbs, xboxes, spheres, rays, n);
+    for (size_t i = 0; i < n; i++)
+        planes[i] = (rb_plane){{0, 0, 1}, uni(&rng, -10, 10)};
+    for (int kind = 0; kind < 3; kind++) {
+        rb_query q = {.mode = RB_MODE_PAIRS, .dims = 3, .rays = rays,
+                      .n_rays = n};
+        if (kind == 0)
+            q.shapes = (rb_shapes){.obbs = obbs, .n_obbs = n};
+        else if (kind == 1)
+            q.shapes = (rb_shapes){.xboxes = xboxes, .n_xboxes = n};
+        else
+            q.shapes = (rb_shapes){.spheres = spheres, .n_spheres = n};
+        rb_results r = {.hits = big, .capacity = n};
+        ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_OK);
+        size_t hits = 0;
+        for (size_t b = 0; b < n; b += SMALL_SET) {
+            rb_query p = q;
+            p.rays = rays + b;
+            p.n_rays = SMALL_SET;
+            p.shapes.obbs = kind == 0 ? obbs + b : NULL;
+            p.shapes.xboxes = kind == 1 ? xboxes + b : NULL;
+            p.shapes.spheres = kind == 2 ? spheres + b : NULL;
+            p.shapes.n_obbs = kind == 0 ? SMALL_SET : 0;
+            p.shapes.n_xboxes = kind == 1 ? SMALL_SET : 0;
+            p.shapes.n_spheres = kind == 2 ? SMALL_SET : 0;
+            rb_results pr = {.hits = part + b, .capacity = SMALL_SET};
+            ck_assert_int_eq(rb_intersect(ctx, &p, &pr), RB_OK);
+            for (size_t i = b; i < b + SMALL_SET; i++) {
+                if (part[i].hit)
+                    part[i].box += (int32_t)b; /* pairs: the ray's index */
+                hits += part[i].hit;
+            }
+        }
+        ck_assert_msg(memcmp(big, part, n * sizeof *big) == 0,
+                      "kind %d: the big set's pairs differ", kind);
+        ck_assert_msg(hits > n / 10, "kind %d: %zu hits", kind, hits);
+    }
+    /* the lowest bad element over obbs ++ xboxes ++ spheres ++ planes */
+    rb_shapes sh = {obbs, n, xboxes, n, spheres, n, planes, n};
+    rb_ray ray = ok_ray;
+    spheres[n - 1].radius = -1;
+    expect_fault(ctx, NULL, 0, &sh, &ray, 1, RB_ELEMENT_SPHERE, n - 1, 3,
+                 "big set, last sphere");
+    planes[3].normal[2] = 0;
+    xboxes[SMALL_SET + 7].a[1][1] = NAN;
+    expect_fault(ctx, NULL, 0, &sh, &ray, 1, RB_ELEMENT_XBOX, SMALL_SET + 7,
+                 11, "big set, an xbox before the sphere and plane");
+    obbs[n - 2].half[0] = -2;
+    expect_fault(ctx, NULL, 0, &sh, &ray, 1, RB_ELEMENT_OBB, n - 2, 3,
+                 "big set, the last obbs first");
+    free(obbs);
+    free(xboxes);
+    free(spheres);
+    free(planes);
+    free(rays);
+    free(big);
+    free(part);
+    rb_context_destroy(ctx);
+}
+END_TEST
+
 START_TEST(test_quaternion)
 {
     const float c[3] = {1, 2, 3}, e[3] = {1, 1, 1};
@@ -2228,6 +2341,7 @@ int main(void)
     tcase_add_test(tc, test_known_sphere_range);
 #endif
     tcase_add_test(tc, test_validation);
+    tcase_add_test(tc, test_big_sets);
     tcase_add_test(tc, test_quaternion);
     tcase_add_test(tc, test_malformed);
     tcase_add_test(tc, test_normals);
