@@ -26,6 +26,7 @@
 #include "stream_scratch.h"
 
 #define RAYS_PER_TASK 256
+#define PAIRS_PER_TASK_MAX 65536 /* about 2 ms of obb pairs a thread */
 #define PREFETCH 8 /* rays fetched ahead in walk order */
 
 typedef struct shape_run {
@@ -383,6 +384,14 @@ static int run_pass(rb_context *ctx, const rb_job *job,
         }
     }
     run.per_task = RAYS_PER_TASK;
+    if (mode == RB_MODE_PAIRS) {
+        /* Long runs of consecutive pairs a thread, as the box pairs
+         * (cpu_backend.c): a quarter of a worker's share a task. */
+        size_t per = n_rays / ((size_t)rb_pool_size(ctx->pool) * 4);
+        run.per_task = per < RAYS_PER_TASK         ? RAYS_PER_TASK
+                       : per > PAIRS_PER_TASK_MAX ? PAIRS_PER_TASK_MAX
+                                                   : per;
+    }
     if (set->tree && set->tree->n_nodes && run.walk->stream &&
         rb_bvh_streams(mode)) {
         unsigned workers = rb_pool_size(ctx->pool);
