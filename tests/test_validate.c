@@ -491,6 +491,8 @@ START_TEST(test_big_pairs_batches)
                       "%u threads: pairs differ from the scalar path",
                       threads[t]);
         /* bad elements in the last task, the middle and the first */
+        const rb_ray ray_last = rays[R - 3], ray_first = rays[5];
+        const rb_box box_mid = boxes[R / 2 + 1];
         rays[R - 3].dir[2] = NAN;
         ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
         ck_assert_uint_eq(rb_context_error(ctx)->index, R - 3);
@@ -502,9 +504,9 @@ START_TEST(test_big_pairs_batches)
         ck_assert_int_eq(rb_intersect(ctx, &q, &r), RB_EINPUT);
         ck_assert_int_eq(rb_context_error(ctx)->element, RB_ELEMENT_RAY);
         ck_assert_uint_eq(rb_context_error(ctx)->index, 5);
-        rays[R - 3].dir[2] = 0.5f;
-        boxes[R / 2 + 1].max[1] = boxes[R / 2 + 1].min[1];
-        rays[5].tmin = 0;
+        rays[R - 3] = ray_last;
+        boxes[R / 2 + 1] = box_mid;
+        rays[5] = ray_first;
         rb_context_destroy(ctx);
     }
     free(rays);
