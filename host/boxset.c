@@ -49,18 +49,12 @@ typedef struct loading {
     size_t bad[SLICES_MAX]; /* per slice: its first invalid box, or its end */
 } loading;
 
-static void slice_of(const loading *l, size_t t, size_t *b, size_t *e)
-{
-    *b = t * l->slice;
-    *e = *b + l->slice < l->n ? *b + l->slice : l->n;
-}
-
 static void check_task(void *arg, size_t t, unsigned worker)
 {
     loading *l = arg;
     (void)worker;
     size_t b, e;
-    slice_of(l, t, &b, &e);
+    rb_pool_task_range(t, l->slice, l->n, &b, &e);
     l->bad[t] = rb_check_boxes(l->boxes, l->dims, b, e);
 }
 
@@ -69,7 +63,7 @@ static void copy_task(void *arg, size_t t, unsigned worker)
     loading *l = arg;
     (void)worker;
     size_t b, e;
-    slice_of(l, t, &b, &e);
+    rb_pool_task_range(t, l->slice, l->n, &b, &e);
     float *lo[3], *hi[3];
     for (int a = 0; a < 3; a++) {
         lo[a] = l->lo[a] + b;
@@ -88,7 +82,7 @@ static void check_copy_task(void *arg, size_t t, unsigned worker)
 {
     loading *l = arg;
     size_t b, e;
-    slice_of(l, t, &b, &e);
+    rb_pool_task_range(t, l->slice, l->n, &b, &e);
     check_task(arg, t, worker);
     if (l->bad[t] == e && e > b)
         copy_task(arg, t, worker);
@@ -112,7 +106,7 @@ static size_t first_bad(rb_context *ctx, loading *l, size_t slices,
     run_slices(ctx, l, slices, task);
     for (size_t t = 0; t < slices; t++) {
         size_t b, e;
-        slice_of(l, t, &b, &e);
+        rb_pool_task_range(t, l->slice, l->n, &b, &e);
         if (l->bad[t] < e)
             return l->bad[t];
     }

@@ -371,12 +371,6 @@ static int shape_problem(const rb_shapes *in, rb_element_kind kind, size_t i)
     }
 }
 
-static void slice_of(const build_run *run, size_t t, size_t *b, size_t *e)
-{
-    *b = t * BUILD_SLICE;
-    *e = *b + BUILD_SLICE < run->n ? *b + BUILD_SLICE : run->n;
-}
-
 /* The first bad shape of a slice lowers run->bad; a slice above a bad
  * one already found is skipped. */
 static void check_slice(void *arg, size_t t, unsigned worker)
@@ -384,7 +378,7 @@ static void check_slice(void *arg, size_t t, unsigned worker)
     build_run *run = arg;
     (void)worker;
     size_t b, e;
-    slice_of(run, t, &b, &e);
+    rb_pool_task_range(t, BUILD_SLICE, run->n, &b, &e);
     if (b > atomic_load_explicit(&run->bad, memory_order_relaxed))
         return;
     for (size_t g = b; g < e; g++) {
@@ -404,7 +398,7 @@ static void prep_slice(void *arg, size_t t, unsigned worker)
     rb_shapeset *set = run->set;
     (void)worker;
     size_t b, e;
-    slice_of(run, t, &b, &e);
+    rb_pool_task_range(t, BUILD_SLICE, run->n, &b, &e);
     for (size_t g = b; g < e; g++) {
         size_t i;
         switch (kind_of(in, g, &i)) {
@@ -462,8 +456,7 @@ int rb_shapeset_build(rb_context *ctx, rb_shapeset *set, const rb_shapes *in,
     if ((n_lbox && !set->lbox) || (in->n_spheres && !set->ball) ||
         (in->n_planes && !set->half)) {
         rb_shapeset_free(&ctx->alloc, set);
-        return rb_fail(ctx, RB_ENOMEM, "no memory for %zu shapes",
-                       rb_shapes_count(in));
+        return rb_fail(ctx, RB_ENOMEM, "no memory for %zu shapes", run.n);
     }
     run_slices(ctx, &run, prep_slice);
     set->n_obb = in->n_obbs;

@@ -30,4 +30,13 @@ unsigned rb_pool_size(const struct rb_pool *pool);
 void rb_pool_run(struct rb_pool *pool, size_t n_tasks, rb_task_fn fn,
                  void *arg);
 
+/* Task t's items [*begin, *end) when n items go in tasks of `per` (the
+ * last task may hold fewer). */
+static inline void rb_pool_task_range(size_t t, size_t per, size_t n,
+                                      size_t *begin, size_t *end)
+{
+    *begin = t * per;
+    *end = *begin + per < n ? *begin + per : n;
+}
+
 #endif /* RB_THREADPOOL_H */

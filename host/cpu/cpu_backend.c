@@ -331,10 +331,8 @@ static void cpu_task(void *arg, size_t task, unsigned worker)
 {
     cpu_run *run = arg;
     const rb_job *job = run->job;
-    size_t begin = task * run->per_task;
-    size_t end = begin + run->per_task;
-    if (end > job->n_rays)
-        end = job->n_rays;
+    size_t begin, end;
+    rb_pool_task_range(task, run->per_task, job->n_rays, &begin, &end);
     if (atomic_load_explicit(&run->stopped, memory_order_relaxed))
         return;
     if (rb_job_stopped(job)) {

@@ -50,9 +50,8 @@ static void key_task(void *arg, size_t task, unsigned worker)
 {
     keying *k = arg;
     (void)worker;
-    size_t begin = task * KEYS_PER_TASK, end = begin + KEYS_PER_TASK;
-    if (end > k->n)
-        end = k->n;
+    size_t begin, end;
+    rb_pool_task_range(task, KEYS_PER_TASK, k->n, &begin, &end);
     for (size_t i = begin; i < end; i++) {
         float o[3] = {0, 0, 0}, d[3] = {0, 0, 0};
         if (k->dims == 3) {

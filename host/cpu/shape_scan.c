@@ -320,9 +320,8 @@ static void shape_task(void *arg, size_t task, unsigned worker)
         atomic_store(&run->stopped, 1);
         return;
     }
-    size_t begin = task * run->per_task;
-    size_t end = begin + run->per_task < run->n_rays ? begin + run->per_task
-                                                     : run->n_rays;
+    size_t begin, end;
+    rb_pool_task_range(task, run->per_task, run->n_rays, &begin, &end);
     if (run->streams.mem) {
         stream_task(run, worker, begin, end);
         return;
