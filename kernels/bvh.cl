@@ -1020,7 +1020,6 @@ static inline void rb_bvh_stream_kernel(
     size_t list_words =
         task_words -
         RB_STREAM_HEAD_WORDS((size_t)task_rays, (size_t)RB_STREAM_STACK);
-    uint rec = dims == 3 ? 8 : 6; /* a ray's floats */
     /* Each item takes the next task until none is left: tasks differ in
      * cost (their rays cross different parts of the scene), and a launch
      * of as many tasks as items left threads idle at its end. */
@@ -1037,7 +1036,7 @@ static inline void rb_bvh_stream_kernel(
             if (order && q + RB_STREAM_FETCH_AHEAD < n)
                 RB_PREFETCH(rays +
                             (size_t)order[b + q + RB_STREAM_FETCH_AHEAD] *
-                                rec);
+                                rb_ray_floats(dims));
             if (!rb_ray_ok(rays, dims, i))
                 rb_note_bad(bad, (ray_base + (uint)i) * 2);
             prep[q] = rb_load_ray(rays, dims, i);

@@ -4,6 +4,12 @@
  * concatenated before this file).
  */
 
+/* The floats of a raw ray record: rb_ray (dims 3) or rb_ray2 (dims 2). */
+static inline uint rb_ray_floats(uint dims)
+{
+    return dims == 3 ? 8 : 6;
+}
+
 /* Ray i of a raw array of rb_ray (dims 3, 8 floats) or rb_ray2 (dims 2, 6
  * floats), prepared by exact.h's rb_prep_ray. */
 static inline rb_ray_prep rb_load_ray(__global const float *rays, uint dims,
@@ -46,8 +52,8 @@ static inline void rb_load_box(__global const float *boxes, uint dims,
  * answer is garbage; the host then reports RB_EINPUT. */
 static inline int rb_ray_ok(__global const float *rays, uint dims, size_t i)
 {
-    uint fields = dims == 3 ? 6 : 4; /* origin and dir */
-    __global const float *r = rays + i * (fields + 2);
+    uint fields = rb_ray_floats(dims) - 2; /* origin and dir */
+    __global const float *r = rays + i * rb_ray_floats(dims);
     int ok = 1;
     for (uint f = 0; f < fields; f++)
         ok &= rb_finite(r[f]);

@@ -376,19 +376,25 @@ START_TEST(test_invalid_rays)
 }
 END_TEST
 
-/* count, and any of rays in input order, as ray streams (CPU devices,
- * the wide kernels): the answers of the CPU, with the streams' lists as
- * the bound sizes them and capped so that they run short (the kernel
- * then walks its tasks' rays one by one), and with the streams off (one
- * ray an item); in several ray chunks, the rays sorted (count streams,
- * any does not) and in input order (both stream). */
+/* Whether the kernels are the wide variant (CPU devices), which alone
+ * has the ray streams; test_cl_bvh_gpu_path runs the tiled one. */
+static int wide_kernels(void)
+{
+    const char *variant = getenv("RAYBOX_CL_KERNELS");
+    return !(variant && strcmp(variant, "tiled") == 0);
+}
+
+/* count and any as ray streams (CPU devices, the wide kernels): the
+ * answers of the CPU, with the streams' lists as the bound sizes them
+ * and capped so that they run short (the kernel then walks its tasks'
+ * rays one by one), and with the streams off (one ray an item); in
+ * several ray chunks, the rays sorted and in input order (both stream). */
 START_TEST(test_streams)
 {
     enum { NB = 20000, NR = 70000 };
     /* 1 MiB buffers: 32768 rays a chunk */
     trio t = trio_make(1u << 20, 0);
-    const char *variant = getenv("RAYBOX_CL_KERNELS");
-    int wide = !(variant && strcmp(variant, "tiled") == 0);
+    int wide = wide_kernels();
     rbt_rng g = {5150};
     rb_box *boxes = calloc(NB, sizeof *boxes);
     rb_ray *rays = calloc(NR, sizeof *rays);
@@ -500,9 +506,7 @@ START_TEST(test_stream_chunks)
                       (64u << 10); /* the first rays' share and more */
     rb_context *cl = make_ctx(RBT_OPENCL, RB_BVH_USE_ALWAYS, 0, budget, 1);
     cl->walk_order = RB_WALK_ORDER_ALWAYS;
-    /* the tiled kernels (GPUs) have no streams */
-    const char *variant = getenv("RAYBOX_CL_KERNELS");
-    int wide = !(variant && strcmp(variant, "tiled") == 0);
+    int wide = wide_kernels();
     rb_ray *rays = calloc(nr, sizeof *rays);
     rbt_scene_rays(&g, boxes, NB, rays, nr);
     uint8_t *any[2] = {malloc(nr), malloc(nr)};
