@@ -34,7 +34,9 @@
 
 #define RAYS_PER_TASK 4096
 /* Rays fetched ahead when tracing through an order, as raybox's walks
- * fetch theirs (host/cpu/cpu_backend.c, WALK_PREFETCH). */
+ * fetch theirs (host/cpu/cpu_backend.c, WALK_PREFETCH, 4 there): Embree's
+ * walk-order rates measured no better with 4 than with 8
+ * (docs/benchmarks.md, "The walk per ray"), so it keeps 8. */
 #define ORDER_PREFETCH 8
 #define MAX_GEOMS 8
 #define BOUND_PAD 1e-6f

@@ -40,7 +40,11 @@
 #define STREAM_OUT_BYTES (32u << 20) /* pairs output beyond any cache */
 #define SMALL_BVH_RAYS 256      /* the same for hierarchy walks (~1 us/ray) */
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
-#define WALK_PREFETCH 8         /* rays fetched ahead in walk order */
+/* Rays fetched ahead in walk order by the one-ray walks: 4 measured
+ * faster than 8 for nearest (2 alike; 16 and 32 slower), and by the
+ * streams' gather loop (docs/benchmarks.md). */
+#define WALK_PREFETCH 4
+#define GATHER_PREFETCH 8
 #define EMPTY_PER_TASK 16384    /* no boxes: rays checked per task */
 /* `any` walks a task's first STREAM_TRIAL_RAYS one by one with the
  * blockers list of blockers.h; if the list answered at least 1 in
@@ -237,9 +241,9 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
     uint32_t n = 0;
     for (size_t j = begin; j < end; j++) {
         size_t i = run->order ? run->order[j] : j;
-        if (run->order && j + WALK_PREFETCH < end)
+        if (run->order && j + GATHER_PREFETCH < end)
             __builtin_prefetch((const char *)job->rays +
-                               run->order[j + WALK_PREFETCH] * ray_size);
+                               run->order[j + GATHER_PREFETCH] * ray_size);
         if (rb_prep_rays(job->rays, job->dims, i, i + 1, &w.prep[n]) !=
             i + 1) {
             note_bad(run, i, RB_ELEMENT_RAY);
