@@ -40,8 +40,8 @@
 #define STREAM_OUT_BYTES (32u << 20) /* pairs output beyond any cache */
 #define SMALL_BVH_RAYS 256      /* the same for hierarchy walks (~1 us/ray) */
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
-/* Rays fetched ahead in walk order by the one-ray walks: 4 measured
- * faster than 8 for nearest (2 alike; 16 and 32 slower), and by the
+/* Rays fetched ahead in walk order: by the one-ray walks (4 measured
+ * faster than 8 for nearest, 2 alike, 16 and 32 slower) and by the
  * streams' gather loop (docs/benchmarks.md). */
 #define WALK_PREFETCH 4
 #define GATHER_PREFETCH 8
