@@ -39,4 +39,15 @@ static inline void rb_pool_task_range(size_t t, size_t per, size_t n,
     *end = *begin + per < n ? *begin + per : n;
 }
 
+/* Items a task for a batch of n split in long runs: a quarter of each of
+ * `workers` threads' share, rounded down to a multiple of `align`, then
+ * clamped to [min, max] (both multiples of align). */
+static inline size_t rb_pool_share_per_task(size_t n, unsigned workers,
+                                            size_t align, size_t min,
+                                            size_t max)
+{
+    size_t per = n / ((size_t)workers * 4) / align * align;
+    return per < min ? min : per > max ? max : per;
+}
+
 #endif /* RB_THREADPOOL_H */

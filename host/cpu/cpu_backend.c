@@ -395,10 +395,9 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
     if (job->mode == RB_MODE_PAIRS) {
         /* a multiple of 64: every task's output starts 32-byte aligned
          * for the streaming stores */
-        size_t per = job->n_rays / ((size_t)be->workers * 4) / 64 * 64;
-        run.per_task = per < PAIRS_MIN_PER_TASK   ? PAIRS_MIN_PER_TASK
-                       : per > PAIRS_MAX_PER_TASK ? PAIRS_MAX_PER_TASK
-                                                  : per;
+        run.per_task = rb_pool_share_per_task(job->n_rays, be->workers, 64,
+                                              PAIRS_MIN_PER_TASK,
+                                              PAIRS_MAX_PER_TASK);
     } else if (!boxes) {
         run.per_task = EMPTY_PER_TASK;
     } else if (job->bvh) {

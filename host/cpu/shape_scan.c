@@ -386,10 +386,9 @@ static int run_pass(rb_context *ctx, const rb_job *job,
     if (mode == RB_MODE_PAIRS) {
         /* Long runs of consecutive pairs a thread, as the box pairs
          * (cpu_backend.c): a quarter of a worker's share a task. */
-        size_t per = n_rays / ((size_t)rb_pool_size(ctx->pool) * 4);
-        run.per_task = per < RAYS_PER_TASK         ? RAYS_PER_TASK
-                       : per > PAIRS_PER_TASK_MAX ? PAIRS_PER_TASK_MAX
-                                                   : per;
+        run.per_task = rb_pool_share_per_task(
+            n_rays, rb_pool_size(ctx->pool), 1, RAYS_PER_TASK,
+            PAIRS_PER_TASK_MAX);
     }
     if (set->tree && set->tree->n_nodes && run.walk->stream &&
         rb_bvh_streams(mode)) {
