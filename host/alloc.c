@@ -1,9 +1,29 @@
+#define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 /* alloc.c - host memory through the context's allocator hooks, so that
  * tests can make the Nth allocation fail and check nothing leaks. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "internal.h"
+
+/* Blocks of HUGE_MIN bytes or more (a big scene's nodes and boxes, a
+ * build's work arrays) are aligned to and rounded up to HUGE_PAGE and
+ * asked to be backed by 2 MiB pages where the kernel has transparent huge
+ * pages (its `madvise` mode included): a fresh block then faults in 512
+ * times less often. A fast build of 1M boxes spent a third of its time
+ * in the kernel's page faults without (docs/benchmarks.md). Embree does
+ * the same by default on Linux. RAYBOX_HUGE_PAGES=off leaves blocks to
+ * posix_memalign alone. */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_MIN ((size_t)32 << 20)
+
+static int huge_pages_wanted(void)
+{
+    const char *v = getenv("RAYBOX_HUGE_PAGES");
+    return !(v && strcmp(v, "off") == 0);
+}
 
 static void *default_alloc(void *user, size_t size, size_t align)
 {
@@ -11,6 +31,17 @@ static void *default_alloc(void *user, size_t size, size_t align)
     if (align < sizeof(void *))
         align = sizeof(void *);
     void *p = NULL;
+#ifdef MADV_HUGEPAGE
+    if (size >= HUGE_MIN && size <= SIZE_MAX - HUGE_PAGE &&
+        huge_pages_wanted()) {
+        size_t round = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+        if (posix_memalign(&p, align > HUGE_PAGE ? align : HUGE_PAGE,
+                           round) != 0)
+            return NULL;
+        (void)madvise(p, round, MADV_HUGEPAGE);
+        return p;
+    }
+#endif
     if (posix_memalign(&p, align, size ? size : 1) != 0)
         return NULL;
     return p;

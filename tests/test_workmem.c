@@ -5,7 +5,9 @@
  * the allocator, two threads never get the same block, and a context's
  * repeated builds take their big work arrays from it and give the same
  * answers as a fresh context's build; rb_context_trim frees what a
- * context keeps.
+ * context keeps. The default allocator hands out blocks of 32 MiB or
+ * more on 2 MiB boundaries, whole to their last byte, unless
+ * RAYBOX_HUGE_PAGES=off (host/alloc.c).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -189,6 +191,46 @@ START_TEST(test_two_threads)
 }
 END_TEST
 
+/* Blocks of 32 MiB or more from the default allocator start on a 2 MiB
+ * boundary (a huge page) whatever alignment was asked, and every byte
+ * asked for is theirs (ASan checks the writes); smaller blocks keep the
+ * asked alignment; RAYBOX_HUGE_PAGES=off still gives whole blocks. */
+START_TEST(test_default_big_blocks)
+{
+    rb_allocator a;
+    rb_allocator_default(&a);
+    const size_t sizes[] = {32 * MIB, 32 * MIB + 1, 40 * MIB + 123};
+    const size_t aligns[] = {0, 64, 4096, 4 * MIB};
+    for (int off = 0; off < 2; off++) {
+        if (off)
+            ck_assert_int_eq(setenv("RAYBOX_HUGE_PAGES", "off", 1), 0);
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            for (size_t j = 0; j < sizeof aligns / sizeof *aligns; j++) {
+                unsigned char *p = rb_alloc_with(&a, sizes[i], aligns[j]);
+                ck_assert_ptr_nonnull(p);
+                uintptr_t at = (uintptr_t)p;
+                if (aligns[j])
+                    ck_assert_uint_eq(at % aligns[j], 0);
+#ifdef __linux__
+                if (!off)
+                    ck_assert_uint_eq(at % (2 * MIB), 0);
+#endif
+                p[0] = 1;
+                p[sizes[i] - 1] = 2;
+                ck_assert_uint_eq(p[0] + p[sizes[i] - 1], 3);
+                rb_free_with(&a, p);
+            }
+        }
+        unsigned char *small = rb_alloc_with(&a, MIB, 64);
+        ck_assert_ptr_nonnull(small);
+        ck_assert_uint_eq((uintptr_t)small % 64, 0);
+        small[MIB - 1] = 1;
+        rb_free_with(&a, small);
+    }
+    ck_assert_int_eq(unsetenv("RAYBOX_HUGE_PAGES"), 0);
+}
+END_TEST
+
 /* Builds over n boxes twice in one context (counting its big
  * allocations) and once in a fresh one; every build answers rays alike. */
 static void check_rebuilds(int build)
@@ -267,6 +309,7 @@ static Suite *workmem_suite(void)
     tcase_add_test(tc, test_reuse_and_fit);
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_two_threads);
+    tcase_add_test(tc, test_default_big_blocks);
     tcase_add_loop_test(tc, test_context_rebuilds, 0, 2);
     suite_add_tcase(s, tc);
     return s;
