@@ -4,10 +4,23 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "internal.h"
 
 #define RB_POOL_MAX_THREADS 256
+/* How long a thread that ran out of work keeps polling for the next job
+ * (a worker) or for the last worker to leave (the caller) before it
+ * sleeps on a condition variable. A build or query is a string of short
+ * jobs with a little serial work between them; a sleeping worker is woken
+ * through the kernel, which at 100K boxes took longer than some whole
+ * jobs: the caller had done every task of the centres' bounds and of the
+ * gather alone before the worker came (docs/benchmarks.md). A pool idle
+ * for longer costs nothing; polling is bounded by this much CPU time a
+ * job. */
+#define SPIN_US 50
 
 struct rb_pool {
     rb_allocator alloc;
@@ -16,20 +29,47 @@ struct rb_pool {
     pthread_cond_t done;     /* a thread started, or left a job */
     pthread_t threads[RB_POOL_MAX_THREADS];
     unsigned n_threads;      /* background threads */
-    unsigned generation;     /* bumped for every job */
+    atomic_uint generation;  /* bumped for every job (under lock) */
     unsigned started;        /* background threads that have started */
     /* The job may still be joined: set by rb_pool_run, cleared by it
      * once no thread is inside. A thread that wakes after that (a busy
      * machine had it waiting for a core) skips the job, so the caller
      * never waits for a thread that had no part in it. */
     int live;
-    unsigned active;         /* background threads inside the job */
-    int stop;
+    atomic_uint active;      /* background threads inside the job (changed
+                              * under lock) */
+    atomic_int stop;
     rb_task_fn fn;
     void *arg;
     size_t n_tasks;
     atomic_size_t next;
 };
+
+static inline void relax(void)
+{
+#ifdef __SSE2__
+    _mm_pause();
+#endif
+}
+
+/* Polls for up to SPIN_US while (*word == value) == equal and *stop (if
+ * given) is 0; the caller checks again under the lock after. */
+static void spin_while(atomic_uint *word, unsigned value, int equal,
+                       const atomic_int *stop)
+{
+    double until = rb_now_ms() + SPIN_US * 1e-3;
+    for (;;) {
+        for (int k = 0; k < 64; k++) {
+            unsigned now = atomic_load_explicit(word, memory_order_relaxed);
+            if ((now == value) != equal ||
+                (stop && atomic_load_explicit(stop, memory_order_relaxed)))
+                return;
+            relax();
+        }
+        if (rb_now_ms() > until)
+            return;
+    }
+}
 
 static void pool_drain(struct rb_pool *pool, unsigned worker)
 {
@@ -57,6 +97,11 @@ static void *pool_worker(void *p)
     pool->started++; /* tells create() this thread has read its start */
     pthread_cond_signal(&pool->done);
     for (;;) {
+        if (pool->generation == seen && !pool->stop) {
+            pthread_mutex_unlock(&pool->lock);
+            spin_while(&pool->generation, seen, 1, &pool->stop);
+            pthread_mutex_lock(&pool->lock);
+        }
         while (pool->generation == seen && !pool->stop)
             pthread_cond_wait(&pool->wake, &pool->lock);
         if (pool->stop)
@@ -156,6 +201,7 @@ void rb_pool_run(struct rb_pool *pool, size_t n_tasks, rb_task_fn fn,
 
     /* Every task is taken now. Threads inside finish theirs before they
      * leave; once none is inside and live is cleared, none can enter. */
+    spin_while(&pool->active, 0, 0, NULL);
     pthread_mutex_lock(&pool->lock);
     while (pool->active > 0)
         pthread_cond_wait(&pool->done, &pool->lock);

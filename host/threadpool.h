@@ -4,7 +4,9 @@
  * rb_pool_run() hands out task numbers 0..n-1 through an atomic counter to
  * the workers and to the calling thread, and returns when all are done.
  * A worker that wakes after the caller has taken every task skips the job:
- * the caller waits only for threads that took part.
+ * the caller waits only for threads that took part. Threads out of work
+ * poll for a short while (SPIN_US, threadpool.c) before they sleep, so
+ * back-to-back jobs need no wake-up through the kernel.
  * Results must not depend on which thread ran a task (SPEC R10).
  * One rb_pool_run() at a time per pool (the owning context's thread).
  */
