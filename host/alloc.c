@@ -8,21 +8,22 @@
 
 #include "internal.h"
 
-/* Blocks of HUGE_MIN bytes or more (a big scene's nodes and boxes, a
- * build's work arrays) are aligned to and rounded up to HUGE_PAGE and
- * asked to be backed by 2 MiB pages where the kernel has transparent huge
- * pages (its `madvise` mode included): a fresh block then faults in 512
- * times less often. A fast build of 1M boxes spent a third of its time
- * in the kernel's page faults without (docs/benchmarks.md). Embree does
- * the same by default on Linux. RAYBOX_HUGE_PAGES=off leaves blocks to
- * posix_memalign alone. */
+/* With RAYBOX_HUGE_PAGES=on, blocks of HUGE_MIN bytes or more (a big
+ * scene's nodes and boxes, a build's work arrays) are aligned to and
+ * rounded up to HUGE_PAGE and asked to be backed by 2 MiB pages where the
+ * kernel has transparent huge pages (its `madvise` mode included): a
+ * fresh block then faults in 512 times less often, and repeated 1M-box
+ * builds ran 1.15-1.3x faster. Off by default: in a process that had
+ * just built and freed Embree's scenes, the first 1M-box build ran 2-3x
+ * slower with it (docs/benchmarks.md, "Build speed"), and an earlier
+ * trial saw builds of a second. */
 #define HUGE_PAGE ((size_t)2 << 20)
 #define HUGE_MIN ((size_t)32 << 20)
 
 static int huge_pages_wanted(void)
 {
     const char *v = getenv("RAYBOX_HUGE_PAGES");
-    return !(v && strcmp(v, "off") == 0);
+    return v && strcmp(v, "on") == 0;
 }
 
 static void *default_alloc(void *user, size_t size, size_t align)
