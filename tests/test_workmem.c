@@ -202,8 +202,8 @@ START_TEST(test_default_big_blocks)
     rb_allocator_default(&a);
     const size_t sizes[] = {32 * MIB, 32 * MIB + 1, 40 * MIB + 123};
     const size_t aligns[] = {0, 64, 4096, 4 * MIB};
-    for (int off = 0; off < 2; off++) {
-        if (off)
+    for (int unset = 0; unset < 2; unset++) {
+        if (unset)
             ck_assert_int_eq(unsetenv("RAYBOX_HUGE_PAGES"), 0);
         else
             ck_assert_int_eq(setenv("RAYBOX_HUGE_PAGES", "on", 1), 0);
@@ -215,7 +215,7 @@ START_TEST(test_default_big_blocks)
                 if (aligns[j])
                     ck_assert_uint_eq(at % aligns[j], 0);
 #ifdef __linux__
-                if (!off)
+                if (!unset)
                     ck_assert_uint_eq(at % (2 * MIB), 0);
 #endif
                 p[0] = 1;
