@@ -1,12 +1,15 @@
 #define _DEFAULT_SOURCE /* madvise, MADV_HUGEPAGE */
 /* alloc.c - host memory through the context's allocator hooks, so that
  * tests can make the Nth allocation fail and check nothing leaks. */
+#include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "internal.h"
+#include "workmem.h"
 
 /* With RAYBOX_HUGE_PAGES=on, blocks of HUGE_MIN bytes or more (a big
  * scene's nodes and boxes, a build's work arrays) are aligned to and
@@ -26,7 +29,8 @@ static int huge_pages_wanted(void)
     return v && strcmp(v, "on") == 0;
 }
 
-static void *default_alloc(void *user, size_t size, size_t align)
+/* The C library's own blocks, and the huge-page ones above. */
+static void *system_alloc(void *user, size_t size, size_t align)
 {
     (void)user;
     if (align < sizeof(void *))
@@ -48,10 +52,80 @@ static void *default_alloc(void *user, size_t size, size_t align)
     return p;
 }
 
-static void default_free(void *user, void *ptr)
+static void system_free(void *user, void *ptr)
 {
     (void)user;
     free(ptr);
+}
+
+/* Big blocks freed through the default allocator are kept, process-wide,
+ * for the next big allocations (workmem.h's rules: a block is handed out
+ * for requests of at least half its size), up to RAYBOX_KEEP_FREED_MB MiB
+ * (default 256, 0 keeps none); rb_context_trim and rb_context_destroy
+ * free them. Why: glibc returns blocks over 32 MiB to the kernel when
+ * they are freed, so a scene created after another was destroyed faulted
+ * its nodes and boxes in again: a 1M-box fast build, rebuilt 30 times in
+ * one process, took 43-45 ms (14K page faults a build) against 32 ms
+ * reusing them. Smaller blocks glibc reuses itself: kept from 1 MiB, a
+ * 100K-box rebuild ran 7-10% slower than with glibc's own reuse
+ * (docs/benchmarks.md, "Build speed"). Embree's rebuilds of a scene reuse
+ * its memory too. */
+#define KEEP_MIN ((size_t)32 << 20)
+static rb_workmem freed;
+static pthread_once_t freed_once = PTHREAD_ONCE_INIT;
+
+static size_t keep_freed_bytes(void)
+{
+    const char *v = getenv("RAYBOX_KEEP_FREED_MB");
+    if (!v || !*v)
+        return RB_WORKMEM_KEEP;
+    char *end;
+    unsigned long long mb = strtoull(v, &end, 10);
+    if (*end || mb > (SIZE_MAX >> 20))
+        return RB_WORKMEM_KEEP;
+    return (size_t)mb << 20;
+}
+
+static void freed_init(void)
+{
+    const rb_allocator system = {system_alloc, system_free, NULL};
+    rb_workmem_init(&freed, &system);
+}
+
+static rb_workmem *freed_blocks(void)
+{
+    pthread_once(&freed_once, freed_init);
+    return &freed;
+}
+
+static void *default_alloc(void *user, size_t size, size_t align)
+{
+    /* A kept block is 64-byte aligned; the huge-page path wants its own. */
+    if (size >= KEEP_MIN && align <= 64 &&
+        !(size >= HUGE_MIN && huge_pages_wanted()))
+        return rb_workmem_take(freed_blocks(), &size);
+    return system_alloc(user, size, align);
+}
+
+static void default_free(void *user, void *ptr)
+{
+    if (!ptr)
+        return;
+    size_t size = malloc_usable_size(ptr);
+    if (size >= KEEP_MIN)
+        rb_workmem_give_within(freed_blocks(), ptr, size, keep_freed_bytes());
+    else
+        system_free(user, ptr);
+}
+
+void rb_alloc_trim_default(void)
+{
+    rb_workmem_trim(freed_blocks());
+}
+
+size_t rb_alloc_kept_default(void)
+{
+    return rb_workmem_kept(freed_blocks());
 }
 
 void rb_allocator_default(rb_allocator *out)

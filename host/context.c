@@ -274,12 +274,14 @@ void rb_context_destroy(rb_context *ctx)
     rb_free(ctx, ctx->kernel_dir);
     rb_allocator alloc = ctx->alloc;
     rb_free_with(&alloc, ctx);
+    rb_alloc_trim_default();
 }
 
 void rb_context_trim(rb_context *ctx)
 {
     if (ctx)
         rb_workmem_trim(&ctx->workmem);
+    rb_alloc_trim_default();
 }
 
 int rb_context_info(const rb_context *ctx, rb_backend_info *out)

@@ -226,6 +226,10 @@ void *rb_calloc(rb_context *ctx, size_t size, size_t align);
 void rb_free(rb_context *ctx, void *ptr);
 char *rb_strdup(rb_context *ctx, const char *s);
 void rb_allocator_default(rb_allocator *out);
+/* The default allocator keeps big freed blocks for the whole process
+ * (alloc.c): frees them all now; the bytes kept (tests). */
+void rb_alloc_trim_default(void);
+size_t rb_alloc_kept_default(void);
 /* The allocator alone, for objects that outlive a context (scenes). */
 void *rb_alloc_with(const rb_allocator *a, size_t size, size_t align);
 void rb_free_with(const rb_allocator *a, void *ptr);

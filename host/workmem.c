@@ -5,6 +5,15 @@
 
 #include "internal.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define KEPT_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define KEPT_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define KEPT_POISON(p, n) ((void)(p), (void)(n))
+#define KEPT_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 void rb_workmem_init(rb_workmem *w, const rb_allocator *alloc)
 {
     memset(w, 0, sizeof *w);
@@ -16,6 +25,8 @@ void rb_workmem_trim(rb_workmem *w)
 {
     pthread_mutex_lock(&w->lock);
     for (int k = 0; k < RB_WORKMEM_SLOTS; k++) {
+        if (w->kept[k].ptr)
+            KEPT_UNPOISON(w->kept[k].ptr, w->kept[k].size);
         rb_free_with(&w->alloc, w->kept[k].ptr);
         w->kept[k].ptr = NULL;
         w->kept[k].size = 0;
@@ -51,20 +62,28 @@ void *rb_workmem_take(rb_workmem *w, size_t *size_io)
             w->kept[best].size = 0;
         }
         pthread_mutex_unlock(&w->lock);
-        if (p)
+        if (p) {
+            KEPT_UNPOISON(p, *size_io);
             return p;
+        }
     }
     return rb_alloc_with(&w->alloc, size, 64);
 }
 
 void rb_workmem_give(rb_workmem *w, void *ptr, size_t size)
 {
+    rb_workmem_give_within(w, ptr, size, RB_WORKMEM_KEEP);
+}
+
+void rb_workmem_give_within(rb_workmem *w, void *ptr, size_t size,
+                            size_t keep)
+{
     if (!ptr)
         return;
     if (size >= RB_WORKMEM_MIN) {
         pthread_mutex_lock(&w->lock);
         int slot = -1;
-        if (w->kept_bytes + size <= RB_WORKMEM_KEEP)
+        if (size <= keep && w->kept_bytes <= keep - size)
             for (int k = 0; k < RB_WORKMEM_SLOTS && slot < 0; k++)
                 if (!w->kept[k].ptr)
                     slot = k;
@@ -72,6 +91,7 @@ void rb_workmem_give(rb_workmem *w, void *ptr, size_t size)
             w->kept[slot].ptr = ptr;
             w->kept[slot].size = size;
             w->kept_bytes += size;
+            KEPT_POISON(ptr, size);
         }
         pthread_mutex_unlock(&w->lock);
         if (slot >= 0)

@@ -13,7 +13,13 @@
  * A block is kept when freed if it is at least RB_WORKMEM_MIN bytes and
  * the kept total stays within RB_WORKMEM_KEEP; take hands out the
  * smallest kept block that holds the size and is at most twice it.
- * Thread-safe (a lock around the list). Kept blocks are not zeroed.
+ * Thread-safe (a lock around the list). Kept blocks are not zeroed;
+ * under AddressSanitizer they are poisoned while kept, so a use after
+ * free is still reported.
+ *
+ * The default allocator (alloc.c) keeps the big blocks freed through it
+ * in one such list for the whole process, so that a scene built after
+ * another was destroyed reuses their memory.
  */
 #ifndef RB_WORKMEM_H
 #define RB_WORKMEM_H
@@ -49,6 +55,9 @@ void rb_workmem_destroy(rb_workmem *w);
 void *rb_workmem_take(rb_workmem *w, size_t *size);
 /* Gives back ptr (NULL-safe), taken from w; size as take left it. */
 void rb_workmem_give(rb_workmem *w, void *ptr, size_t size);
+/* The same with a cap of keep bytes kept in all (RB_WORKMEM_KEEP above). */
+void rb_workmem_give_within(rb_workmem *w, void *ptr, size_t size,
+                            size_t keep);
 /* Bytes kept now (tests). */
 size_t rb_workmem_kept(rb_workmem *w);
 

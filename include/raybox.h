@@ -323,10 +323,13 @@ RB_API int rb_context_create(const rb_context_options *opt, rb_context **out,
                              char *err_text, size_t err_len);
 RB_API void rb_context_destroy(rb_context *ctx);
 /* A context keeps the big work arrays of hierarchy builds and ray orders
- * (blocks of 1 MiB or more, at most 256 MiB) for its next calls: rebuilds
- * of large scenes then skip the page faults of fresh memory. This frees
- * them now (rb_context_destroy does too). Thread-safe: it may be called
- * while another thread uses the context. */
+ * (blocks of 1 MiB or more, at most 256 MiB) for its next calls, and the
+ * default allocator keeps the big blocks freed through it (a destroyed
+ * scene's nodes and boxes; 32 MiB or more, at most RAYBOX_KEEP_FREED_MB
+ * MiB for the whole process, default 256) for the next allocations:
+ * rebuilds of large scenes then skip the page faults of fresh memory.
+ * This frees both now (rb_context_destroy does too). Thread-safe: it may
+ * be called while another thread uses the context. */
 RB_API void rb_context_trim(rb_context *ctx);
 
 typedef struct rb_backend_info {

@@ -7,7 +7,8 @@
  * answers as a fresh context's build; rb_context_trim frees what a
  * context keeps. With RAYBOX_HUGE_PAGES=on the default allocator hands
  * out blocks of 32 MiB or more on 2 MiB boundaries, whole to their last
- * byte (host/alloc.c).
+ * byte, and keeps the big blocks freed through it for the next requests
+ * that fit them (host/alloc.c).
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -233,6 +234,64 @@ START_TEST(test_default_big_blocks)
 }
 END_TEST
 
+/* The default allocator keeps freed blocks of 32 MiB or more for the
+ * whole process (host/alloc.c): the next request that fits and is at
+ * least half the block gets it back, smaller blocks and requests with
+ * their own alignment are the C library's, at most RAYBOX_KEEP_FREED_MB
+ * MiB are kept (read at each free), and rb_context_trim frees them. */
+START_TEST(test_default_keeps_freed)
+{
+    rb_allocator a;
+    rb_allocator_default(&a);
+    ck_assert_int_eq(unsetenv("RAYBOX_HUGE_PAGES"), 0);
+    ck_assert_int_eq(unsetenv("RAYBOX_KEEP_FREED_MB"), 0);
+    rb_context_trim(NULL);
+    ck_assert_uint_eq(rb_alloc_kept_default(), 0);
+
+    unsigned char *p = rb_alloc_with(&a, 40 * MIB, 64);
+    ck_assert_ptr_nonnull(p);
+    p[40 * MIB - 1] = 7;
+    rb_free_with(&a, p);
+    size_t kept = rb_alloc_kept_default();
+    ck_assert_uint_ge(kept, 40 * MIB);
+    /* Too small for it (under half), or aligned otherwise: not taken. */
+    void *small = rb_alloc_with(&a, 16 * MIB, 64);
+    void *aligned = rb_alloc_with(&a, 36 * MIB, 4096);
+    ck_assert_ptr_nonnull(small);
+    ck_assert_ptr_nonnull(aligned);
+    ck_assert_uint_eq((uintptr_t)aligned % 4096, 0);
+    ck_assert_uint_eq(rb_alloc_kept_default(), kept);
+    rb_free_with(&a, small);
+    ck_assert_uint_eq(rb_alloc_kept_default(), kept);
+    /* One that fits: the kept block, whole and writable. */
+    unsigned char *again = rb_alloc_with(&a, 36 * MIB, 16);
+    ck_assert_ptr_eq(again, p);
+    ck_assert_uint_eq(rb_alloc_kept_default(), 0);
+    memset(again, 1, 36 * MIB);
+    rb_free_with(&a, again);
+    rb_free_with(&a, aligned);
+    ck_assert_uint_ge(rb_alloc_kept_default(), 76 * MIB);
+
+    /* The cap: freed past it, a block goes back to the C library. */
+    ck_assert_int_eq(setenv("RAYBOX_KEEP_FREED_MB", "100", 1), 0);
+    unsigned char *third = rb_alloc_with(&a, 48 * MIB, 64);
+    ck_assert_ptr_nonnull(third);
+    third[0] = 1;
+    size_t before = rb_alloc_kept_default();
+    rb_free_with(&a, third);
+    ck_assert_uint_eq(rb_alloc_kept_default(), before);
+    ck_assert_uint_le(before, 100 * MIB);
+    ck_assert_int_eq(setenv("RAYBOX_KEEP_FREED_MB", "0", 1), 0);
+    rb_context_trim(NULL);
+    ck_assert_uint_eq(rb_alloc_kept_default(), 0);
+    p = rb_alloc_with(&a, 40 * MIB, 64);
+    ck_assert_ptr_nonnull(p);
+    rb_free_with(&a, p);
+    ck_assert_uint_eq(rb_alloc_kept_default(), 0);
+    ck_assert_int_eq(unsetenv("RAYBOX_KEEP_FREED_MB"), 0);
+}
+END_TEST
+
 /* Builds over n boxes twice in one context (counting its big
  * allocations) and once in a fresh one; every build answers rays alike. */
 static void check_rebuilds(int build)
@@ -312,6 +371,7 @@ static Suite *workmem_suite(void)
     tcase_add_test(tc, test_limits);
     tcase_add_test(tc, test_two_threads);
     tcase_add_test(tc, test_default_big_blocks);
+    tcase_add_test(tc, test_default_keeps_freed);
     tcase_add_loop_test(tc, test_context_rebuilds, 0, 2);
     suite_add_tcase(s, tc);
     return s;
