@@ -516,6 +516,26 @@ void executor_trim(rbd_executor *ex)
         rb_context_trim(ex->workers[i].ctx);
 }
 
+void executor_trim_soon(rbd_executor *ex)
+{
+    /* A worker asleep without a deadline is woken (a wake-up it was not
+     * picked for: it looks at the queue and waits again, now for
+     * TRIM_IDLE_MS); one with a deadline trims anyway; a busy one waits
+     * with it after its job. */
+    pthread_mutex_lock(&ex->lock);
+    for (unsigned i = 0; i < ex->sleepers; i++) {
+        worker *w = ex->idle[i];
+        if (w->may_keep)
+            break;
+        if (!w->picked) {
+            w->may_keep = 1;
+            pthread_cond_signal(&w->wake);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&ex->lock);
+}
+
 void executor_stats(rbd_executor *ex, rbd_executor_stats *out)
 {
     pthread_mutex_lock(&ex->lock);

@@ -88,6 +88,10 @@ void executor_close(rbd_executor *ex);
 void executor_destroy(rbd_executor *ex);
 /* rb_context_trim on every worker's context (from any thread). */
 void executor_trim(rbd_executor *ex);
+/* Memory was freed outside a job (a scene deleted): an idle worker trims
+ * its context, and with it what the library keeps for the whole process,
+ * after a second without jobs, as after a job (from any thread). */
+void executor_trim_soon(rbd_executor *ex);
 
 /* Merging of small jobs (see rbd_job.merge): a worker that takes a
  * mergeable job takes every queued job of the same kind with it, up to

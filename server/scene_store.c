@@ -20,6 +20,12 @@
 #include <sys/random.h>
 #include <time.h>
 
+/* A version this big freed tells the store's `freed` hook: the library
+ * keeps freed blocks of 32 MiB or more for the next scene (rb_context_trim
+ * in raybox.h), and a server that frees them outside a job would
+ * otherwise hold them until its next job. */
+#define STORE_FREED_NOTE_BYTES ((uint64_t)32 << 20)
+
 struct scene_ver {
     _Atomic long refs;
     rb_scene *scene;
@@ -27,6 +33,7 @@ struct scene_ver {
     rb_scene_stats stats;  /* measured once, when the version was made */
     double build_ms;       /* creating or patching it */
     rbd_budget *budget;    /* set when pinned: replaced while still read */
+    scene_store *store;    /* told when the version is freed */
 };
 
 typedef struct entry {
@@ -50,6 +57,8 @@ struct scene_store {
     uint64_t max_scenes, max_bytes;
     scene_disk *disk; /* --data-dir; NULL: memory only */
     rbd_budget *budget; /* pinned versions; NULL: not counted */
+    void (*freed)(void *arg); /* store_on_freed */
+    void *freed_arg;
 };
 
 static double now_ms(void)
@@ -106,7 +115,8 @@ int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_disk *disk,
     return RB_OK;
 }
 
-static scene_ver *ver_new(rb_scene *scene, uint64_t version, double build_ms)
+static scene_ver *ver_new(scene_store *s, rb_scene *scene, uint64_t version,
+                          double build_ms)
 {
     scene_ver *v = calloc(1, sizeof *v);
     if (!v)
@@ -115,6 +125,7 @@ static scene_ver *ver_new(rb_scene *scene, uint64_t version, double build_ms)
     v->scene = scene;
     v->version = version;
     v->build_ms = build_ms;
+    v->store = s;
     rb_scene_stats_get(scene, &v->stats);
     return v;
 }
@@ -125,8 +136,26 @@ void scene_ver_release(scene_ver *v)
         if (v->budget)
             budget_give(v->budget, v->stats.host_bytes);
         rb_scene_destroy(v->scene);
+        scene_store *s = v->store;
+        uint64_t bytes = v->stats.host_bytes;
         free(v);
+        if (s && bytes >= STORE_FREED_NOTE_BYTES) {
+            pthread_mutex_lock(&s->lock);
+            void (*freed)(void *) = s->freed;
+            void *arg = s->freed_arg;
+            pthread_mutex_unlock(&s->lock);
+            if (freed)
+                freed(arg);
+        }
     }
+}
+
+void store_on_freed(scene_store *s, void (*freed)(void *arg), void *arg)
+{
+    pthread_mutex_lock(&s->lock);
+    s->freed = freed;
+    s->freed_arg = arg;
+    pthread_mutex_unlock(&s->lock);
 }
 
 static scene_ver *ver_ref(scene_ver *v)
@@ -312,7 +341,7 @@ int store_insert(scene_store *s, rb_scene *scene, double build_ms,
                  const disk_chunk *elements, char *id_out, char *why,
                  size_t why_len)
 {
-    scene_ver *v = ver_new(scene, 1, build_ms);
+    scene_ver *v = ver_new(s, scene, 1, build_ms);
     entry *e = v ? entry_new(v, owner) : NULL;
     if (!e) {
         if (v)
@@ -374,7 +403,7 @@ int store_restore(scene_store *s, const char *id, uint64_t version,
                   uint64_t owner, rb_scene *scene, double build_ms,
                   char *why, size_t why_len)
 {
-    scene_ver *v = ver_new(scene, version, build_ms);
+    scene_ver *v = ver_new(s, scene, version, build_ms);
     entry *e = v ? entry_new(v, owner) : NULL;
     if (!e) {
         if (v)
@@ -576,7 +605,7 @@ static int patch_locked(scene_store *s, entry *e, rb_context *ctx,
     if (!rc && s->disk && body->n_set && !set &&
         !(set = boxes_as_elements(body, cur->stats.dims)))
         rc = no_memory(err);
-    if (!rc && !(*made = ver_new(copy, cur->version + 1, now_ms() - t0)))
+    if (!rc && !(*made = ver_new(s, copy, cur->version + 1, now_ms() - t0)))
         rc = no_memory(err);
     if (rc) {
         rb_scene_destroy(copy);

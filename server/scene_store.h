@@ -52,6 +52,9 @@ int store_create(uint64_t max_scenes, uint64_t max_bytes, scene_disk *disk,
                  rbd_budget *budget, scene_store **out);
 /* Every version must have been released. */
 void store_destroy(scene_store *s);
+/* freed(arg) is called (from the thread that let go) after a version of
+ * 32 MiB or more was freed; NULL: nobody. */
+void store_on_freed(scene_store *s, void (*freed)(void *arg), void *arg);
 
 /* The current version of owner's scene id, with a reference the caller
  * releases; NULL when owner has no such scene. */

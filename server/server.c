@@ -403,10 +403,18 @@ void server_trim_contexts(rbd_server *s)
         rb_context_trim(s->inline_ctx[k]);
 }
 
+/* A big scene was freed, maybe outside a job (store_on_freed). */
+static void trim_soon(void *ex)
+{
+    executor_trim_soon(ex);
+}
+
 /* What a server holds besides its daemon, listener and deadlines, freed
  * at stop and on a failed start alike (the workers closed first). */
 static void release_parts(rbd_server *s)
 {
+    if (s->store)
+        store_on_freed(s->store, NULL, NULL);
     executor_destroy(s->ex);
     inline_contexts_destroy(s);
     store_destroy(s->store);
@@ -642,6 +650,7 @@ int server_start(rbd_server *s, const rbd_config *cfg, char *why,
         snprintf(why, why_len, "out of memory");
         goto fail;
     }
+    store_on_freed(s->store, trim_soon, s->ex);
     if (s->disk && restore_scenes(s, &eo.ctx, why, why_len))
         goto fail;
     /* Listening before the daemon starts: a port in use is reported

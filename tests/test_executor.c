@@ -6,7 +6,8 @@
  * merging gathers queued jobs of the same kind within the weight bound,
  * leaves the others in place, and keeps heavy and light apart. Ordering
  * is forced with gates, not with timing. An idle worker frees the work
- * arrays its context kept, after about a second. */
+ * arrays its context kept, after about a second, and, asked to
+ * (executor_trim_soon), the freed blocks the library keeps. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sched.h>
@@ -495,6 +496,36 @@ START_TEST(test_idle_worker_trims)
 }
 END_TEST
 
+/* Memory the library keeps for the whole process, freed outside any job
+ * (a scene deleted by the HTTP thread): idle workers that ran no job
+ * since their last trim sleep without a deadline and would keep it;
+ * executor_trim_soon has one trim after about a second. */
+START_TEST(test_trim_soon_frees_kept_blocks)
+{
+    rbd_executor *ex = make(_i ? 2 : 1, 8);
+    rb_allocator a;
+    rb_allocator_default(&a);
+    rb_context_trim(NULL);
+    void *big = rb_alloc_with(&a, 40u << 20, 64);
+    ck_assert_ptr_nonnull(big);
+    rb_free_with(&a, big);
+    ck_assert_uint_gt(rb_alloc_kept_default(), 0);
+    struct timespec ts = {1, 300 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    ck_assert_uint_gt(rb_alloc_kept_default(), 0); /* nobody trims */
+    double t0 = rbd_now_ms();
+    executor_trim_soon(ex);
+    while (rb_alloc_kept_default() && rbd_now_ms() - t0 < 20000) {
+        struct timespec step = {0, 10 * 1000 * 1000};
+        nanosleep(&step, NULL);
+    }
+    ck_assert_uint_eq(rb_alloc_kept_default(), 0);
+    ck_assert_double_ge(rbd_now_ms() - t0, 500); /* not at once */
+    executor_close(ex);
+    executor_destroy(ex);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("executor");
@@ -509,6 +540,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_merge_wait);
     tcase_add_test(tc, test_merge_lone_stream);
     tcase_add_loop_test(tc, test_idle_worker_trims, 0, 2);
+    tcase_add_loop_test(tc, test_trim_soon_frees_kept_blocks, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
