@@ -16,7 +16,9 @@
  * rounded up to HUGE_PAGE and asked to be backed by 2 MiB pages where the
  * kernel has transparent huge pages (its `madvise` mode included): a
  * fresh block then faults in 512 times less often, and repeated 1M-box
- * builds ran 1.15-1.3x faster. Off by default: in a process that had
+ * builds ran 1.15-1.3x faster; since freed big blocks are kept (below),
+ * repeated builds fault little either way and ran as fast without it
+ * (31.9-32.2 against 31.8-32.6 ms). Off by default: in a process that had
  * just built and freed Embree's scenes, the first 1M-box build ran 2-3x
  * slower with it (docs/benchmarks.md, "Build speed"), and an earlier
  * trial saw builds of a second. */
@@ -100,9 +102,10 @@ static rb_workmem *freed_blocks(void)
 
 static void *default_alloc(void *user, size_t size, size_t align)
 {
-    /* A kept block is 64-byte aligned; the huge-page path wants its own. */
-    if (size >= KEEP_MIN && align <= 64 &&
-        !(size >= HUGE_MIN && huge_pages_wanted()))
+    /* A kept block is 64-byte aligned at least. With huge pages on, the
+     * blocks kept are those of the huge-page path, reused as they are;
+     * a new block takes that path (system_alloc). */
+    if (size >= KEEP_MIN && align <= 64)
         return rb_workmem_take(freed_blocks(), &size);
     return system_alloc(user, size, align);
 }
