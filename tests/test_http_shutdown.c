@@ -57,6 +57,21 @@ START_TEST(test_sigterm_in_flight)
     char url[256], murl[256];
     snprintf(url, sizeof url, "%s/v1/intersect", s.base);
     snprintf(murl, sizeof murl, "%s/metrics", s.base);
+    /* The one worker first takes a query of about a second, so that the
+     * four above queue behind it: on their own they ran in a few tens of
+     * milliseconds, and on a busy machine the polls below once never saw
+     * all four in flight together. */
+    size_t hlen;
+    char *heavy = rbt_count_body(RBT_HEAVY_RAYS, RBT_HEAVY_BOXES, &hlen);
+    call busy = {.url = url, .body = heavy, .len = hlen};
+    ck_assert_int_eq(pthread_create(&busy.thread, NULL, call_main, &busy), 0);
+    double busy_running = 0;
+    for (int tries = 0; tries < 10000 && busy_running < 1; tries++) {
+        busy_running = rbt_server_metric(&s, "raybox_jobs_running");
+        if (busy_running < 1)
+            nanosleep(&(struct timespec){0, 2000000}, NULL);
+    }
+    ck_assert_msg(busy_running >= 1, "the long query never ran");
     call calls[IN_FLIGHT];
     for (int i = 0; i < IN_FLIGHT; i++) {
         calls[i] = (call){.url = url, .binary = i % 2,
@@ -74,7 +89,8 @@ START_TEST(test_sigterm_in_flight)
         double running = rbt_metric(m.body, "raybox_jobs_running");
         double queued = rbt_metric(m.body, "raybox_queue_depth");
         double done = rbt_metric(m.body, "raybox_queries_total");
-        all_in = running + queued + done >= IN_FLIGHT && done < IN_FLIGHT;
+        all_in = running + queued + done >= IN_FLIGHT + 1 &&
+                 done < IN_FLIGHT + 1;
         rbt_resp_free(&m);
         if (!all_in)
             nanosleep(&(struct timespec){0, 2000000}, NULL);
@@ -99,6 +115,12 @@ START_TEST(test_sigterm_in_flight)
                   "answered: %ld %s", late.status, late.body ? late.body : "");
     rbt_resp_free(&late);
 
+    pthread_join(busy.thread, NULL);
+    ck_assert_msg(busy.resp.status == 200 && busy.resp.body &&
+                      strstr(busy.resp.body, "\"mode\":\"count\""),
+                  "the long query: %ld", busy.resp.status);
+    rbt_resp_free(&busy.resp);
+    free(heavy);
     for (int i = 0; i < IN_FLIGHT; i++) {
         pthread_join(calls[i].thread, NULL);
         rbt_resp *r = &calls[i].resp;
