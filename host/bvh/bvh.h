@@ -216,7 +216,8 @@ typedef struct rb_joint_best {
 /* ---- traversal of one prepared ray; the same answers as the every-box
  * scans. One table per instruction set, like host/cpu/scan.h. */
 /* A task's rays for rb_bvh_walkers.stream (bvh_stream_avx2.c): the
- * answers of `any` or `count` for n rays walked together, through a tree
+ * answers of `any`, `count` or `nearest` for n rays walked together,
+ * through a tree
  * of kind `tree` (RB_TREE_*: a shape or joint tree as the walks of
  * bvh_walk.inc take them, for rays the tree's widening covers). */
 typedef struct rb_bvh_stream {
@@ -227,6 +228,10 @@ typedef struct rb_bvh_stream {
     uint32_t n;
     uint8_t *any;            /* any: n zeros in; 1 where a leaf is hit */
     uint32_t *count;         /* count: n zeros in; the hits */
+    /* nearest (shape and joint trees): each ray's best so far in, its
+     * best hit of the tree improving it out (rb_joint_best: slot for a
+     * joint tree's box, j for a shape, UINT32_MAX for neither) */
+    rb_joint_best *best;
     uint32_t *arena;         /* scratch of `words` words */
     size_t words;
     /* Asked every RB_BVH_STREAM_POLL ray-node tests (a stream can hold
@@ -250,13 +255,15 @@ static inline size_t rb_bvh_stream_words(size_t n, unsigned depth)
            2 * RB_BVH_WIDTH;
 }
 
-/* Whether rb_bvh_walkers.stream answers mode: `nearest` gains nothing
- * from streams (its own near-to-far order is what skips work), `all`
- * measured 0.92-0.95x at 100K boxes (its lists, scattered over the task,
+/* Whether rb_bvh_walkers.stream answers mode: `any`, `count` and
+ * `nearest` (1.25-1.5x the one-ray walk's rate over box trees of 300 to
+ * 1M boxes, ~1.8x over shape trees, whose exact tests it batches), not
+ * `all`: 0.92-0.95x at 100K boxes (its lists, scattered over the task,
  * leave the cache between a ray's nodes). docs/benchmarks.md. */
 static inline int rb_bvh_streams(rb_mode mode)
 {
-    return mode == RB_MODE_ANY || mode == RB_MODE_COUNT;
+    return mode == RB_MODE_ANY || mode == RB_MODE_COUNT ||
+           mode == RB_MODE_NEAREST;
 }
 
 typedef struct rb_bvh_walkers {

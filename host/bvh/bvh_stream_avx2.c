@@ -1,9 +1,9 @@
 /*
- * bvh_stream_avx2.c - a task's rays walk a tree together, for `any` and
- * `count`, whose answers do not depend on the order of the walk: each
- * node is read once for all the task's rays that reach it, not once per
- * ray. Box trees, and shape and joint trees (bvh_shapes.c) for the rays
- * their widening covers, with the slot rules of bvh_walk.inc.
+ * bvh_stream_avx2.c - a task's rays walk a tree together, for `any`,
+ * `count` and `nearest`: each node is read once for all the task's rays
+ * that reach it, not once per ray. Box trees, and shape and joint trees
+ * (bvh_shapes.c) for the rays their widening covers, with the slot rules
+ * of bvh_walk.inc.
  *
  * Why: a ray's walk reads ~10 nodes of 256 bytes, most of them missing
  * the L2 cache once the tree outgrows it, and the one-ray walk
@@ -14,27 +14,42 @@
  * over the tree: Barringer and Akenine-Moller 2014, "Dynamic ray stream
  * traversal"). docs/benchmarks.md, "Ray streams", has the figures.
  *
+ `nearest` keeps each ray's best hit so far (rb_joint_best), and a ray's
+ * slots pass against its own limit, min(best t, tmax), as in the one-ray
+ * walk. It loses that walk's near-to-far order, so a ray may take a far
+ * hit before a near one; measured, sharing the node reads pays more:
+ * 1.25-1.5x the one-ray walk's rate over box trees of 300 to 1M boxes,
+ * ~1.8x over shape trees (docs/benchmarks.md, "Ray streams").
+ *
  * Shape candidates wait: a ray's candidate is not tested when its slot
  * passes but put in a batch of TESTS_WAITING_MAX, its record fetched
  * then, and the batch is tested when full (and at the end), while the
  * stream goes on to other nodes. A record's first load used to miss
  * (half the exact tests' time in perf); now the fetch has the time of a
  * few node visits. The cost: a ray whose waiting candidate is a hit
- * walks on until its batch is tested (`any` skips it from then on).
- * Measured: obb and xbox `any` 1.3x the rate, spheres 1.05x, the mixed
- * scene's `any` cost against the box scene's 1.46-1.47x against
+ * walks on until its batch is tested (`any` skips it from then on;
+ * `nearest` skips a waiting test whose slot it entered past its best t
+ * since). Measured: obb and xbox `any` 1.3x the rate, spheres 1.05x, the
+ * mixed scene's `any` cost against the box scene's 1.46-1.47x against
  * 1.59-1.60x (docs/benchmarks.md).
  *
  * Exactness: a slot's distances are those of test_node in
  * bvh_walk_avx2.c, operation for operation (each axis's near and far
  * plane chosen by the sign bit of the ray's inverse as there, here by a
  * blend instead of row offsets), and a slot passes by the same compare
- * with limit = tmax (padded where that walk pads). So a ray enters
- * exactly the subtrees, hits exactly the boxes and tests exactly the
- * shape candidates (with rb_shape_hit, as there) that its own walk does
- * (`any` may test more of them, and enter more subtrees, while a hit
- * waits; `count` tests each once, later), and `any` and `count` are the
- * same. Compiled with -mavx2 only, no FMA, -ffp-contract=off.
+ * with the same limit (padded where that walk pads). For `any` and
+ * `count` the limit is tmax, so a ray enters exactly the subtrees, hits
+ * exactly the boxes and tests exactly the shape candidates (with
+ * rb_shape_hit, as there) that its own walk does (`any` may test more of
+ * them, and enter more subtrees, while a hit waits; `count` tests each
+ * once, later), and the answers are the same. For `nearest` a slot is
+ * dropped only when it is entered strictly past the ray's best t so far,
+ * which no element inside can beat (the one-ray walk's rule: a box's
+ * entry is its slot's, a shape's exact entry is never before its
+ * widened slot's), and hits compare by (t_enter, id) as there; so the
+ * least (t_enter, id) is found whatever the order, and its answer comes
+ * from its slot or record after the walk, as the one-ray walk's does.
+ * Compiled with -mavx2 only, no FMA, -ffp-contract=off.
  *
  * Memory: the rays' indexes live in one arena used as a stack. A popped
  * node's list ends at the arena's top. Each of its rays' mask of passed
@@ -108,9 +123,10 @@ static inline uint32_t pack_slot(const uint32_t *list, const uint8_t *mk,
  * test_node computes them with limit = tmax (bvh_node_avx2.h, shared):
  * unpadded (the box tree's compare, and a joint tree's boxes') and, for
  * shape and joint trees, padded in *padded (the shape trees' slots). */
-static inline unsigned pass_mask(const rb_ray_prep *rp, const __m256 lo[3],
-                                 const __m256 hi[3], const int tree,
-                                 unsigned *padded)
+static inline unsigned pass_mask(const rb_ray_prep *rp, float limit,
+                                 const __m256 lo[3], const __m256 hi[3],
+                                 const int tree, unsigned *padded,
+                                 __m256 *e_out)
 {
     __m256 near[3], far[3], o[3], inv[3], e, x;
     for (int a = 0; a < 3; a++) {
@@ -122,9 +138,10 @@ static inline unsigned pass_mask(const rb_ray_prep *rp, const __m256 lo[3],
         far[a] = _mm256_blendv_ps(hi[a], lo[a], inv[a]);
     }
     rb_node8_span(near, far, o, inv, _mm256_broadcast_ss(&rp->tmin), &e, &x);
-    /* test_node's cap: tmax, or FLT_MAX for an infinite one (e finite) */
-    __m256 cap = _mm256_min_ps(_mm256_broadcast_ss(&rp->tmax),
-                               _mm256_set1_ps(FLT_MAX));
+    *e_out = e;
+    /* test_node's cap: the limit (tmax, or nearest's best t below it), or
+     * FLT_MAX for an infinite one (e finite) */
+    __m256 cap = _mm256_min_ps(_mm256_set1_ps(limit), _mm256_set1_ps(FLT_MAX));
     unsigned pass = 0;
     if (tree != RB_TREE_SHAPES)
         pass = rb_node8_pass(e, x, cap);
@@ -133,9 +150,11 @@ static inline unsigned pass_mask(const rb_ray_prep *rp, const __m256 lo[3],
     return pass;
 }
 
-/* A shape candidate of a ray, waiting for its exact test. */
+/* A shape candidate of a ray, waiting for its exact test; e: its slot's
+ * entry (nearest skips the test when the ray's best t is below it). */
 typedef struct pending_test {
     uint32_t ray, shape;
+    float e;
 } pending_test;
 
 /* Candidates wait in batches of this many (16 and 64 measured the same). */
@@ -160,13 +179,21 @@ static inline void run_tests(const rb_bvh_stream *s, const pending_test *q,
         uint32_t r = q[i].ray;
         if (mode == RB_MODE_ANY && s->any[r])
             continue;
+        if (mode == RB_MODE_NEAREST && q[i].e > s->best[r].t)
+            continue;
         float te, tx;
         if (!rb_shape_hit(s->view, q[i].shape, &s->raw[r], &te, &tx))
             continue;
-        if (mode == RB_MODE_ANY)
+        if (mode == RB_MODE_ANY) {
             s->any[r] = 1;
-        else
+        } else if (mode == RB_MODE_NEAREST) {
+            rb_joint_best *b = &s->best[r];
+            rb_u32 id = rb_shape_id(s->view, q[i].shape);
+            if (te < b->t || (te == b->t && id < b->id))
+                *b = (rb_joint_best){te, id, q[i].shape, UINT32_MAX};
+        } else {
             s->count[r]++;
+        }
     }
 }
 
@@ -238,8 +265,26 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
             if (mode == RB_MODE_ANY && s->any[r])
                 continue; /* a leaf was hit under another child */
             unsigned padded = 0;
-            unsigned m = pass_mask(&s->prep[r], lo, hi, tree, &padded);
+            const rb_ray_prep *rp = &s->prep[r];
+            float limit = rp->tmax;
+            if (mode == RB_MODE_NEAREST && s->best[r].t < limit)
+                limit = s->best[r].t;
+            __m256 ev;
+            unsigned m = pass_mask(rp, limit, lo, hi, tree, &padded, &ev);
             unsigned hit = m & boxes;
+            float e[RB_BVH_WIDTH];
+            if (mode == RB_MODE_NEAREST || tree != RB_TREE_BOXES)
+                _mm256_storeu_ps(e, ev);
+            if (mode == RB_MODE_NEAREST) {
+                rb_joint_best *b = &s->best[r];
+                for (unsigned t = hit; t; t &= t - 1) {
+                    unsigned k = (unsigned)__builtin_ctz(t);
+                    if (e[k] < b->t || (e[k] == b->t && nd->child[k] < b->id))
+                        *b = (rb_joint_best){
+                            e[k], nd->child[k], UINT32_MAX,
+                            p.node * RB_BVH_WIDTH + k};
+                }
+            }
             if (mode == RB_MODE_ANY && hit) {
                 s->any[r] = 1;
                 continue;
@@ -251,9 +296,10 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
                  * later; inner slots the padded compare. */
                 for (unsigned cand = padded & shapes; cand;
                      cand &= cand - 1) {
-                    rb_u32 j = nd->child[__builtin_ctz(cand)];
+                    unsigned k = (unsigned)__builtin_ctz(cand);
+                    rb_u32 j = nd->child[k];
                     fetch_record(s->view, j);
-                    waiting[n_waiting++] = (pending_test){r, j};
+                    waiting[n_waiting++] = (pending_test){r, j, e[k]};
                     if (n_waiting == TESTS_WAITING_MAX) {
                         run_tests(s, waiting, n_waiting, mode);
                         n_waiting = 0;
@@ -324,6 +370,8 @@ int rb_bvh_stream_avx2(const rb_bvh *bvh, rb_bvh_stream *s, rb_mode mode)
         TREES(RB_MODE_ANY)
     case RB_MODE_COUNT:
         TREES(RB_MODE_COUNT)
+    case RB_MODE_NEAREST:
+        TREES(RB_MODE_NEAREST)
     default:
         return -1; /* not streamed (rb_bvh_streams says which) */
     }

@@ -7,8 +7,10 @@
  * blocks that stay in the L1 cache while every ray of the task is tested
  * against them (cache blocking: one pass over the boxes serves many rays).
  * When the job carries a hierarchy (a scene's, or a transient one over
- * inline boxes), each ray walks it instead (bvh/bvh_walk.inc): about
- * log(boxes) tests per ray, same answers (R9). Big batches are walked in
+ * inline boxes), each ray walks it instead (bvh/bvh_walk.inc), or for
+ * `any`, `count` and `nearest` a task's rays walk it together as a ray
+ * stream (bvh/bvh_stream_avx2.c): about log(boxes) tests per ray, same
+ * answers (R9). Big batches are walked in
  * the order of ray_order.h, so that consecutive rays share cached nodes;
  * each answer still goes to its ray's own index.
  * Each ray's answer depends only on that ray, so results do not depend on
@@ -252,6 +254,8 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
         w.index[n] = (uint32_t)i;
         w.any[n] = 0;
         w.count[n] = 0;
+        w.best[n] = (rb_joint_best){INFINITY, UINT32_MAX, UINT32_MAX,
+                                    UINT32_MAX};
         n++;
     }
     rb_bvh_stream s = {.tree = RB_TREE_BOXES,
@@ -259,6 +263,7 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
                        .n = n,
                        .any = w.any,
                        .count = w.count,
+                       .best = w.best,
                        .arena = w.arena,
                        .words = w.words,
                        .stop = job->stop ? rb_job_stop_cb : NULL,
@@ -267,10 +272,21 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
     if (rc != 0)
         return rc;
     for (uint32_t q = 0; q < n; q++) {
-        if (job->mode == RB_MODE_ANY)
+        if (job->mode == RB_MODE_ANY) {
             res->any[w.index[q]] = w.any[q];
-        else
+        } else if (job->mode == RB_MODE_NEAREST) {
+            rb_hit *out = &res->hits[w.index[q]];
+            const rb_joint_best *b = &w.best[q];
+            if (b->slot == UINT32_MAX) {
+                rb_hit_miss(out);
+                continue;
+            }
+            rb_bvh_slot_full(&job->bvh->nodes[b->slot / RB_BVH_WIDTH],
+                             b->slot % RB_BVH_WIDTH, &w.prep[q], out);
+            out->box = (int32_t)b->id;
+        } else {
             res->counts[w.index[q]] = w.count[q];
+        }
     }
     return 0;
 }

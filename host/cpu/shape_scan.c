@@ -11,10 +11,10 @@
  * bounded shapes in one hierarchy): a mixed scene then costs one walk a
  * ray instead of a walk of the box tree and one of the shape tree.
  *
- * `any` and `count` walk a task's rays through the tree as one ray
- * stream (bvh/bvh_stream_avx2.c, where the walkers have one), as the box
- * walk does (cpu_backend.c); rays outside the tree's widening, and every
- * other mode, go one by one.
+ * `any`, `count` and `nearest` walk a task's rays through the tree as
+ * one ray stream (bvh/bvh_stream_avx2.c, where the walkers have one), as
+ * the box walk does (cpu_backend.c); rays outside the tree's widening,
+ * and every other mode, go one by one.
  */
 #include <math.h>
 #include <stdatomic.h>
@@ -45,7 +45,7 @@ typedef struct shape_run {
     int joint;                 /* rb_joint_run: boxes in the same walk */
     atomic_uint_fast64_t bad;  /* joint: the lowest invalid ray */
     size_t per_task;
-    rb_streams streams; /* `any` and `count`: their scratch, or none */
+    rb_streams streams; /* streamed modes: their scratch, or none */
 } shape_run;
 
 static rb_ray_raw raw_of(const rb_ray *r)
@@ -121,6 +121,35 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
 
 /* ---- both passes in one walk (rb_joint_run) ---- */
 
+/* Ray i's answer from *b, the best of its tree walk (rb_joint_best),
+ * after the planes: the full answer of the winner. A joint run answers
+ * every ray (a miss where nothing won); a shape run leaves the box
+ * pass's answer where no shape improved it. */
+static void nearest_answer(const shape_run *run, size_t i,
+                           const rb_ray_prep *p, const rb_ray_raw *w,
+                           rb_joint_best *b)
+{
+    const rb_shapeset *s = run->set;
+    rb_u32 plane = UINT32_MAX;
+    rb_shape_scan_nearest(&run->view, first_scanned(run),
+                          (rb_u32)rb_shapeset_size(s), w, &b->t, &b->id,
+                          &plane);
+    rb_hit *out = &run->res->hits[i];
+    if (plane != UINT32_MAX) {
+        rb_shape_full(&run->view, plane, w, out);
+    } else if (b->j != UINT32_MAX) {
+        rb_shape_full(&run->tree_view, b->j, w, out);
+    } else if (b->slot != UINT32_MAX) {
+        rb_bvh_slot_full(&s->tree->nodes[b->slot / RB_BVH_WIDTH],
+                         b->slot % RB_BVH_WIDTH, p, out);
+    } else {
+        if (run->joint)
+            rb_hit_miss(out);
+        return;
+    }
+    out->box = (int32_t)b->id;
+}
+
 /* nearest of ray i (p: its prepared form, fast: the tree's widening
  * covers it): the joint walk, the shape walk's own route for the bounded
  * shapes when not fast, the planes; the full answer of the winner. */
@@ -139,23 +168,7 @@ static void joint_nearest(const shape_run *run, size_t i,
             b.slot = UINT32_MAX;
         }
     }
-    rb_u32 plane = UINT32_MAX;
-    rb_shape_scan_nearest(&run->view, first_scanned(run),
-                          (rb_u32)rb_shapeset_size(s), w, &b.t, &b.id,
-                          &plane);
-    rb_hit *out = &run->res->hits[i];
-    if (plane != UINT32_MAX) {
-        rb_shape_full(&run->view, plane, w, out);
-    } else if (b.j != UINT32_MAX) {
-        rb_shape_full(&run->tree_view, b.j, w, out);
-    } else if (b.slot != UINT32_MAX) {
-        rb_bvh_slot_full(&s->tree->nodes[b.slot / RB_BVH_WIDTH],
-                         b.slot % RB_BVH_WIDTH, p, out);
-    } else {
-        rb_hit_miss(out);
-        return;
-    }
-    out->box = (int32_t)b.id;
+    nearest_answer(run, i, p, w, &b);
 }
 
 static void joint_every(const shape_run *run, size_t i, const rb_ray_prep *p,
@@ -240,10 +253,10 @@ static void one_ray(shape_run *run, size_t i)
     }
 }
 
-/* `any` or `count` of rays [begin, end) of the run's order: those the
- * tree's widening covers walk it as one stream (bvh_stream_avx2.c), then
- * test the planes; the others (and all of them if the stream cannot
- * run) go one by one. Answers as one_ray's. */
+/* `any`, `count` or `nearest` of rays [begin, end) of the run's order:
+ * those the tree's widening covers walk it as one stream
+ * (bvh_stream_avx2.c), then test the planes; the others (and all of them
+ * if the stream cannot run) go one by one. Answers as one_ray's. */
 static void stream_task(shape_run *run, unsigned worker, size_t begin,
                         size_t end)
 {
@@ -272,6 +285,15 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
         w.index[n] = (uint32_t)i;
         w.any[n] = 0;
         w.count[n] = 0;
+        if (run->mode == RB_MODE_NEAREST) {
+            /* a shape walk improves on the box pass's answer */
+            const rb_hit *h = &res->hits[i];
+            w.best[n] = run->joint || !h->hit
+                            ? (rb_joint_best){INFINITY, UINT32_MAX,
+                                              UINT32_MAX, UINT32_MAX}
+                            : (rb_joint_best){h->t_enter, (uint32_t)h->box,
+                                              UINT32_MAX, UINT32_MAX};
+        }
         n++;
     }
     rb_bvh_stream st = {.tree = run->joint ? RB_TREE_JOINT : RB_TREE_SHAPES,
@@ -281,6 +303,7 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
                         .n = n,
                         .any = w.any,
                         .count = w.count,
+                        .best = w.best,
                         .arena = w.arena,
                         .words = w.words,
                         .stop = run->job->stop ? rb_job_stop_cb : NULL,
@@ -300,6 +323,10 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
         if (run->mode == RB_MODE_ANY) {
             res->any[i] = w.any[q] || rb_shape_scan_any(&run->view, first,
                                                         all, &w.raw[q]);
+            continue;
+        }
+        if (run->mode == RB_MODE_NEAREST) {
+            nearest_answer(run, i, &w.prep[q], &w.raw[q], &w.best[q]);
             continue;
         }
         uint32_t c = w.count[q] +

@@ -25,6 +25,7 @@ typedef struct rb_stream_scratch {
     uint32_t *index; /* each stream ray's index in the query */
     uint32_t *count;
     uint8_t *any;
+    rb_joint_best *best; /* nearest */
     uint32_t *arena;
     size_t words;
 } rb_stream_scratch;
@@ -48,6 +49,7 @@ static inline size_t rb_stream_layout(size_t n, unsigned depth, int raw,
     RB_PLACE(index, n * sizeof(uint32_t));
     RB_PLACE(count, n * sizeof(uint32_t));
     RB_PLACE(any, n);
+    RB_PLACE(best, n * sizeof(rb_joint_best));
     RB_PLACE(arena, words * sizeof(uint32_t));
 #undef RB_PLACE
     if (base)
