@@ -8,6 +8,7 @@
  * see that no kernel of the program is left out. */
 #include <string.h>
 
+#include "bvh/bvh.h"
 #include "internal.h"
 #include "opencl/cl_internal.h"
 
@@ -99,11 +100,9 @@ int rb_context_warm_up(rb_context *ctx)
         rc = run(ctx, every_box[m], &ray, boxes, 2, NULL, NULL);
         if (!rc)
             rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
-        if (!rc && (every_box[m] == RB_MODE_ANY ||
-                    every_box[m] == RB_MODE_COUNT)) {
+        if (!rc && rb_bvh_streams(every_box[m])) {
             /* CPU devices stream these (cl_run.c); a query whose arena
-             * does not fit the budget, or sorted rays' any, walks one
-             * ray an item. */
+             * does not fit the budget walks one ray an item. */
             int streams = ctx->cl_streams;
             ctx->cl_streams = 0;
             rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);

@@ -830,25 +830,30 @@ RB_BVH_KERNEL(rb_bvh_all, RB_WALK_ALL)
 
 /* ---- Ray streams (the wide variant: CPU devices)
  *
- * count and any over a box tree, a task's rays together, as the CPU's
- * own streams (host/bvh/bvh_stream_avx2.c, which explains the method and
- * the arena's bound): a node is popped with the list of the task's rays
- * that entered it, tested against each of them with the node's rows in
- * registers (rb_node8_span and rb_node8_pass, the one-ray test's own
- * operations, each axis's near and far row chosen by the sign of inv as
- * rb_wray_of does), each ray counts the boxes it hits there (any: a hit
- * ends the ray, which later lists then skip), and each inner child gets
- * the list of the rays that pass its slot; the child with the most rays
- * is walked first. So every ray enters exactly the subtrees and hits
- * exactly the boxes that its own walk does, and the answers are the
- * walk's.
+ * count, any and nearest over a box tree, a task's rays together, as the
+ * CPU's own streams (host/bvh/bvh_stream_avx2.c, which explains the
+ * method, the arena's bound and why nearest's answers are its walk's): a
+ * node is popped with the list of the task's rays that entered it,
+ * tested against each of them with the node's rows in registers
+ * (rb_node8_span and rb_node8_pass, the one-ray test's own operations,
+ * each axis's near and far row chosen by the sign of inv as rb_wray_of
+ * does, against the ray's limit: tmax, or nearest's best t below it),
+ * each ray counts the boxes it hits there (any: a hit ends the ray,
+ * which later lists then skip; nearest: the least (t_enter, index) is
+ * kept), and each inner child gets the list of the rays that pass its
+ * slot; the child with the most rays is walked first. So every ray of
+ * any and count enters exactly the subtrees and hits exactly the boxes
+ * that its own walk does, nearest finds the same least hit, and the
+ * answers are the walk's.
  *
  * A task is task_rays rays (positions in the chunk's ray order); a
  * launch of a few work-items answers all the chunk's tasks, each item
  * taking the next task from the counter at the arena's start until none
  * is left. Item t's arena, task_words words at RB_STREAM_ARENA_HEAD +
  * t * task_words: the prepared rays (rb_ray_prep, 8 words each), their
- * answers, the stack of pending nodes (node, list offset, list length),
+ * answers (three arrays of task_rays words: any's or count's in the
+ * first; nearest's best t, its index and its node * 8 + slot), the
+ * stack of pending nodes (node, list offset, list length),
  * then the lists. The host sizes the lists by rb_bvh_stream_words for
  * the tree's depth; should they run short all the same, the task's rays
  * walk one by one (rb_walk_tree). Kernel arguments: exact.h's enum
@@ -895,8 +900,10 @@ static inline void rb_stream_pack(__global const uint *list,
 }
 
 /* 0 when every ray of the task has its answer in state (count: its
- * count; any: 1 for a hit); -1 when the lists ran short (the answers are
- * then partial). */
+ * count; any: 1 for a hit; nearest: state[r], state[n + r] and
+ * state[2n + r] the best t's bits, index and node * 8 + slot, 0xffffffff
+ * for none); -1 when the lists ran short (the answers are then
+ * partial). */
 static inline int rb_stream_walk(const int mode, __global const float *nodes,
                                  uint n, __global const rb_ray_prep *prep,
                                  __global uint *state, __global uint *stk,
@@ -953,10 +960,26 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
                 far[a] = select(hi[a], lo[a], neg);
             }
             rb_node8_span(near, far, &p, &e, &x);
-            uint m = rb_node8_pass(e, x, p.tmax);
+            float limit = p.tmax;
+            if (mode == RB_WALK_NEAREST && as_float(state[r]) < limit)
+                limit = as_float(state[r]);
+            uint m = rb_node8_pass(e, x, limit);
             if (mode == RB_WALK_ANY && (m & boxes)) {
                 state[r] = 1;
                 continue;
+            }
+            if (mode == RB_WALK_NEAREST && (m & boxes)) {
+                float ev[8];
+                vstore8(e, 0, ev);
+                for (uint t = m & boxes; t; t &= t - 1) {
+                    uint k = rb_ctz(t);
+                    float bt = as_float(state[r]);
+                    if (ev[k] < bt || (ev[k] == bt && child[k] < state[n + r])) {
+                        state[r] = as_uint(ev[k]);
+                        state[n + r] = child[k];
+                        state[2 * n + r] = node * RB_BVH_WIDTH + k;
+                    }
+                }
             }
             if (mode == RB_WALK_COUNT)
                 state[r] += popcount(m & boxes);
@@ -1009,13 +1032,13 @@ static inline void rb_bvh_stream_kernel(
     __global const float *nodes, __global const uint *order,
     __global uchar *any_hit, __global uint *counts, uint ray_base,
     __global uint *bad, __global uint *arena, uint task_rays,
-    uint task_words)
+    uint task_words, __global rb_hit *hits)
 {
     __global uint *base = arena + RB_STREAM_ARENA_HEAD +
                           get_global_id(0) * (size_t)task_words;
     __global rb_ray_prep *prep = (__global rb_ray_prep *)base;
     __global uint *state = base + 8 * (size_t)task_rays;
-    __global uint *stk = state + task_rays;
+    __global uint *stk = state + 3 * (size_t)task_rays;
     __global uint *lists = stk + 3 * RB_STREAM_STACK;
     size_t list_words =
         task_words -
@@ -1040,7 +1063,9 @@ static inline void rb_bvh_stream_kernel(
             if (!rb_ray_ok(rays, dims, i))
                 rb_note_bad(bad, (ray_base + (uint)i) * 2);
             prep[q] = rb_load_ray(rays, dims, i);
-            state[q] = 0;
+            state[q] = mode == RB_WALK_NEAREST ? as_uint(INFINITY) : 0u;
+            state[n + q] = 0xffffffffu;
+            state[2 * n + q] = 0xffffffffu;
         }
         if (rb_stream_walk(mode, nodes, n, prep, state, stk, lists,
                            list_words)) {
@@ -1050,14 +1075,38 @@ static inline void rb_bvh_stream_kernel(
                 rb_walk_tree(&w, nodes, mode, &s, 0, 0, RB_TREE_BOXES, 0, 0,
                              0);
                 state[q] = mode == RB_WALK_ANY ? (uint)s.found : s.count;
+                if (mode == RB_WALK_NEAREST) {
+                    state[q] = as_uint(s.best_t);
+                    state[n + q] = s.best_i;
+                    state[2 * n + q] = s.found ? s.best_node * RB_BVH_WIDTH +
+                                                     s.best_slot
+                                               : 0xffffffffu;
+                }
             }
         }
         for (uint q = 0; q < n; q++) {
             size_t i = order ? order[b + q] : b + q;
-            if (mode == RB_WALK_ANY)
+            if (mode == RB_WALK_ANY) {
                 any_hit[i] = (uchar)state[q];
-            else
+            } else if (mode == RB_WALK_NEAREST) {
+                /* the winner's full answer from its slot, as the one-ray
+                 * kernel gives it (rb_walk_box_answer) */
+                rb_hit h;
+                uint slot = state[2 * n + q];
+                if (slot == 0xffffffffu) {
+                    rb_hit_miss(&h);
+                } else {
+                    rb_wray w = rb_wray_of(prep[q]);
+                    rb_walk s = rb_walk_init();
+                    s.best_i = state[n + q];
+                    s.best_node = slot / RB_BVH_WIDTH;
+                    s.best_slot = slot % RB_BVH_WIDTH;
+                    rb_walk_box_answer(&w, nodes, &s, &h);
+                }
+                hits[i] = h;
+            } else {
                 counts[i] = state[q];
+            }
         }
     }
 }
@@ -1068,13 +1117,15 @@ static inline void rb_bvh_stream_kernel(
                        __global const uint *order, __global uchar *any_hit,    \
                        __global uint *counts, uint ray_base,                   \
                        __global uint *bad, __global uint *arena,               \
-                       uint task_rays, uint task_words)                        \
+                       uint task_rays, uint task_words,                        \
+                       __global rb_hit *hits)                                  \
     {                                                                          \
         rb_bvh_stream_kernel(mode, rays, dims, n_rays, nodes, order, any_hit,  \
                              counts, ray_base, bad, arena, task_rays,          \
-                             task_words);                                      \
+                             task_words, hits);                                \
     }
 
 RB_STREAM_KERNEL(rb_bvh_stream_any, RB_WALK_ANY)
 RB_STREAM_KERNEL(rb_bvh_stream_count, RB_WALK_COUNT)
+RB_STREAM_KERNEL(rb_bvh_stream_nearest, RB_WALK_NEAREST)
 #endif /* RB_WIDE */

@@ -860,16 +860,17 @@ enum rb_walk_arg {
 
 /* The words before the lists in a ray stream task's arena (bvh.cl's
  * rb_bvh_stream_kernel) of n rays and a pending stack of `stack`
- * entries: the prepared rays (8 words each), their answers (1 each),
- * the stack (3 words an entry). */
-#define RB_STREAM_HEAD_WORDS(n, stack) (9 * (n) + 3 * (stack))
+ * entries: the prepared rays (8 words each), their answers (3 each:
+ * any's or count's in the first; nearest's best t, id and slot), the
+ * stack (3 words an entry). */
+#define RB_STREAM_HEAD_WORDS(n, stack) (11 * (n) + 3 * (stack))
 
 /* The words before the first task arena in a ray streams' launch: word 0
  * counts the tasks taken (the host zeroes it before the launch), the
  * rest keeps the arenas on 64-byte lines. */
 #define RB_STREAM_ARENA_HEAD 16
 
-/* bvh.cl, rb_bvh_stream_any/count (CPU devices' ray streams). */
+/* bvh.cl, rb_bvh_stream_any/count/nearest (CPU devices' ray streams). */
 enum rb_stream_arg {
     RB_STARG_RAYS,
     RB_STARG_DIMS,
@@ -883,6 +884,7 @@ enum rb_stream_arg {
     RB_STARG_ARENA,      /* the task counter, then an arena an item */
     RB_STARG_TASK_RAYS,  /* rays a task (the last of a chunk may hold fewer) */
     RB_STARG_TASK_WORDS, /* an item's arena */
+    RB_STARG_HITS,       /* nearest: rb_hit records */
     RB_STARG_COUNT
 };
 

@@ -384,7 +384,7 @@ static int wide_kernels(void)
     return !(variant && strcmp(variant, "tiled") == 0);
 }
 
-/* count and any as ray streams (CPU devices, the wide kernels): the
+/* count, any and nearest as ray streams (CPU devices, the wide kernels): the
  * answers of the CPU, with the streams' lists as the bound sizes them
  * and capped so that they run short (the kernel then walks its tasks'
  * rays one by one), and with the streams off (one ray an item); in
@@ -425,6 +425,8 @@ START_TEST(test_streams)
                 rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_ANY);
             unsigned long long c0 =
                 rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_COUNT);
+            unsigned long long n0 =
+                rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_NEAREST);
             char what[64];
             snprintf(what, sizeof what, "streams, cap %zu, order %d%s",
                      caps[run], order, run == 2 ? ", streams off" : "");
@@ -433,10 +435,14 @@ START_TEST(test_streams)
                 rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_ANY) - a0;
             unsigned long long c =
                 rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_COUNT) - c0;
+            unsigned long long nn =
+                rb_cl_stream_launches(t.c[CL_BVH], RB_MODE_NEAREST) - n0;
             /* several chunks: a launch each at least */
             int streams = wide && run < 2;
             ck_assert_msg(streams ? c >= 3 : c == 0,
                           "%s: %llu count stream launches", what, c);
+            ck_assert_msg(streams ? nn >= 3 : nn == 0,
+                          "%s: %llu nearest stream launches", what, nn);
             ck_assert_msg(streams ? a >= 3 : a == 0,
                           "%s: %llu any stream launches", what, a);
         }
@@ -473,7 +479,7 @@ START_TEST(test_streams)
 }
 END_TEST
 
-/* Sorted rays stream any and count too, in chunks: under a budget that
+/* Sorted rays stream any, count and nearest too, in chunks: under a budget that
  * splits the batch into six chunks or more and leaves room for the arenas
  * of tasks of 256 rays (RB_CL_STREAM_MIN_RAYS), each chunk is one stream
  * launch whose work-items take many tasks each from the arena's counter
@@ -512,12 +518,15 @@ START_TEST(test_stream_chunks)
     uint8_t *any[2] = {malloc(nr), malloc(nr)};
     uint32_t *counts[2] = {malloc(nr * sizeof(uint32_t)),
                            malloc(nr * sizeof(uint32_t))};
-    for (int mode = 0; mode < 2; mode++) {
-        rb_query q = {.mode = mode ? RB_MODE_COUNT : RB_MODE_ANY, .dims = 3,
+    rb_hit *hits[2] = {calloc(nr, sizeof(rb_hit)), calloc(nr, sizeof(rb_hit))};
+    static const rb_mode modes[] = {RB_MODE_ANY, RB_MODE_COUNT,
+                                    RB_MODE_NEAREST};
+    for (int mode = 0; mode < 3; mode++) {
+        rb_query q = {.mode = modes[mode], .dims = 3,
                       .rays = rays, .n_rays = nr, .scene = scene};
         for (int dev = 0; dev < 2; dev++) {
             rb_results r = {.any = any[dev], .counts = counts[dev],
-                            .capacity = nr};
+                            .hits = hits[dev], .capacity = nr};
             unsigned long long w0 = rb_cl_walks(cl);
             unsigned long long s0 = rb_cl_stream_launches(cl, q.mode);
             ck_assert_int_eq(rb_intersect(dev ? cl : cpu, &q, &r), RB_OK);
@@ -531,7 +540,9 @@ START_TEST(test_stream_chunks)
                           "mode %d: %llu stream launches, %llu chunks", mode,
                           streams, walks);
         }
-        if (mode)
+        if (mode == 2)
+            ck_assert(memcmp(hits[0], hits[1], nr * sizeof(rb_hit)) == 0);
+        else if (mode)
             ck_assert(memcmp(counts[0], counts[1],
                              nr * sizeof(uint32_t)) == 0);
         else
@@ -543,6 +554,7 @@ START_TEST(test_stream_chunks)
     for (int k = 0; k < 2; k++) {
         free(any[k]);
         free(counts[k]);
+        free(hits[k]);
     }
     free(boxes);
     free(rays);

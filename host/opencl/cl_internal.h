@@ -43,6 +43,7 @@ typedef enum rb_cl_kernel_id {
     RB_CLK_VIS_BVH,
     RB_CLK_BVH_STREAM_ANY, /* kernels/bvh.cl, ray streams: wide only */
     RB_CLK_BVH_STREAM_COUNT,
+    RB_CLK_BVH_STREAM_NEAREST,
     RB_CLK_N
 } rb_cl_kernel_id;
 
@@ -125,7 +126,8 @@ typedef struct rb_cl_backend {
     uint64_t nodes_uid;
     size_t nodes_n;
     uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
-    uint64_t stream_launches[2];  /* likewise: rb_bvh_stream_any's, count's */
+    uint64_t stream_launches[3];  /* likewise: rb_bvh_stream_any's, count's,
+                                     nearest's */
     size_t stream_cap; /* tests: list words a stream task's ray (0: the
                         * bound), to make the lists run short */
     /* What the shape tree's buffers hold (cl_shapes.c): the nodes and

@@ -91,9 +91,7 @@ int rb_cl_plan_job(const rb_job *job, uint64_t max_buf, uint64_t budget,
                             ? (budget - nodes - first_rays) / 4
                             : 0;
         uint64_t arena = 0;
-        int streams = out->bvh && stream_tasks &&
-                      (job->mode == RB_MODE_ANY ||
-                       job->mode == RB_MODE_COUNT);
+        int streams = out->bvh && stream_tasks && rb_bvh_streams(job->mode);
         for (; streams && task >= RB_CL_STREAM_MIN_RAYS; task /= 2) {
             arena = (RB_STREAM_ARENA_HEAD +
                      (uint64_t)stream_tasks *

@@ -44,7 +44,7 @@ static const char *const kernel_names[RB_CLK_N] = {
     "rb_joint_walk_nearest", "rb_joint_walk_any", "rb_joint_walk_count",
     "rb_joint_walk_all",
     "rb_vis_brute",    "rb_vis_bvh",
-    "rb_bvh_stream_any", "rb_bvh_stream_count",
+    "rb_bvh_stream_any", "rb_bvh_stream_count", "rb_bvh_stream_nearest",
 };
 
 /* The kernel files, in the order cmake/embed.cmake concatenates them. */
@@ -283,7 +283,8 @@ static void release_program(rb_cl_backend *be)
 
 int rb_cl_kernel_wide_only(int k)
 {
-    return k == RB_CLK_BVH_STREAM_ANY || k == RB_CLK_BVH_STREAM_COUNT;
+    return k == RB_CLK_BVH_STREAM_ANY || k == RB_CLK_BVH_STREAM_COUNT ||
+           k == RB_CLK_BVH_STREAM_NEAREST;
 }
 
 static int create_kernels(rb_cl_backend *be)

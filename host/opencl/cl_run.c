@@ -511,8 +511,8 @@ static int upload_nodes(run_state *st)
     return RB_OK;
 }
 
-/* any or count for the chunk's rays (order: their order, or NULL) as ray
- * streams (bvh.cl's rb_bvh_stream_any/count): tasks of up to
+/* any, count or nearest for the chunk's rays (order: their order, or
+ * NULL) as ray streams (bvh.cl's rb_bvh_stream_*): tasks of up to
  * plan.stream_rays rays, at least as many as the launch's work-items
  * when the chunk allows (a task of fewer rays is still exact, only less
  * shared), which the items take in turn from a counter at the arena's
@@ -522,9 +522,12 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
     static const cl_uint no_task_taken = 0;
     rb_cl_backend *be = st->be;
     const rb_job *job = st->job;
-    int any = job->mode == RB_MODE_ANY;
-    cl_kernel k = be->kernels[any ? RB_CLK_BVH_STREAM_ANY
-                                  : RB_CLK_BVH_STREAM_COUNT];
+    int any = job->mode == RB_MODE_ANY, near = job->mode == RB_MODE_NEAREST;
+    int which = any ? 0 : near ? 2 : 1; /* stream_launches' index */
+    static const rb_cl_kernel_id kernel_of[] = {RB_CLK_BVH_STREAM_ANY,
+                                                RB_CLK_BVH_STREAM_COUNT,
+                                                RB_CLK_BVH_STREAM_NEAREST};
+    cl_kernel k = be->kernels[kernel_of[which]];
     size_t items = st->plan.stream_tasks;
     size_t task = (nr + items - 1) / items;
     task = task < st->plan.stream_rays ? task : st->plan.stream_rays;
@@ -550,11 +553,15 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
         rc = ARG(k, RB_STARG_NODES, nodes);
     if (!rc)
         rc = ARG(k, RB_STARG_ORDER, order);
-    cl_mem any_out = any ? out : none, count_out = any ? none : out;
+    cl_mem any_out = which == 0 ? out : none;
+    cl_mem count_out = which == 1 ? out : none;
+    cl_mem hits_out = which == 2 ? out : none;
     if (!rc)
         rc = ARG(k, RB_STARG_ANY, any_out);
     if (!rc)
         rc = ARG(k, RB_STARG_COUNTS, count_out);
+    if (!rc)
+        rc = ARG(k, RB_STARG_HITS, hits_out);
     if (!rc)
         rc = ARG(k, RB_STARG_BAD, bad);
     if (!rc)
@@ -569,7 +576,7 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
         /* a work-group an item */
         rc = enqueue(st, k, tasks < items ? tasks : items, 1);
     if (!rc)
-        be->stream_launches[any ? 0 : 1]++;
+        be->stream_launches[which]++;
     return rc;
 }
 
