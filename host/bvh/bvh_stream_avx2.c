@@ -14,12 +14,13 @@
  * over the tree: Barringer and Akenine-Moller 2014, "Dynamic ray stream
  * traversal"). docs/benchmarks.md, "Ray streams", has the figures.
  *
- `nearest` keeps each ray's best hit so far (rb_joint_best), and a ray's
+ * `nearest` keeps each ray's best hit so far (rb_joint_best), and a ray's
  * slots pass against its own limit, min(best t, tmax), as in the one-ray
  * walk. It loses that walk's near-to-far order, so a ray may take a far
  * hit before a near one; measured, sharing the node reads pays more:
  * 1.25-1.5x the one-ray walk's rate over box trees of 300 to 1M boxes,
- * ~1.8x over shape trees (docs/benchmarks.md, "Ray streams").
+ * ~1.8x over shape trees (docs/benchmarks.md, "`nearest` as a ray
+ * stream").
  *
  * Shape candidates wait: a ray's candidate is not tested when its slot
  * passes but put in a batch of TESTS_WAITING_MAX, its record fetched
@@ -120,9 +121,10 @@ static inline uint32_t pack_slot(const uint32_t *list, const uint8_t *mk,
 }
 
 /* The slots of a node (its planes lo, hi) that ray rp passes, as
- * test_node computes them with limit = tmax (bvh_node_avx2.h, shared):
- * unpadded (the box tree's compare, and a joint tree's boxes') and, for
- * shape and joint trees, padded in *padded (the shape trees' slots). */
+ * test_node computes them with the same limit (tmax, or nearest's best t
+ * below it; bvh_node_avx2.h, shared): unpadded (the box tree's compare,
+ * and a joint tree's boxes') and, for shape and joint trees, padded in
+ * *padded (the shape trees' slots). *e_out: the slots' entries. */
 static inline unsigned pass_mask(const rb_ray_prep *rp, float limit,
                                  const __m256 lo[3], const __m256 hi[3],
                                  const int tree, unsigned *padded,
