@@ -199,7 +199,9 @@ int rb_context_create(const rb_context_options *opt_in, rb_context **out,
                          ? RB_HIERARCHY_BUILD_FAST
                          : bvh_build_from_env();
     const char *streams = getenv("RAYBOX_CL_STREAMS");
-    ctx->cl_streams = !(streams && strcmp(streams, "off") == 0);
+    ctx->cl_streams = streams && strcmp(streams, "off") == 0
+                          ? RB_CL_STREAMS_OFF
+                          : RB_CL_STREAMS_ON;
 
     int oom = 0;
     ctx->kernel_dir = dup_opt(ctx, opt.kernel_dir, "RAYBOX_KERNEL_DIR", &oom);

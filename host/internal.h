@@ -200,12 +200,17 @@ struct rb_context {
      * (cpu_backend.c); the tests set ALWAYS so that small trees take the
      * sorted path too. Zero (AUTO) on creation. */
     int walk_order;
-    /* OpenCL on CPU devices: any and count over a box hierarchy as ray
-     * streams (kernels/bvh.cl), or, when 0, one ray a work-item as on
-     * GPUs. $RAYBOX_CL_STREAMS=off sets 0 at creation (A/B runs); the
-     * warm-up clears it for a query to build the one-ray kernels too. */
+    /* OpenCL on CPU devices: any, count and nearest over a box hierarchy
+     * as ray streams (kernels/bvh.cl; nearest where a task gets
+     * RB_BVH_NEAREST_STREAM_MIN rays or more), or, when 0 (CL_STREAMS_OFF),
+     * one ray a work-item as on GPUs. $RAYBOX_CL_STREAMS=off sets 0 at
+     * creation (A/B runs); the warm-up clears it for a query to build the
+     * one-ray kernels too, and sets CL_STREAMS_ALWAYS (nearest streams
+     * whatever its size) for its one-ray query to build the stream's. */
     int cl_streams;
 };
+
+enum { RB_CL_STREAMS_OFF = 0, RB_CL_STREAMS_ON = 1, RB_CL_STREAMS_ALWAYS = 2 };
 
 enum { RB_WALK_ORDER_AUTO = 0, RB_WALK_ORDER_ALWAYS = 1 };
 

@@ -101,11 +101,16 @@ int rb_context_warm_up(rb_context *ctx)
         if (!rc)
             rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
         if (!rc && rb_bvh_streams(every_box[m])) {
-            /* CPU devices stream these (cl_run.c); a query whose arena
-             * does not fit the budget walks one ray an item. */
+            /* CPU devices stream these (cl_run.c; nearest only for long
+             * enough tasks); a query whose arena does not fit the budget
+             * walks one ray an item: both kernels, whatever the first
+             * query took. */
             int streams = ctx->cl_streams;
-            ctx->cl_streams = 0;
+            ctx->cl_streams = RB_CL_STREAMS_OFF;
             rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
+            ctx->cl_streams = RB_CL_STREAMS_ALWAYS;
+            if (!rc && streams)
+                rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
             ctx->cl_streams = streams;
         }
         if (!rc)

@@ -520,11 +520,13 @@ START_TEST(test_scalar_walker)
 }
 END_TEST
 
-/* The ray streams of `any` and `count` (bvh_stream_avx2.c) against the
- * same tree's one-ray walks, ray by ray; and a stream whose arena is
- * too short says so instead of answering (the backend then walks its
- * rays one by one). The query suites above reach streams through the
- * backend too (tasks of 64 rays or more). */
+/* The ray streams of `any`, `count` and `nearest` (bvh_stream_avx2.c)
+ * against the same tree's one-ray walks, ray by ray (nearest: the full
+ * answer built from the stream's best slot, as cpu_backend.c builds it);
+ * and a stream whose arena is too short says so instead of answering
+ * (the backend then walks its rays one by one). The query suites above
+ * reach streams through the backend too (tasks of 64 rays or more,
+ * nearest 1024). */
 START_TEST(test_streams)
 {
     const rb_bvh_walkers *walk = rb_bvh_walk_pick();
@@ -541,7 +543,8 @@ START_TEST(test_streams)
     rb_ray_prep *prep = calloc(NR, sizeof *prep);
     uint8_t *any = calloc(NR, 1);
     uint32_t *count = calloc(NR, sizeof *count);
-    ck_assert(boxes && rays && prep && any && count);
+    rb_joint_best *best = calloc(NR, sizeof *best);
+    ck_assert(boxes && rays && prep && any && count && best);
     size_t nb = rbt_scene_boxes(RBT_SC_CLUSTERED, NB, &g, boxes);
     rbt_scene_rays(&g, boxes, nb, rays, NR);
     ck_assert_uint_eq(rb_prep_rays(rays, 3, 0, NR, prep), NR);
@@ -552,15 +555,31 @@ START_TEST(test_streams)
     size_t words = rb_bvh_stream_words(NR, bvh->depth);
     uint32_t *arena = malloc(words * sizeof *arena);
     ck_assert(arena);
+    for (size_t i = 0; i < NR; i++)
+        best[i] = (rb_joint_best){INFINITY, UINT32_MAX, UINT32_MAX,
+                                  UINT32_MAX};
     rb_bvh_stream st = {.prep = prep, .n = NR, .any = any, .count = count,
-                        .arena = arena, .words = words};
+                        .best = best, .arena = arena, .words = words};
     ck_assert_int_eq(walk->stream(bvh, &st, RB_MODE_ANY), 0);
     ck_assert_int_eq(walk->stream(bvh, &st, RB_MODE_COUNT), 0);
+    ck_assert_int_eq(walk->stream(bvh, &st, RB_MODE_NEAREST), 0);
     size_t hits = 0, several = 0;
     for (size_t i = 0; i < NR; i++) {
         ck_assert_msg(any[i] == walk->any(bvh, &prep[i]), "any, ray %zu", i);
         ck_assert_msg(count[i] == walk->count(bvh, &prep[i]), "count, ray %zu",
                       i);
+        rb_hit one, streamed;
+        walk->nearest(bvh, &prep[i], &one);
+        if (best[i].slot == UINT32_MAX) {
+            rb_hit_miss(&streamed);
+        } else {
+            rb_bvh_slot_full(&bvh->nodes[best[i].slot / RB_BVH_WIDTH],
+                             best[i].slot % RB_BVH_WIDTH, &prep[i], &streamed);
+            streamed.box = (int32_t)best[i].id;
+        }
+        ck_assert_msg(memcmp(&one, &streamed, sizeof one) == 0,
+                      "nearest, ray %zu: box %d / %d", i, one.box,
+                      streamed.box);
         hits += any[i];
         several += count[i] > 1;
     }
@@ -590,6 +609,7 @@ START_TEST(test_streams)
     free(prep);
     free(any);
     free(count);
+    free(best);
 }
 END_TEST
 

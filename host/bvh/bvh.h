@@ -266,6 +266,21 @@ static inline int rb_bvh_streams(rb_mode mode)
            mode == RB_MODE_NEAREST;
 }
 
+/* `nearest` streams only where a task gets this many rays or more: with
+ * fewer, its rays share too few nodes to make up for their own
+ * near-to-far order. raybox-bench, 16K boxes (docs/benchmarks.md): tasks
+ * of 64 and 256 rays ran at 0.3-0.75x the one-ray walk's rate on the
+ * CPU, 0.55-0.8x on PoCL; tasks of 1024 at 0.95-1.3x, of 4096 and more
+ * up to 1.75x (the CPU; PoCL's city rays stay at 0.9x). */
+#define RB_BVH_NEAREST_STREAM_MIN 1024
+
+/* Whether mode streams when each task gets task_rays rays. */
+static inline int rb_bvh_streams_for(rb_mode mode, size_t task_rays)
+{
+    return rb_bvh_streams(mode) &&
+           (mode != RB_MODE_NEAREST || task_rays >= RB_BVH_NEAREST_STREAM_MIN);
+}
+
 typedef struct rb_bvh_walkers {
     const char *simd;
     /* Every ray of s through its tree, for a mode rb_bvh_streams

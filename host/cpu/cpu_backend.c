@@ -418,7 +418,7 @@ static int cpu_run_job(rb_backend *self, rb_context *ctx, const rb_job *job,
         run.per_task = EMPTY_PER_TASK;
     } else if (job->bvh) {
         size_t per = job->n_rays / ((size_t)be->workers * 8);
-        size_t stream = be->walk->stream && rb_bvh_streams(job->mode)
+        size_t stream = be->walk->stream && rb_bvh_streams_for(job->mode, per)
                             ? rb_streams_take(&run.streams, work,
                                               be->workers, per,
                                               job->bvh->depth, 0)

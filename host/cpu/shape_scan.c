@@ -417,12 +417,12 @@ static int run_pass(rb_context *ctx, const rb_job *job,
             n_rays, rb_pool_size(ctx->pool), 1, RAYS_PER_TASK,
             PAIRS_PER_TASK_MAX);
     }
+    unsigned workers = rb_pool_size(ctx->pool);
+    size_t per = n_rays / ((size_t)workers * 8);
     if (set->tree && set->tree->n_nodes && run.walk->stream &&
-        rb_bvh_streams(mode)) {
-        unsigned workers = rb_pool_size(ctx->pool);
+        rb_bvh_streams_for(mode, per)) {
         size_t rays = rb_streams_take(&run.streams, &ctx->workmem, workers,
-                                      n_rays / ((size_t)workers * 8),
-                                      set->tree->depth, 1);
+                                      per, set->tree->depth, 1);
         if (rays)
             run.per_task = rays;
     }

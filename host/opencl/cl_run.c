@@ -724,6 +724,10 @@ int rb_cl_run(rb_backend *self, rb_context *ctx, const rb_job *job,
                        (be->dev.desc.compute_units ? be->dev.desc.compute_units
                                                    : 1)
                  : 0;
+    /* nearest streams only when each item's task would be long enough */
+    if (stream_tasks && ctx->cl_streams != RB_CL_STREAMS_ALWAYS &&
+        !rb_bvh_streams_for(job->mode, job->n_rays / stream_tasks))
+        stream_tasks = 0;
     rc = rb_cl_plan_job(job, be->max_buf, be->budget, be->wg, stream_tasks,
                         &st.plan, why, sizeof why);
     if (rc)
