@@ -98,21 +98,19 @@ int rb_context_warm_up(rb_context *ctx)
     for (size_t m = 0; !rc && m < sizeof every_box / sizeof *every_box;
          m++) {
         rc = run(ctx, every_box[m], &ray, boxes, 2, NULL, NULL);
+        /* CPU devices stream the streamed modes over the scene (cl_run.c;
+         * nearest only for long enough tasks, so forced here), and a
+         * query whose arena does not fit the budget walks one ray an
+         * item: both kernels. */
+        int streams = ctx->cl_streams, streamed = rb_bvh_streams(every_box[m]);
+        if (streams && streamed)
+            ctx->cl_streams = RB_CL_STREAMS_ALWAYS;
         if (!rc)
             rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
-        if (!rc && rb_bvh_streams(every_box[m])) {
-            /* CPU devices stream these (cl_run.c; nearest only for long
-             * enough tasks); a query whose arena does not fit the budget
-             * walks one ray an item: both kernels, whatever the first
-             * query took. */
-            int streams = ctx->cl_streams;
-            ctx->cl_streams = RB_CL_STREAMS_OFF;
+        ctx->cl_streams = RB_CL_STREAMS_OFF;
+        if (!rc && streamed)
             rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
-            ctx->cl_streams = RB_CL_STREAMS_ALWAYS;
-            if (!rc && streams)
-                rc = run(ctx, every_box[m], &ray, NULL, 0, scene, NULL);
-            ctx->cl_streams = streams;
-        }
+        ctx->cl_streams = streams;
         if (!rc)
             rc = run(ctx, every_box[m], &ray, NULL, 0, NULL, &shapes);
         if (!rc)
