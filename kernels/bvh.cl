@@ -1074,13 +1074,14 @@ static inline void rb_bvh_stream_kernel(
                 rb_walk s = rb_walk_init();
                 rb_walk_tree(&w, nodes, mode, &s, 0, 0, RB_TREE_BOXES, 0, 0,
                              0);
-                state[q] = mode == RB_WALK_ANY ? (uint)s.found : s.count;
                 if (mode == RB_WALK_NEAREST) {
                     state[q] = as_uint(s.best_t);
                     state[n + q] = s.best_i;
                     state[2 * n + q] = s.found ? s.best_node * RB_BVH_WIDTH +
                                                      s.best_slot
                                                : 0xffffffffu;
+                } else {
+                    state[q] = mode == RB_WALK_ANY ? (uint)s.found : s.count;
                 }
             }
         }

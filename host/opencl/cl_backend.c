@@ -289,9 +289,7 @@ unsigned long long rb_cl_node_uploads(const rb_context *ctx)
 unsigned long long rb_cl_stream_launches(const rb_context *ctx,
                                          rb_mode mode)
 {
-    HOOK_SUM(stream_launches[mode == RB_MODE_ANY     ? 0
-                             : mode == RB_MODE_COUNT ? 1
-                                                     : 2]);
+    HOOK_SUM(stream_launches[rb_cl_stream_slot(mode)]);
 }
 
 void rb_cl_stream_cap(rb_context *ctx, size_t words_per_ray)

@@ -126,8 +126,7 @@ typedef struct rb_cl_backend {
     uint64_t nodes_uid;
     size_t nodes_n;
     uint64_t walks, node_uploads; /* for the tests (cl_testhook.h) */
-    uint64_t stream_launches[3];  /* likewise: rb_bvh_stream_any's, count's,
-                                     nearest's */
+    uint64_t stream_launches[3];  /* likewise: by rb_cl_stream_slot */
     size_t stream_cap; /* tests: list words a stream task's ray (0: the
                         * bound), to make the lists run short */
     /* What the shape tree's buffers hold (cl_shapes.c): the nodes and
@@ -146,6 +145,13 @@ typedef struct rb_cl_backend {
      * (the tiles of host/visibility.c), to measure one against the other */
     int vis_explicit;
 } rb_cl_backend;
+
+/* A streamed mode's ray-stream kernel and stream_launches counter: any 0,
+ * count 1, nearest 2. */
+static inline int rb_cl_stream_slot(rb_mode mode)
+{
+    return mode == RB_MODE_ANY ? 0 : mode == RB_MODE_COUNT ? 1 : 2;
+}
 
 /* Entries of the hierarchy walk's short stack (kernels/bvh.cl), a power
  * of two: the tiled variant's keeps a GPU's local memory per work-item

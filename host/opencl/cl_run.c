@@ -522,8 +522,7 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
     static const cl_uint no_task_taken = 0;
     rb_cl_backend *be = st->be;
     const rb_job *job = st->job;
-    int any = job->mode == RB_MODE_ANY, near = job->mode == RB_MODE_NEAREST;
-    int which = any ? 0 : near ? 2 : 1; /* stream_launches' index */
+    int which = rb_cl_stream_slot(job->mode);
     static const rb_cl_kernel_id kernel_of[] = {RB_CLK_BVH_STREAM_ANY,
                                                 RB_CLK_BVH_STREAM_COUNT,
                                                 RB_CLK_BVH_STREAM_NEAREST};
