@@ -573,9 +573,7 @@ START_TEST(test_streams)
         if (best[i].slot == UINT32_MAX) {
             rb_hit_miss(&streamed);
         } else {
-            rb_bvh_slot_full(&bvh->nodes[best[i].slot / RB_BVH_WIDTH],
-                             best[i].slot % RB_BVH_WIDTH, &prep[i], &streamed);
-            streamed.box = (int32_t)best[i].id;
+            rb_bvh_best_box_full(bvh, &best[i], &prep[i], &streamed);
         }
         ck_assert_msg(memcmp(&one, &streamed, sizeof one) == 0,
                       "nearest, ray %zu: box %d / %d", i, one.box,

@@ -213,6 +213,17 @@ typedef struct rb_joint_best {
     uint32_t slot;
 } rb_joint_best;
 
+/* The full answer of ray r when b, a walk's best, is a box of bvh
+ * (b->slot set): its slot's rb_bvh_slot_full, box = b->id. */
+static inline void rb_bvh_best_box_full(const rb_bvh *bvh,
+                                        const rb_joint_best *b,
+                                        const rb_ray_prep *r, rb_hit *out)
+{
+    rb_bvh_slot_full(&bvh->nodes[b->slot / RB_BVH_WIDTH],
+                     b->slot % RB_BVH_WIDTH, r, out);
+    out->box = (int32_t)b->id;
+}
+
 /* ---- traversal of one prepared ray; the same answers as the every-box
  * scans. One table per instruction set, like host/cpu/scan.h. */
 /* A task's rays for rb_bvh_walkers.stream (bvh_stream_avx2.c): the

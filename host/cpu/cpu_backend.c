@@ -281,9 +281,7 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
                 rb_hit_miss(out);
                 continue;
             }
-            rb_bvh_slot_full(&job->bvh->nodes[b->slot / RB_BVH_WIDTH],
-                             b->slot % RB_BVH_WIDTH, &w.prep[q], out);
-            out->box = (int32_t)b->id;
+            rb_bvh_best_box_full(job->bvh, b, &w.prep[q], out);
         } else {
             res->counts[w.index[q]] = w.count[q];
         }

@@ -140,8 +140,7 @@ static void nearest_answer(const shape_run *run, size_t i,
     } else if (b->j != UINT32_MAX) {
         rb_shape_full(&run->tree_view, b->j, w, out);
     } else if (b->slot != UINT32_MAX) {
-        rb_bvh_slot_full(&s->tree->nodes[b->slot / RB_BVH_WIDTH],
-                         b->slot % RB_BVH_WIDTH, p, out);
+        rb_bvh_best_box_full(s->tree, b, p, out);
     } else {
         if (run->joint)
             rb_hit_miss(out);
