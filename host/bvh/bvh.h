@@ -189,6 +189,28 @@ static inline void rb_bvh_fetch_node(const rb_bvh_node *nodes, uint32_t c)
     __builtin_prefetch(p + 192);
 }
 
+/* Starts fetching shape j's record in view v (an lbox spans two cache
+ * lines). */
+static inline void rb_shape_fetch_record(const rb_shape_view *v, rb_u32 j)
+{
+    if (j < v->n_lbox) {
+        __builtin_prefetch(v->lbox + j);
+        __builtin_prefetch((const char *)(v->lbox + j + 1) - 1);
+    } else {
+        __builtin_prefetch(v->ball + (j - v->n_lbox));
+    }
+}
+
+/* Starts fetching what rb_bvh_best_box_full reads of best b's slot: its
+ * node's planes (the first three lines). */
+static inline void rb_bvh_fetch_slot(const rb_bvh *bvh, uint32_t slot)
+{
+    const char *p = (const char *)&bvh->nodes[slot / RB_BVH_WIDTH];
+    __builtin_prefetch(p);
+    __builtin_prefetch(p + 64);
+    __builtin_prefetch(p + 128);
+}
+
 /* The full answer of ray r against the box in slot k of node n (a box
  * slot's bounds are its flushed corners): rb_slab_full's, box unset. */
 static inline void rb_bvh_slot_full(const rb_bvh_node *n, unsigned k,

@@ -152,51 +152,78 @@ static inline unsigned pass_mask(const rb_ray_prep *rp, float limit,
     return pass;
 }
 
-/* A shape candidate of a ray, waiting for its exact test; e: its slot's
- * entry (nearest skips the test when the ray's best t is below it). */
-typedef struct pending_test {
-    uint32_t ray, shape;
-    float e;
-} pending_test;
-
 /* Candidates wait in batches of this many (16 and 64 measured the same). */
 #define TESTS_WAITING_MAX 32
 
-/* Fetches shape j's record (an lbox spans two cache lines). */
-static inline void fetch_record(const rb_shape_view *v, rb_u32 j)
+/* Shape candidates waiting for their exact tests, in arrays of their
+ * own so that a ray's candidates at a node are written eight lanes at a
+ * time: ray, shape index, and the slot's entry (nearest skips the test
+ * when the ray's best t is below it). Room for a node's eight past the
+ * batch's size. */
+typedef struct test_batch {
+    uint32_t ray[TESTS_WAITING_MAX + RB_BVH_WIDTH];
+    uint32_t shape[TESTS_WAITING_MAX + RB_BVH_WIDTH];
+    float e[TESTS_WAITING_MAX + RB_BVH_WIDTH];
+} test_batch;
+
+/* Adds ray r's candidates after the n waiting in b: the slots of mask
+ * cand, whose shapes are the lanes of child and entries those of e;
+ * returns the new count (a value, not a field of b: b's stores could
+ * alias it, and it was reloaded after each). No branch on the mask:
+ * whether a ray has a candidate at a leaf is as unpredictable as a hit. */
+static inline unsigned add_tests(test_batch *b, unsigned n, uint32_t r,
+                                 unsigned cand, __m256i child, __m256 e)
 {
-    if (j < v->n_lbox) {
-        __builtin_prefetch(v->lbox + j);
-        __builtin_prefetch((const char *)(v->lbox + j + 1) - 1);
-    } else {
-        __builtin_prefetch(v->ball + (j - v->n_lbox));
-    }
+    __m256i order = _mm256_cvtepu8_epi32(
+        _mm_loadl_epi64((const __m128i *)&compress_lut[cand]));
+    _mm256_storeu_si256((__m256i *)(b->ray + n), _mm256_set1_epi32((int)r));
+    _mm256_storeu_si256((__m256i *)(b->shape + n),
+                        _mm256_permutevar8x32_epi32(child, order));
+    _mm256_storeu_ps(b->e + n, _mm256_permutevar8x32_ps(e, order));
+    return n + (unsigned)__builtin_popcount(cand);
 }
 
-/* Runs the waiting tests q[0, n): `any` skips rays already hit. */
-static inline void run_tests(const rb_bvh_stream *s, const pending_test *q,
+/* Runs the n tests of batch b: `any` skips rays already hit. */
+static inline void run_tests(const rb_bvh_stream *s, const test_batch *b,
                              unsigned n, const rb_mode mode)
 {
     for (unsigned i = 0; i < n; i++) {
-        uint32_t r = q[i].ray;
+        uint32_t r = b->ray[i], j = b->shape[i];
         if (mode == RB_MODE_ANY && s->any[r])
             continue;
-        if (mode == RB_MODE_NEAREST && q[i].e > s->best[r].t)
+        if (mode == RB_MODE_NEAREST && b->e[i] > s->best[r].t)
             continue;
         float te, tx;
-        if (!rb_shape_hit(s->view, q[i].shape, &s->raw[r], &te, &tx))
+        if (!rb_shape_hit(s->view, j, &s->raw[r], &te, &tx))
             continue;
         if (mode == RB_MODE_ANY) {
             s->any[r] = 1;
         } else if (mode == RB_MODE_NEAREST) {
-            rb_joint_best *b = &s->best[r];
-            rb_u32 id = rb_shape_id(s->view, q[i].shape);
-            if (te < b->t || (te == b->t && id < b->id))
-                *b = (rb_joint_best){te, id, q[i].shape, UINT32_MAX};
+            rb_joint_best *best = &s->best[r];
+            rb_u32 id = rb_shape_id(s->view, j);
+            if (te < best->t || (te == best->t && id < best->id))
+                *best = (rb_joint_best){te, id, j, UINT32_MAX};
         } else {
             s->count[r]++;
         }
     }
+}
+
+/* A full batch (*fill, n_fill tests): its records start on their way,
+ * and the batch filled before it (*ready, *n_ready tests), whose records
+ * have had the time of a batch's node visits to arrive, is tested; the
+ * two trade places. */
+static inline void batch_full(const rb_bvh_stream *s, test_batch **fill,
+                              unsigned n_fill, test_batch **ready,
+                              unsigned *n_ready, const rb_mode mode)
+{
+    test_batch *f = *fill;
+    for (unsigned i = 0; i < n_fill; i++)
+        rb_shape_fetch_record(s->view, f->shape[i]);
+    run_tests(s, *ready, *n_ready, mode);
+    *fill = *ready;
+    *ready = f;
+    *n_ready = n_fill;
 }
 
 static inline __attribute__((always_inline)) int
@@ -217,8 +244,9 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
         arena[i] = i;
     stack[sp++] = (pending){0, 0, s->n};
     uint32_t work = 0;
-    pending_test waiting[TESTS_WAITING_MAX];
-    unsigned n_waiting = 0;
+    test_batch batches[2];
+    test_batch *fill = &batches[0], *ready = &batches[1];
+    unsigned n_fill = 0, n_ready = 0;
     while (sp) {
         pending p = stack[--sp];
         work += p.cnt;
@@ -243,9 +271,9 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
         /* The inner slots (an empty slot's child is 0, the root, never
          * a child): only their lists are written, and a node of boxes
          * only writes none. */
-        __m256i zero_child = _mm256_cmpeq_epi32(
-            _mm256_loadu_si256((const __m256i *)nd->child),
-            _mm256_setzero_si256());
+        __m256i child = _mm256_loadu_si256((const __m256i *)nd->child);
+        __m256i zero_child =
+            _mm256_cmpeq_epi32(child, _mm256_setzero_si256());
         unsigned inner_slots =
             ~(unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(zero_child)) &
             ~nd->boxes & 0xffu;
@@ -296,15 +324,12 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
             if (tree != RB_TREE_BOXES) {
                 /* Candidates get the exact test of every other path,
                  * later; inner slots the padded compare. */
-                for (unsigned cand = padded & shapes; cand;
-                     cand &= cand - 1) {
-                    unsigned k = (unsigned)__builtin_ctz(cand);
-                    rb_u32 j = nd->child[k];
-                    fetch_record(s->view, j);
-                    waiting[n_waiting++] = (pending_test){r, j, e[k]};
-                    if (n_waiting == TESTS_WAITING_MAX) {
-                        run_tests(s, waiting, n_waiting, mode);
-                        n_waiting = 0;
+                if (shapes) {
+                    n_fill =
+                        add_tests(fill, n_fill, r, padded & shapes, child, ev);
+                    if (n_fill >= TESTS_WAITING_MAX) {
+                        batch_full(s, &fill, n_fill, &ready, &n_ready, mode);
+                        n_fill = 0;
                     }
                 }
                 m = padded;
@@ -351,8 +376,10 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
             at += c[k];
         }
     }
-    if (tree != RB_TREE_BOXES)
-        run_tests(s, waiting, n_waiting, mode);
+    if (tree != RB_TREE_BOXES) {
+        run_tests(s, ready, n_ready, mode);
+        run_tests(s, fill, n_fill, mode);
+    }
     return 0;
 }
 

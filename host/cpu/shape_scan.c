@@ -252,6 +252,19 @@ static void one_ray(shape_run *run, size_t i)
     }
 }
 
+/* Starts fetching what nearest_answer reads and writes for ray i with
+ * best b: the winner's record or slot, and the answer (in walk order,
+ * both are scattered: the stream read the record long before). */
+static void fetch_answer(const shape_run *run, const rb_joint_best *b,
+                         size_t i)
+{
+    if (b->j != UINT32_MAX)
+        rb_shape_fetch_record(&run->tree_view, b->j);
+    else if (b->slot != UINT32_MAX)
+        rb_bvh_fetch_slot(run->set->tree, b->slot);
+    __builtin_prefetch(&run->res->hits[i], 1);
+}
+
 /* `any`, `count` or `nearest` of rays [begin, end) of the run's order:
  * those the tree's widening covers walk it as one stream
  * (bvh_stream_avx2.c), then test the planes; the others (and all of them
@@ -325,6 +338,9 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
             continue;
         }
         if (run->mode == RB_MODE_NEAREST) {
+            if (q + PREFETCH < n)
+                fetch_answer(run, &w.best[q + PREFETCH],
+                             w.index[q + PREFETCH]);
             nearest_answer(run, i, &w.prep[q], &w.raw[q], &w.best[q]);
             continue;
         }
