@@ -22,17 +22,19 @@
  * ~1.8x over shape trees (docs/benchmarks.md, "`nearest` as a ray
  * stream").
  *
- * Shape candidates wait: a ray's candidate is not tested when its slot
- * passes but put in a batch of TESTS_WAITING_MAX, its record fetched
- * then, and the batch is tested when full (and at the end), while the
- * stream goes on to other nodes. A record's first load used to miss
- * (half the exact tests' time in perf); now the fetch has the time of a
- * few node visits. The cost: a ray whose waiting candidate is a hit
- * walks on until its batch is tested (`any` skips it from then on;
- * `nearest` skips a waiting test whose slot it entered past its best t
- * since). Measured: obb and xbox `any` 1.3x the rate, spheres 1.05x, the
- * mixed scene's `any` cost against the box scene's 1.46-1.47x against
- * 1.59-1.60x (docs/benchmarks.md).
+ * Shape candidates wait: a ray's candidates are not tested when their
+ * slots pass but added to a batch (eight lanes at a time, with no branch
+ * on whether there are any); when the batch holds TESTS_WAITING_MAX its
+ * records are fetched and the batch filled before it is tested, while
+ * the stream goes on to other nodes (the rest at the end). A record's
+ * first load used to miss (half the exact tests' time in perf); now the
+ * fetch has the time of a batch's node visits. The cost: a ray whose
+ * waiting candidate is a hit walks on until its batch is tested (`any`
+ * skips it from then on; `nearest` skips a waiting test whose slot it
+ * entered past its best t since). Measured: obb and xbox `any` 1.3x the
+ * rate, spheres 1.05x; the mixed scene's `nearest` cost against the box
+ * scene's ~1.56x against ~1.65x with a branch a candidate and no second
+ * batch (docs/benchmarks-shapes.md).
  *
  * Exactness: a slot's distances are those of test_node in
  * bvh_walk_avx2.c, operation for operation (each axis's near and far
