@@ -265,6 +265,10 @@ typedef struct rb_bvh_stream {
      * best hit of the tree improving it out (rb_joint_best: slot for a
      * joint tree's box, j for a shape, UINT32_MAX for neither) */
     rb_joint_best *best;
+    /* nearest over shape and joint trees: where best's j is the tree's,
+     * its shape's full answer (rb_shape_full, box unset), written by the
+     * test that found it, so that the answer is not computed again */
+    rb_hit *shape_hits;
     uint32_t *arena;         /* scratch of `words` words */
     size_t words;
     /* Asked every RB_BVH_STREAM_POLL ray-node tests (a stream can hold

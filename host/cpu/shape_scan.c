@@ -122,12 +122,13 @@ static void every(const shape_run *run, size_t i, const rb_ray_raw *w)
 /* ---- both passes in one walk (rb_joint_run) ---- */
 
 /* Ray i's answer from *b, the best of its tree walk (rb_joint_best),
- * after the planes: the full answer of the winner. A joint run answers
- * every ray (a miss where nothing won); a shape run leaves the box
- * pass's answer where no shape improved it. */
+ * after the planes: the full answer of the winner (shape_hit: a stream's
+ * answer of b's shape, or NULL to compute it). A joint run answers every
+ * ray (a miss where nothing won); a shape run leaves the box pass's
+ * answer where no shape improved it. */
 static void nearest_answer(const shape_run *run, size_t i,
                            const rb_ray_prep *p, const rb_ray_raw *w,
-                           rb_joint_best *b)
+                           rb_joint_best *b, const rb_hit *shape_hit)
 {
     const rb_shapeset *s = run->set;
     rb_u32 plane = UINT32_MAX;
@@ -137,6 +138,8 @@ static void nearest_answer(const shape_run *run, size_t i,
     rb_hit *out = &run->res->hits[i];
     if (plane != UINT32_MAX) {
         rb_shape_full(&run->view, plane, w, out);
+    } else if (b->j != UINT32_MAX && shape_hit) {
+        *out = *shape_hit;
     } else if (b->j != UINT32_MAX) {
         rb_shape_full(&run->tree_view, b->j, w, out);
     } else if (b->slot != UINT32_MAX) {
@@ -167,7 +170,7 @@ static void joint_nearest(const shape_run *run, size_t i,
             b.slot = UINT32_MAX;
         }
     }
-    nearest_answer(run, i, p, w, &b);
+    nearest_answer(run, i, p, w, &b, NULL);
 }
 
 static void joint_every(const shape_run *run, size_t i, const rb_ray_prep *p,
@@ -253,14 +256,12 @@ static void one_ray(shape_run *run, size_t i)
 }
 
 /* Starts fetching what nearest_answer reads and writes for ray i with
- * best b: the winner's record or slot, and the answer (in walk order,
- * both are scattered: the stream read the record long before). */
+ * best b after a stream: a winning box's slot, and the answer (in walk
+ * order, both are scattered). */
 static void fetch_answer(const shape_run *run, const rb_joint_best *b,
                          size_t i)
 {
-    if (b->j != UINT32_MAX)
-        rb_shape_fetch_record(&run->tree_view, b->j);
-    else if (b->slot != UINT32_MAX)
+    if (b->slot != UINT32_MAX)
         rb_bvh_fetch_slot(run->set->tree, b->slot);
     __builtin_prefetch(&run->res->hits[i], 1);
 }
@@ -316,6 +317,7 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
                         .any = w.any,
                         .count = w.count,
                         .best = w.best,
+                        .shape_hits = w.shape_hits,
                         .arena = w.arena,
                         .words = w.words,
                         .stop = run->job->stop ? rb_job_stop_cb : NULL,
@@ -341,7 +343,8 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
             if (q + PREFETCH < n)
                 fetch_answer(run, &w.best[q + PREFETCH],
                              w.index[q + PREFETCH]);
-            nearest_answer(run, i, &w.prep[q], &w.raw[q], &w.best[q]);
+            nearest_answer(run, i, &w.prep[q], &w.raw[q], &w.best[q],
+                           &w.shape_hits[q]);
             continue;
         }
         uint32_t c = w.count[q] +

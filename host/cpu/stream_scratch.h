@@ -26,12 +26,14 @@ typedef struct rb_stream_scratch {
     uint32_t *count;
     uint8_t *any;
     rb_joint_best *best; /* nearest */
+    rb_hit *shape_hits;  /* nearest, shape and joint walks only */
     uint32_t *arena;
     size_t words;
 } rb_stream_scratch;
 
 /* The bytes of a worker's scratch for tasks of n rays over a tree of
- * `depth` levels (raw: with the raw rays); with base, *s gets its
+ * `depth` levels (raw: a shape or joint walk's, with the raw rays and the
+ * shape answers); with base, *s gets its
  * arrays there. */
 static inline size_t rb_stream_layout(size_t n, unsigned depth, int raw,
                                       char *base, rb_stream_scratch *s)
@@ -50,6 +52,8 @@ static inline size_t rb_stream_layout(size_t n, unsigned depth, int raw,
     RB_PLACE(count, n * sizeof(uint32_t));
     RB_PLACE(any, n);
     RB_PLACE(best, n * sizeof(rb_joint_best));
+    if (raw)
+        RB_PLACE(shape_hits, n * sizeof(rb_hit));
     RB_PLACE(arena, words * sizeof(uint32_t));
 #undef RB_PLACE
     if (base)
