@@ -189,18 +189,6 @@ static inline void rb_bvh_fetch_node(const rb_bvh_node *nodes, uint32_t c)
     __builtin_prefetch(p + 192);
 }
 
-/* Starts fetching shape j's record in view v (an lbox spans two cache
- * lines). */
-static inline void rb_shape_fetch_record(const rb_shape_view *v, rb_u32 j)
-{
-    if (j < v->n_lbox) {
-        __builtin_prefetch(v->lbox + j);
-        __builtin_prefetch((const char *)(v->lbox + j + 1) - 1);
-    } else {
-        __builtin_prefetch(v->ball + (j - v->n_lbox));
-    }
-}
-
 /* Starts fetching what rb_bvh_best_box_full reads of best b's slot: its
  * node's planes (the first three lines). */
 static inline void rb_bvh_fetch_slot(const rb_bvh *bvh, uint32_t slot)

@@ -185,6 +185,18 @@ static inline unsigned add_tests(test_batch *b, unsigned n, uint32_t r,
     return n + (unsigned)__builtin_popcount(cand);
 }
 
+/* Starts fetching shape j's record in view v (an lbox spans two cache
+ * lines). */
+static inline void fetch_record(const rb_shape_view *v, rb_u32 j)
+{
+    if (j < v->n_lbox) {
+        __builtin_prefetch(v->lbox + j);
+        __builtin_prefetch((const char *)(v->lbox + j + 1) - 1);
+    } else {
+        __builtin_prefetch(v->ball + (j - v->n_lbox));
+    }
+}
+
 /* Runs the n tests of batch b: `any` skips rays already hit. */
 static inline void run_tests(const rb_bvh_stream *s, const test_batch *b,
                              unsigned n, const rb_mode mode)
@@ -235,7 +247,7 @@ static inline void batch_full(const rb_bvh_stream *s, test_batch **fill,
 {
     test_batch *f = *fill;
     for (unsigned i = 0; i < n_fill; i++)
-        rb_shape_fetch_record(s->view, f->shape[i]);
+        fetch_record(s->view, f->shape[i]);
     run_tests(s, *ready, *n_ready, mode);
     *fill = *ready;
     *ready = f;
