@@ -280,8 +280,16 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
     uint32_t n = 0;
     for (size_t k = begin; k < end; k++) {
         size_t i = run->order ? run->order[k] : k;
-        if (run->order && k + PREFETCH < end)
-            __builtin_prefetch(&run->rays[run->order[k + PREFETCH]]);
+        if (run->order && k + PREFETCH < end) {
+            /* In walk order, rays and the box pass's answers are
+             * scattered: a sphere scene's nearest ran 1.18x faster with
+             * the answers fetched ahead (`any`'s flags, a byte a ray,
+             * gained nothing). */
+            size_t ahead = run->order[k + PREFETCH];
+            __builtin_prefetch(&run->rays[ahead]);
+            if (!run->joint && run->mode == RB_MODE_NEAREST)
+                __builtin_prefetch(&res->hits[ahead]);
+        }
         if (run->joint && rb_check_rays(run->rays, 3, i, i + 1) != i + 1) {
             rb_atomic_lower(&run->bad, i);
             continue;
