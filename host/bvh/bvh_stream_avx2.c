@@ -330,10 +330,9 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
             __m256 ev;
             unsigned m = pass_mask(rp, limit, lo, hi, tree, &padded, &ev);
             unsigned hit = m & boxes;
-            float e[RB_BVH_WIDTH];
-            if (mode == RB_MODE_NEAREST || tree != RB_TREE_BOXES)
-                _mm256_storeu_ps(e, ev);
             if (mode == RB_MODE_NEAREST) {
+                float e[RB_BVH_WIDTH];
+                _mm256_storeu_ps(e, ev);
                 rb_joint_best *b = &s->best[r];
                 for (unsigned t = hit; t; t &= t - 1) {
                     unsigned k = (unsigned)__builtin_ctz(t);

@@ -33,8 +33,7 @@ typedef struct rb_stream_scratch {
 
 /* The bytes of a worker's scratch for tasks of n rays over a tree of
  * `depth` levels (raw: a shape or joint walk's, with the raw rays and the
- * shape answers); with base, *s gets its
- * arrays there. */
+ * shape answers); with base, *s gets its arrays there. */
 static inline size_t rb_stream_layout(size_t n, unsigned depth, int raw,
                                       char *base, rb_stream_scratch *s)
 {
