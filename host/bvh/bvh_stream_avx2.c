@@ -211,7 +211,7 @@ static inline void run_tests(const rb_bvh_stream *s, const test_batch *b,
             /* The full answer, kept when it wins: then only the rays
              * whose best is a box compute theirs after the walk (the
              * winners' tests again, their records fetched again, had
-             * been ~10% of a mixed scene's time). */
+             * held 6% of a mixed scene's samples, nearest and any). */
             rb_hit h;
             h.box = -1;
             rb_shape_full(s->view, j, &s->raw[r], &h);
