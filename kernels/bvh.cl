@@ -544,7 +544,7 @@ static inline int rb_take_shapes(const int mode, uint hits,
             continue;
         if (mode == RB_WALK_NEAREST) {
             uint id = rb_shape_id(sv, j);
-            if (te < s->best_t || (te == s->best_t && id < s->best_i)) {
+            if (rb_nearer(te, id, s->best_t, s->best_i)) {
                 s->best_t = te;
                 s->best_i = id;
                 s->best_j = j;
@@ -602,7 +602,7 @@ rb_take_leaves(const int mode, const int tree, uint hits, uint leaf,
             uint k = rb_ctz(hits);
             hits &= hits - 1;
             uint idx = child[k];
-            if (ev[k] < s->best_t || (ev[k] == s->best_t && idx < s->best_i)) {
+            if (rb_nearer(ev[k], idx, s->best_t, s->best_i)) {
                 s->best_t = ev[k];
                 s->best_i = idx;
                 s->best_node = leaf;
@@ -973,8 +973,8 @@ static inline int rb_stream_walk(const int mode, __global const float *nodes,
                 vstore8(e, 0, ev);
                 for (uint t = m & boxes; t; t &= t - 1) {
                     uint k = rb_ctz(t);
-                    float bt = as_float(state[r]);
-                    if (ev[k] < bt || (ev[k] == bt && child[k] < state[n + r])) {
+                    if (rb_nearer(ev[k], child[k], as_float(state[r]),
+                                  state[n + r])) {
                         state[r] = as_uint(ev[k]);
                         state[n + r] = child[k];
                         state[2 * n + r] = node * RB_BVH_WIDTH + k;

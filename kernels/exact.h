@@ -639,6 +639,14 @@ static inline void rb_halfspace_full(const rb_ray_raw *w,
 
 /* ---- R10: `all` lists ------------------------------------------------ */
 
+/* nearest's order (R10): whether a hit at t with id comes before the best
+ * so far (best_t, best_id), i.e. the least (t_enter, id) wins. Every
+ * path's nearest compares with this. */
+static inline int rb_nearer(float t, rb_u32 id, float best_t, rb_u32 best_id)
+{
+    return t < best_t || (t == best_t && id < best_id);
+}
+
 /* Inserts (id, t_enter, t_exit) into a list sorted by (t_enter, id) that
  * holds *stored of at most cap entries; a full list drops what sorts last.
  * Ids may arrive in any order (the hierarchy walks visit them in tree
@@ -727,7 +735,7 @@ static inline void rb_shape_scan_nearest(const rb_shape_view *v, rb_u32 j0,
         if (!rb_shape_hit(v, j, w, &te, &tx))
             continue;
         rb_u32 id = rb_shape_id(v, j);
-        if (te < *best_t || (te == *best_t && id < *best_id)) {
+        if (rb_nearer(te, id, *best_t, *best_id)) {
             *best_t = te;
             *best_id = id;
             *best_j = j;

@@ -374,7 +374,7 @@ static int take(const rb_shape_view *v, rb_u32 j, const rb_ray_raw *w,
     uint32_t id = rb_shape_id(v, j);
     switch (s->mode) {
     case RB_MODE_NEAREST:
-        if (te < s->best_t || (te == s->best_t && id < s->best_id)) {
+        if (rb_nearer(te, id, s->best_t, s->best_id)) {
             s->best_t = te;
             s->best_id = id;
             s->best_j = j;

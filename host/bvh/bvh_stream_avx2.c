@@ -219,8 +219,7 @@ static inline void run_tests(const rb_bvh_stream *s, const test_batch *b,
                 continue;
             rb_joint_best *best = &s->best[r];
             rb_u32 id = rb_shape_id(s->view, j);
-            if (h.t_enter < best->t ||
-                (h.t_enter == best->t && id < best->id)) {
+            if (rb_nearer(h.t_enter, id, best->t, best->id)) {
                 *best = (rb_joint_best){h.t_enter, id, j, UINT32_MAX};
                 s->shape_hits[r] = h;
             }
@@ -336,7 +335,7 @@ stream_walk(const rb_bvh *bvh, rb_bvh_stream *s, const rb_mode mode,
                 rb_joint_best *b = &s->best[r];
                 for (unsigned t = hit; t; t &= t - 1) {
                     unsigned k = (unsigned)__builtin_ctz(t);
-                    if (e[k] < b->t || (e[k] == b->t && nd->child[k] < b->id))
+                    if (rb_nearer(e[k], nd->child[k], b->t, b->id))
                         *b = (rb_joint_best){
                             e[k], nd->child[k], UINT32_MAX,
                             p.node * RB_BVH_WIDTH + k};
