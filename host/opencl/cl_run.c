@@ -552,9 +552,9 @@ static int run_stream(run_state *st, size_t r0, size_t nr, cl_mem order)
         rc = ARG(k, RB_STARG_NODES, nodes);
     if (!rc)
         rc = ARG(k, RB_STARG_ORDER, order);
-    cl_mem any_out = which == 0 ? out : none;
-    cl_mem count_out = which == 1 ? out : none;
-    cl_mem hits_out = which == 2 ? out : none;
+    cl_mem any_out = job->mode == RB_MODE_ANY ? out : none;
+    cl_mem count_out = job->mode == RB_MODE_COUNT ? out : none;
+    cl_mem hits_out = job->mode == RB_MODE_NEAREST ? out : none;
     if (!rc)
         rc = ARG(k, RB_STARG_ANY, any_out);
     if (!rc)
