@@ -556,8 +556,7 @@ START_TEST(test_streams)
     uint32_t *arena = malloc(words * sizeof *arena);
     ck_assert(arena);
     for (size_t i = 0; i < NR; i++)
-        best[i] = (rb_joint_best){INFINITY, UINT32_MAX, UINT32_MAX,
-                                  UINT32_MAX};
+        best[i] = rb_joint_best_none();
     rb_bvh_stream st = {.prep = prep, .n = NR, .any = any, .count = count,
                         .best = best, .arena = arena, .words = words};
     ck_assert_int_eq(walk->stream(bvh, &st, RB_MODE_ANY), 0);

@@ -223,6 +223,12 @@ typedef struct rb_joint_best {
     uint32_t slot;
 } rb_joint_best;
 
+/* A walk's best before any hit: infinite t, no id, shape or slot. */
+static inline rb_joint_best rb_joint_best_none(void)
+{
+    return (rb_joint_best){INFINITY, UINT32_MAX, UINT32_MAX, UINT32_MAX};
+}
+
 /* The full answer of ray r when b, a walk's best, is a box of bvh
  * (b->slot set): its slot's rb_bvh_slot_full, box = b->id. */
 static inline void rb_bvh_best_box_full(const rb_bvh *bvh,

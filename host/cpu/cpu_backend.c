@@ -254,8 +254,7 @@ static int stream_rays(cpu_run *run, unsigned worker, size_t begin,
         w.index[n] = (uint32_t)i;
         w.any[n] = 0;
         w.count[n] = 0;
-        w.best[n] = (rb_joint_best){INFINITY, UINT32_MAX, UINT32_MAX,
-                                    UINT32_MAX};
+        w.best[n] = rb_joint_best_none();
         n++;
     }
     rb_bvh_stream s = {.tree = RB_TREE_BOXES,

@@ -159,7 +159,7 @@ static void joint_nearest(const shape_run *run, size_t i,
                           const rb_ray_prep *p, const rb_ray_raw *w, int fast)
 {
     const rb_shapeset *s = run->set;
-    rb_joint_best b = {INFINITY, UINT32_MAX, UINT32_MAX, UINT32_MAX};
+    rb_joint_best b = rb_joint_best_none();
     run->walk->joint_nearest(s->tree, p, &run->tree_view, w, fast, &b);
     if (!fast) {
         uint32_t j = UINT32_MAX;
@@ -310,8 +310,7 @@ static void stream_task(shape_run *run, unsigned worker, size_t begin,
             /* a shape walk improves on the box pass's answer */
             const rb_hit *h = &res->hits[i];
             w.best[n] = run->joint || !h->hit
-                            ? (rb_joint_best){INFINITY, UINT32_MAX,
-                                              UINT32_MAX, UINT32_MAX}
+                            ? rb_joint_best_none()
                             : (rb_joint_best){h->t_enter, (uint32_t)h->box,
                                               UINT32_MAX, UINT32_MAX};
         }
