@@ -44,9 +44,10 @@
 #define WALK_PER_TASK 256       /* rays per task of a hierarchy walk */
 /* Rays fetched ahead in walk order: by the one-ray walks (4 measured
  * faster than 8 for nearest, 2 alike, 16 and 32 slower) and by the
- * streams' gather loop (docs/benchmarks.md). */
+ * streams' gather loop (24: 1.04-1.07x the rate of 8 ahead, 16 between
+ * them, 32 no better than 8; docs/benchmarks.md). */
 #define WALK_PREFETCH 4
-#define GATHER_PREFETCH 8
+#define GATHER_PREFETCH 24
 #define EMPTY_PER_TASK 16384    /* no boxes: rays checked per task */
 /* `any` walks a task's first STREAM_TRIAL_RAYS one by one with the
  * blockers list of blockers.h; if the list answered at least 1 in
