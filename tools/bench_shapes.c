@@ -57,6 +57,7 @@
 #define PI 3.14159265358979323846
 #define MAX_QUALITIES 3
 #define MAX_REPEAT 64
+#define TURN_ROUNDS_MIN 21 /* bench_in_turn's rounds (2 * MAX_REPEAT + 1 at most) */
 
 enum { K_BOX, K_OBB, K_XBOX, K_SPHERE, K_MIXED, K_KINDS };
 static const char *const kind_names[K_KINDS] = {"box", "obb", "xbox",
@@ -74,6 +75,7 @@ typedef struct figure {
      * and any, measured in turn (bench_in_turn) */
     int have_turn;
     double turn_ratio[2];
+    int turn_rounds;
     uint64_t nearest_hits, any_hits, shape_nodes;
     double bytes_per_element;
     /* Embree, per setup: the fastest quality per mode */
@@ -598,12 +600,16 @@ static void print_figure(const figure *f, size_t nr)
 }
 
 /* The mixed scene's cost over the box-only scene's (mx->turn_ratio),
- * measured in turn: 2 * repeat + 1 rounds of one query on each scene in
- * each mode, the box scene first, and the median of the rounds' ratios.
- * The figures above measure the two scenes a minute or more apart, and
- * on this shared 2-core machine the box scene's `any` moved from 5.0 to
- * 7.6 M rays/s between runs of one binary; rounds in turn see the same
- * load. The scenes are made again from the figures' seeds. */
+ * measured in turn: mx->turn_rounds rounds (2 * repeat + 1, at least
+ * TURN_ROUNDS_MIN) of one query on each scene in each mode, the box scene
+ * first in even rounds and the mixed one in odd rounds, and the median of
+ * the rounds' ratios. The figures above measure the two scenes a minute
+ * or more apart, and on this shared 2-core machine the box scene's `any`
+ * moved from 5.0 to 7.6 M rays/s between runs of one binary; rounds in
+ * turn see the same load. With 7 rounds, four runs of one binary gave
+ * 1.38x to 1.57x for `any`; the rounds' middle half spans about 0.07x, so
+ * the median of 21 moves far less. The scenes are made again from the
+ * figures' seeds. */
 static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
                          const rb_ray *rays, figure *mx)
 {
@@ -627,13 +633,17 @@ static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
         }
     }
     int rounds = 2 * o->repeat + 1;
+    if (rounds < TURN_ROUNDS_MIN)
+        rounds = TURN_ROUNDS_MIN;
     double r[2][2 * MAX_REPEAT + 1];
     for (int k = 0; k < rounds && !rc; k++) {
         for (int m = 0; m < 2 && !rc; m++) {
             double ms[2];
-            for (int j = 0; j < 2 && !rc; j++)
+            for (int i = 0; i < 2 && !rc; i++) {
+                int j = k % 2 ? 1 - i : i;
                 rc = query(ctx, sc[j], m ? RB_MODE_ANY : RB_MODE_NEAREST,
                            rays, nr, 1, &res, &ms[j]);
+            }
             if (!rc)
                 r[m][k] = ms[0] > 0 ? ms[1] / ms[0] : 0;
         }
@@ -642,6 +652,7 @@ static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
         for (int m = 0; m < 2; m++)
             mx->turn_ratio[m] = bench_median(r[m], rounds);
         mx->have_turn = 1;
+        mx->turn_rounds = rounds;
     }
     rb_scene_destroy(sc[0]);
     rb_scene_destroy(sc[1]);
@@ -1133,7 +1144,7 @@ int main(int argc, char **argv)
         if (!o.json)
             printf("\nmixed %zu against box-only %zu, in turn (%d rounds): "
                    "cost %.2fx (nearest), %.2fx (any)\n",
-                   o.sizes[si], o.sizes[si], 2 * o.repeat + 1,
+                   o.sizes[si], o.sizes[si], mx->turn_rounds,
                    mx->turn_ratio[0], mx->turn_ratio[1]);
     }
     target ts[64];
