@@ -48,20 +48,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench_scenes.h"
 #include "bench_shapes.h"
 #include "rbench_version.h"
 #include "rows.h"
 #include "internal.h"
 
 #define MAX_SIZES 8
-#define PI 3.14159265358979323846
 #define MAX_QUALITIES 3
 #define MAX_REPEAT 64
-#define TURN_ROUNDS_MIN 21 /* bench_in_turn's rounds (2 * MAX_REPEAT + 1 at most) */
+/* bench_in_turn's least rounds (at most 2 * MAX_REPEAT + 1) */
+#define TURN_ROUNDS_MIN 21
 
-enum { K_BOX, K_OBB, K_XBOX, K_SPHERE, K_MIXED, K_KINDS };
-static const char *const kind_names[K_KINDS] = {"box", "obb", "xbox",
-                                                "sphere", "mixed"};
 static const char *const setup_names[EM_SETUPS] = {"native", "user",
                                                    "triangles"};
 static const char *const quality_names[3] = {"low", "medium", "high"};
@@ -104,132 +102,6 @@ typedef struct figure {
     double clb_nearest_ms, clb_any_ms;
     int clb_same;
 } figure;
-
-
-/* ---- scenes ------------------------------------------------------------ */
-
-typedef struct elements {
-    rb_box *boxes;
-    rb_obb *obbs;
-    rb_xbox *xboxes;
-    rb_sphere *spheres;
-    size_t n[4];
-} elements;
-
-static void elements_free(elements *e)
-{
-    free(e->boxes);
-    free(e->obbs);
-    free(e->xboxes);
-    free(e->spheres);
-    memset(e, 0, sizeof *e);
-}
-
-/* A uniform random rotation (Shoemake), as a unit quaternion (w, x, y, z). */
-static void random_quaternion(uint64_t *s, double q[4])
-{
-    double u1 = bench_uniform(s), u2 = bench_uniform(s), u3 = bench_uniform(s);
-    double a = sqrt(1 - u1), b = sqrt(u1);
-    q[0] = b * cos(2 * PI * u3);
-    q[1] = a * sin(2 * PI * u2);
-    q[2] = a * cos(2 * PI * u2);
-    q[3] = b * sin(2 * PI * u3);
-}
-
-static void rotation(const double q[4], double r[3][3])
-{
-    double w = q[0], x = q[1], y = q[2], z = q[3];
-    double m[3][3] = {
-        {1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)},
-        {2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)},
-        {2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)}};
-    memcpy(r, m, sizeof m);
-}
-
-static void sides(uint64_t *s, float side, float w[3])
-{
-    for (int a = 0; a < 3; a++)
-        w[a] = side * (0.2f + 0.8f * bench_uniform(s));
-}
-
-static int make_elements(int kind, size_t n, float fill, uint64_t seed,
-                         elements *e)
-{
-    memset(e, 0, sizeof *e);
-    if (kind == K_MIXED) {
-        for (int k = 0; k < 4; k++)
-            e->n[k] = n / 4;
-        e->n[0] += n - 4 * (n / 4);
-    } else {
-        e->n[kind] = n;
-    }
-    float side = sqrtf(fill / (0.54f * (float)(n ? n : 1)));
-    e->boxes = malloc((e->n[0] ? e->n[0] : 1) * sizeof *e->boxes);
-    e->obbs = malloc((e->n[1] ? e->n[1] : 1) * sizeof *e->obbs);
-    e->xboxes = malloc((e->n[2] ? e->n[2] : 1) * sizeof *e->xboxes);
-    e->spheres = malloc((e->n[3] ? e->n[3] : 1) * sizeof *e->spheres);
-    if (!e->boxes || !e->obbs || !e->xboxes || !e->spheres)
-        return -1;
-    uint64_t s = seed;
-    for (size_t i = 0; i < e->n[0]; i++) {
-        float w[3];
-        sides(&s, side, w);
-        for (int a = 0; a < 3; a++) {
-            e->boxes[i].min[a] = bench_uniform(&s) * (1 - w[a]);
-            e->boxes[i].max[a] = e->boxes[i].min[a] + w[a];
-        }
-    }
-    for (size_t i = 0; i < e->n[1]; i++) {
-        float w[3], c[3], h[3], qf[4];
-        double q[4];
-        sides(&s, side, w);
-        for (int a = 0; a < 3; a++) {
-            c[a] = bench_uniform(&s);
-            h[a] = 0.5f * w[a];
-        }
-        random_quaternion(&s, q);
-        for (int k = 0; k < 4; k++)
-            qf[k] = (float)q[k];
-        if (rb_obb_from_quaternion(c, h, qf, &e->obbs[i]) != RB_OK)
-            return -1;
-    }
-    for (size_t i = 0; i < e->n[2]; i++) {
-        float w[3];
-        double q[4], r[3][3];
-        sides(&s, side, w);
-        random_quaternion(&s, q);
-        rotation(q, r);
-        double shear = 0.5 * bench_uniform(&s) - 0.25;
-        /* A = R * diag(w) * [[1, shear, 0], [0, 1, 0], [0, 0, 1]] */
-        rb_xbox *x = &e->xboxes[i];
-        for (int a = 0; a < 3; a++) {
-            x->min[a] = -0.5f;
-            x->max[a] = 0.5f;
-        }
-        for (int row = 0; row < 3; row++) {
-            double c0 = r[row][0] * w[0], c1 = r[row][1] * w[1],
-                   c2 = r[row][2] * w[2];
-            x->a[row][0] = (float)c0;
-            x->a[row][1] = (float)(c0 * shear + c1);
-            x->a[row][2] = (float)c2;
-            x->a[row][3] = bench_uniform(&s);
-        }
-    }
-    for (size_t i = 0; i < e->n[3]; i++) {
-        for (int a = 0; a < 3; a++)
-            e->spheres[i].center[a] = bench_uniform(&s);
-        e->spheres[i].radius = side * (0.15f + 0.53f * bench_uniform(&s));
-    }
-    return 0;
-}
-
-static rb_shapes shapes_of(const elements *e)
-{
-    rb_shapes sh = {.obbs = e->obbs, .n_obbs = e->n[1],
-                    .xboxes = e->xboxes, .n_xboxes = e->n[2],
-                    .spheres = e->spheres, .n_spheres = e->n[3]};
-    return sh;
-}
 
 /* ---- raybox --------------------------------------------------------------- */
 
@@ -323,7 +195,7 @@ typedef struct walk_rays {
 static int fastest(const figure *f, int mode);
 
 static int bench_figure(rb_context *ctx, rb_context *cl, rb_context *clb,
-                        const options *o, const elements *e,
+                        const options *o, const bench_elements *e,
                         const rb_ray *rays, const walk_rays *walk,
                         figure *f)
 {
@@ -339,7 +211,7 @@ static int bench_figure(rb_context *ctx, rb_context *cl, rb_context *clb,
         fprintf(stderr, "raybox-bench-shapes: out of memory\n");
         goto done;
     }
-    rb_shapes sh = shapes_of(e);
+    rb_shapes sh = bench_shapes_of(e);
     /* Built `repeat` times, as Embree's scene is (bench_shapes_embree.c). */
     double build[64];
     int builds = o->repeat < 64 ? o->repeat : 64, st = RB_OK;
@@ -538,7 +410,7 @@ static void print_figure(const figure *f, size_t nr)
 {
     printf("\n%s, %zu elements: raybox build %.1f ms, shape tree %llu "
            "nodes, %.1f B/element\n",
-           kind_names[f->kind], f->elements, f->build_ms,
+           bench_kind_names[f->kind], f->elements, f->build_ms,
            (unsigned long long)f->shape_nodes, f->bytes_per_element);
     printf("  %-34s %10s %10s %10s %10s\n", "[M rays/s]", "nearest", "any",
            "nearest", "any");
@@ -606,10 +478,10 @@ static void print_figure(const figure *f, size_t nr)
  * the rounds' ratios. The figures above measure the two scenes a minute
  * or more apart, and on this shared 2-core machine the box scene's `any`
  * moved from 5.0 to 7.6 M rays/s between runs of one binary; rounds in
- * turn see the same load. With 7 rounds, four runs of one binary gave
- * 1.38x to 1.57x for `any`; the rounds' middle half spans about 0.07x, so
- * the median of 21 moves far less. The scenes are made again from the
- * figures' seeds. */
+ * turn see the same load. With 7 rounds six runs of one binary gave
+ * 1.38x to 1.57x for `any`; with 21 three runs of the next one gave 1.44x
+ * to 1.45x (docs/benchmarks-shapes.md). The scenes are made again from
+ * the figures' seeds. */
 static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
                          const rb_ray *rays, figure *mx)
 {
@@ -619,15 +491,15 @@ static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
     rb_results res;
     int rc = bench_results_take(&res, nr) != 0;
     for (int j = 0; j < 2 && !rc; j++) {
-        elements e;
-        if (make_elements(kinds[j], o->sizes[si], o->fill,
+        bench_elements e;
+        if (bench_make_elements(kinds[j], o->sizes[si], o->fill,
                           o->seed * 1000 + si * 10 + (uint64_t)kinds[j], &e))
             rc = 1;
         if (!rc) {
-            rb_shapes sh = shapes_of(&e);
+            rb_shapes sh = bench_shapes_of(&e);
             int st = rb_scene_create_shapes(ctx, 3, e.boxes, e.n[0], &sh,
                                             &sc[j]);
-            elements_free(&e);
+            bench_elements_free(&e);
             if (st)
                 rc = fail("rb_scene_create_shapes", ctx, st);
         }
@@ -682,8 +554,8 @@ static size_t targets(const figure *fs, size_t n, const options *o,
             for (int m = 0; m < 2 && k < cap; m++) {
                 target *t = &out[k++];
                 snprintf(t->label, sizeof t->label,
-                         "%s %zu %s vs fastest embree", kind_names[kind], ne,
-                         modes[m]);
+                         "%s %zu %s vs fastest embree",
+                         bench_kind_names[kind], ne, modes[m]);
                 /* in turn where measured (see bench_figure) */
                 t->value = f->em_turn[m] > 0 ? f->em_turn[m]
                                               : ratio_vs_embree(f, m);
@@ -730,13 +602,13 @@ static int write_rows(const figure *fs, size_t n, const options *o,
         const figure *bx = find(fs, n, K_BOX, f->elements);
         for (int m = 0; m < 2; m++) {
             char test[32], size[48];
-            snprintf(test, sizeof test, "%s_%s", kind_names[f->kind],
+            snprintf(test, sizeof test, "%s_%s", bench_kind_names[f->kind],
                      modes[m]);
             snprintf(size, sizeof size, "%zux%zu", o->n_rays, f->elements);
             rbench_where w = {.backend = "cpu", .device = info->device,
                            .type = "cpu", .driver = "raybox-bench-shapes",
                            .category = "ratios", .test = test,
-                           .shape = kind_names[f->kind], .path = "e2e",
+                           .shape = bench_kind_names[f->kind], .path = "e2e",
                            .rays = o->n_rays, .boxes = f->elements,
                            .size = size};
             if (fastest(f, m) >= 0)
@@ -800,7 +672,8 @@ static void print_json(const figure *fs, size_t n, const options *o,
                "\"any_mrays_s\": %.4f, \"nearest_hits\": %llu, "
                "\"any_hits\": %llu, \"shape_nodes\": %llu, "
                "\"bytes_per_element\": %.2f}",
-               i ? "," : "", kind_names[f->kind], f->elements, f->build_ms,
+               i ? "," : "", bench_kind_names[f->kind], f->elements,
+               f->build_ms,
                rate((double)nr, f->nearest_ms), rate((double)nr, f->any_ms),
                (unsigned long long)f->nearest_hits,
                (unsigned long long)f->any_hits,
@@ -889,12 +762,11 @@ static int parse_list(char *p, int (*item)(const char *, void *), void *u)
 static int kind_item(const char *t, void *u)
 {
     options *o = u;
-    for (int k = 0; k < K_KINDS; k++)
-        if (!strcmp(t, kind_names[k])) {
-            o->kinds[k] = 1;
-            return 0;
-        }
-    return -1;
+    int k = bench_kind_of(t);
+    if (k < 0)
+        return -1;
+    o->kinds[k] = 1;
+    return 0;
 }
 
 static int quality_item(const char *t, void *u)
@@ -1113,8 +985,8 @@ int main(int argc, char **argv)
         for (int kind = 0; kind < K_KINDS; kind++) {
             if (!o.kinds[kind])
                 continue;
-            elements e;
-            if (make_elements(kind, o.sizes[si], o.fill,
+            bench_elements e;
+            if (bench_make_elements(kind, o.sizes[si], o.fill,
                               o.seed * 1000 + si * 10 + (uint64_t)kind, &e))
                 return fail("elements", NULL, RB_ENOMEM);
             figure *f = &fs[nf++];
@@ -1122,7 +994,7 @@ int main(int argc, char **argv)
             f->elements = o.sizes[si];
             int rc = bench_figure(ctx, cl, clb, &o, &e, rays,
                                   walk.order ? &walk : NULL, f);
-            elements_free(&e);
+            bench_elements_free(&e);
             if (rc)
                 return 1;
             if (!o.json) {
