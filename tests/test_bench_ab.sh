@@ -38,6 +38,10 @@ if "$AB" "$T/old.so" "$T/new.so" --kinds cone >"$T/bad.txt" 2>&1; then
     fail "--kinds cone was accepted"
 fi
 grep -q "no cone" "$T/bad.txt" || { cat "$T/bad.txt" >&2; fail "no message naming the bad kind"; }
+if "$AB" "$T/old.so" "$T/new.so" --rounds 2 >"$T/bad.txt" 2>&1; then
+    fail "--rounds 2 was accepted"
+fi
+grep -q "rounds 2: expected 3 to 1001" "$T/bad.txt" || { cat "$T/bad.txt" >&2; fail "no message naming the bad --rounds"; }
 if "$AB" "$T/old.so" >"$T/bad.txt" 2>&1; then
     fail "one library was accepted"
 fi

@@ -6,18 +6,19 @@
  *                   [--elements N] [--rays N] [--threads N] [--rounds R]
  *                   [--fill F] [--seed S]
  *
- * Both libraries are loaded into this process (dlopen, RTLD_LOCAL: each
- * binds its own symbols, since neither they nor this tool's static copy
- * of the library, linked for the scenes' helpers, are in the global
- * scope) and each builds the scenes of --kinds (default
- * box,mixed; raybox-bench-shapes' scenes of its first size, same seeds).
- * Then, per kind and mode (default nearest,any), R rounds (default 21)
- * of one query with each library, the order swapped every round; a
- * round's ratio is old ms / new ms, and the tool prints the median of
- * the rounds' ratios with their middle half, next to each side's median
- * rate. With box and mixed both given, it prints each build's cost of
- * the mixed scene over the box scene, also by rounds. The first round's
- * answers must be equal field by field (else it says which and exits 1).
+ * Both libraries are loaded into this process with dlopen(RTLD_LOCAL):
+ * each binds its own symbols, since neither they nor this tool's static
+ * copy of the library (linked for the scenes' helpers, not exported) are
+ * in the global scope. Each builds the scenes of --kinds (default
+ * box,mixed: raybox-bench-shapes' scenes of its first size, same seeds).
+ * Then, per mode (default nearest,any) and kind, a warm-up round and R
+ * rounds (default 21) of one query with each library, the order swapped
+ * every round; a round's ratio is old ms / new ms, and the tool prints
+ * the median of the rounds' ratios with their middle half, next to each
+ * side's median rate. With box and mixed both given, it prints each
+ * build's cost of the mixed scene over the box scene, also by rounds.
+ * The warm-up round's answers must be equal field by field (else it
+ * names the first ray that differs and exits 1).
  *
  * Why: on a shared machine a build's rate moves by 1.5-2x between runs
  * minutes apart, and even runs in turn of two binaries left a change of
@@ -36,7 +37,7 @@
 #include "bench_common.h"
 #include "bench_scenes.h"
 
-#define ROUNDS_MAX 1001
+#define ROUNDS_MAX 1001 /* --rounds' limit (bad_value's text says it) */
 #define SEED_KIND_STEP 1000 /* raybox-bench-shapes' seeds: seed * 1000 + kind */
 
 /* The API of one loaded build. */
@@ -261,6 +262,14 @@ static int parse_size(const char *s, size_t lo, size_t hi, size_t *out)
     return 0;
 }
 
+static int bad_value(const char *option, const char *value,
+                     const char *range)
+{
+    fprintf(stderr, "raybox-bench-ab: %s %s: expected %s\n", option, value,
+            range);
+    return -1;
+}
+
 static int parse(int argc, char **argv, options *o, const char **paths)
 {
     *o = (options){.elements = 100000, .rays = 262144, .threads = 2,
@@ -275,13 +284,18 @@ static int parse(int argc, char **argv, options *o, const char **paths)
             usage(stdout);
             exit(0);
         } else if (a[0] != '-') {
-            if (n_paths == 2)
+            if (n_paths == 2) {
+                fprintf(stderr, "raybox-bench-ab: %s: two libraries only\n",
+                        a);
                 return -1;
+            }
             paths[n_paths++] = a;
             continue;
         }
-        if (!v)
+        if (!v) {
+            fprintf(stderr, "raybox-bench-ab: %s needs a value\n", a);
             return -1;
+        }
         i++;
         if (!strcmp(a, "--kinds") || !strcmp(a, "--modes")) {
             int kinds = !strcmp(a, "--kinds");
@@ -307,28 +321,29 @@ static int parse(int argc, char **argv, options *o, const char **paths)
             }
         } else if (!strcmp(a, "--elements")) {
             if (parse_size(v, 4, (size_t)1 << 26, &o->elements))
-                return -1;
+                return bad_value(a, v, "4 to 2^26");
         } else if (!strcmp(a, "--rays")) {
             if (parse_size(v, 1, (size_t)1 << 26, &o->rays))
-                return -1;
+                return bad_value(a, v, "1 to 2^26");
         } else if (!strcmp(a, "--threads")) {
             if (parse_size(v, 1, 1024, &x))
-                return -1;
+                return bad_value(a, v, "1 to 1024");
             o->threads = (unsigned)x;
         } else if (!strcmp(a, "--rounds")) {
             if (parse_size(v, 3, ROUNDS_MAX, &x))
-                return -1;
+                return bad_value(a, v, "3 to 1001");
             o->rounds = (int)x;
         } else if (!strcmp(a, "--seed")) {
             if (parse_size(v, 0, (size_t)1 << 40, &x))
-                return -1;
+                return bad_value(a, v, "0 to 2^40");
             o->seed = x;
         } else if (!strcmp(a, "--fill")) {
             char *end;
             o->fill = strtof(v, &end);
             if (end == v || *end || !(o->fill > 0 && o->fill <= 100))
-                return -1;
+                return bad_value(a, v, "above 0, at most 100");
         } else {
+            fprintf(stderr, "raybox-bench-ab: unknown option %s\n", a);
             return -1;
         }
     }
