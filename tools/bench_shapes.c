@@ -479,8 +479,8 @@ static void print_figure(const figure *f, size_t nr)
  * or more apart, and on this shared 2-core machine the box scene's `any`
  * moved from 5.0 to 7.6 M rays/s between runs of one binary; rounds in
  * turn see the same load. With 7 rounds six runs of one binary gave
- * 1.38x to 1.57x for `any`; with 21 three runs of the next one gave 1.44x
- * to 1.45x (docs/benchmarks-shapes.md). The scenes are made again from
+ * 1.38x to 1.57x for `any`; with 21 eight runs of the next one gave 1.41x
+ * to 1.48x (docs/benchmarks-shapes.md). The scenes are made again from
  * the figures' seeds. */
 static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
                          const rb_ray *rays, figure *mx)
