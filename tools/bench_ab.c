@@ -38,7 +38,6 @@
 #include "bench_scenes.h"
 
 #define ROUNDS_MAX 1001 /* --rounds' limit (bad_value's text says it) */
-#define SEED_KIND_STEP 1000 /* raybox-bench-shapes' seeds: seed * 1000 + kind */
 
 /* The API of one loaded build. */
 typedef struct build {
@@ -87,7 +86,8 @@ static int load(build *b, const char *path)
         return -1;
     }
     int missing = 0;
-    *(void **)&b->options_init = symbol(b, "rb_context_options_init", &missing);
+    *(void **)&b->options_init =
+        symbol(b, "rb_context_options_init", &missing);
     *(void **)&b->context_create = symbol(b, "rb_context_create", &missing);
     *(void **)&b->context_destroy = symbol(b, "rb_context_destroy", &missing);
     *(void **)&b->scene_create_shapes =
@@ -145,16 +145,10 @@ static int same_answers(rb_mode mode, const rb_results *a,
     return 1;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* The median and quartiles of v[0, n) (sorted in place). */
 static void spread(double *v, int n, double *median, double *q1, double *q3)
 {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    bench_sort(v, n);
     *median = v[n / 2];
     *q1 = v[n / 4];
     *q3 = v[(3 * n) / 4];
@@ -180,7 +174,7 @@ static int run_mode(build sides[2], const options *o, rb_mode mode,
                     const rb_ray *rays, rb_results res[2],
                     double (*ms)[K_KINDS][ROUNDS_MAX])
 {
-    const char *mode_name = mode == RB_MODE_ANY ? "any" : "nearest";
+    const char *mode_name = rb_mode_name(mode);
     for (int r = -1; r < o->rounds; r++) { /* round -1: warm-up, checked */
         for (int k = 0; k < K_KINDS; k++) {
             if (!o->kinds[k])
@@ -208,7 +202,7 @@ static int run_mode(build sides[2], const options *o, rb_mode mode,
 static void report_mode(const options *o, rb_mode mode,
                         double (*ms)[K_KINDS][ROUNDS_MAX])
 {
-    const char *mode_name = mode == RB_MODE_ANY ? "any" : "nearest";
+    const char *mode_name = rb_mode_name(mode);
     int n = o->rounds;
     double v[ROUNDS_MAX], med, q1, q3;
     for (int k = 0; k < K_KINDS; k++) {
@@ -377,7 +371,7 @@ int main(int argc, char **argv)
             continue;
         bench_elements e;
         if (bench_make_elements(k, o.elements, o.fill,
-                                o.seed * SEED_KIND_STEP + (uint64_t)k, &e)) {
+                                bench_scene_seed(o.seed, 0, k), &e)) {
             fprintf(stderr, "raybox-bench-ab: out of memory\n");
             rc = 1;
         }

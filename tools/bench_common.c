@@ -21,11 +21,17 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+void bench_sort(double *v, int n)
+{
+    if (n > 0)
+        qsort(v, (size_t)n, sizeof *v, cmp_double);
+}
+
 double bench_median(double *v, int n)
 {
     if (n <= 0)
         return 0;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    bench_sort(v, n);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 

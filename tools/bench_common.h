@@ -11,6 +11,8 @@
 #include "raybox.h"
 
 double bench_now_ms(void);
+/* Sorts v[0..n) in ascending order. */
+void bench_sort(double *v, int n);
 /* The median of v[0..n) (sorts v); 0 for n <= 0. */
 double bench_median(double *v, int n);
 /* splitmix64, and a float in [0, 1) from its top 24 bits. */

@@ -20,6 +20,11 @@ int bench_kind_of(const char *name)
     return -1;
 }
 
+uint64_t bench_scene_seed(uint64_t seed, size_t size_index, int kind)
+{
+    return seed * 1000 + size_index * 10 + (uint64_t)kind;
+}
+
 void bench_elements_free(bench_elements *e)
 {
     free(e->boxes);

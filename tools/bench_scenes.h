@@ -31,6 +31,10 @@ int bench_make_elements(int kind, size_t n, float fill, uint64_t seed,
 void bench_elements_free(bench_elements *e);
 /* The shapes of e, as rb_scene_create_shapes takes them. */
 rb_shapes bench_shapes_of(const bench_elements *e);
+/* The seed of the scene of kind `kind` and the size_index-th size of a
+ * run seeded with `seed`: raybox-bench-shapes and raybox-bench-ab build
+ * the same scenes from it. */
+uint64_t bench_scene_seed(uint64_t seed, size_t size_index, int kind);
 /* The kind named `name`, or -1. */
 int bench_kind_of(const char *name);
 

@@ -493,7 +493,7 @@ static int bench_in_turn(rb_context *ctx, const options *o, size_t si,
     for (int j = 0; j < 2 && !rc; j++) {
         bench_elements e;
         if (bench_make_elements(kinds[j], o->sizes[si], o->fill,
-                          o->seed * 1000 + si * 10 + (uint64_t)kinds[j], &e))
+                                bench_scene_seed(o->seed, si, kinds[j]), &e))
             rc = 1;
         if (!rc) {
             rb_shapes sh = bench_shapes_of(&e);
@@ -987,7 +987,7 @@ int main(int argc, char **argv)
                 continue;
             bench_elements e;
             if (bench_make_elements(kind, o.sizes[si], o.fill,
-                              o.seed * 1000 + si * 10 + (uint64_t)kind, &e))
+                                    bench_scene_seed(o.seed, si, kind), &e))
                 return fail("elements", NULL, RB_ENOMEM);
             figure *f = &fs[nf++];
             f->kind = kind;
